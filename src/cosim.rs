@@ -1,0 +1,1 @@
+//! FMI-agnostic co-simulation: a model instance that advances to a communication point.

@@ -1,0 +1,234 @@
+//! Time integration. Methods see the problem only through [`system`]'s traits.
+//!
+//! Every method implements [`Integrator`]: initialise at a consistent state, then take one
+//! accepted step at a time, never past the limit the caller gives (co-simulation cannot step
+//! past the communication point because the inputs beyond it are unknown).
+
+pub mod system;
+pub mod test_systems;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub use system::{ConstraintHessians, Excitations, ForceJacobians, Mechanical, MultibodySystem, StepHooks};
+
+/// Which integration method. The names are the values of the FMU parameter
+/// `solver.integrator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    #[default]
+    Bdf,
+    RosenbrockNystrom,
+    WMethod,
+    Sdirk,
+    Trapezoidal,
+    Newmark,
+    Hht,
+    GeneralizedAlpha,
+    LocalLinearization,
+    HalfImplicit,
+    Dopri5,
+}
+
+impl Method {
+    pub const ALL: [Method; 11] = [
+        Method::Bdf,
+        Method::RosenbrockNystrom,
+        Method::WMethod,
+        Method::Sdirk,
+        Method::Trapezoidal,
+        Method::Newmark,
+        Method::Hht,
+        Method::GeneralizedAlpha,
+        Method::LocalLinearization,
+        Method::HalfImplicit,
+        Method::Dopri5,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Bdf => "bdf",
+            Method::RosenbrockNystrom => "rosenbrock_nystrom",
+            Method::WMethod => "w_method",
+            Method::Sdirk => "sdirk",
+            Method::Trapezoidal => "trapezoidal",
+            Method::Newmark => "newmark",
+            Method::Hht => "hht",
+            Method::GeneralizedAlpha => "generalized_alpha",
+            Method::LocalLinearization => "local_linearization",
+            Method::HalfImplicit => "half_implicit",
+            Method::Dopri5 => "dopri5",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Method> {
+        Method::ALL.iter().copied().find(|m| m.name() == s)
+    }
+}
+
+/// How the iteration matrix is obtained (paper 003). Values of `solver.jacobian`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum JacobianStrategy {
+    #[default]
+    Dense,
+    Sparse,
+    DenseExtended,
+    SparseExtended,
+    Analytic,
+    AnalyticExtended,
+}
+
+impl JacobianStrategy {
+    pub const ALL: [JacobianStrategy; 6] = [
+        JacobianStrategy::Dense,
+        JacobianStrategy::Sparse,
+        JacobianStrategy::DenseExtended,
+        JacobianStrategy::SparseExtended,
+        JacobianStrategy::Analytic,
+        JacobianStrategy::AnalyticExtended,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            JacobianStrategy::Dense => "dense",
+            JacobianStrategy::Sparse => "sparse",
+            JacobianStrategy::DenseExtended => "dense_extended",
+            JacobianStrategy::SparseExtended => "sparse_extended",
+            JacobianStrategy::Analytic => "analytic",
+            JacobianStrategy::AnalyticExtended => "analytic_extended",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<JacobianStrategy> {
+        JacobianStrategy::ALL.iter().copied().find(|m| m.name() == s)
+    }
+    /// Whether the extended partitioned update (26) is used between full evaluations.
+    pub fn extended(self) -> bool {
+        matches!(
+            self,
+            JacobianStrategy::DenseExtended | JacobianStrategy::SparseExtended | JacobianStrategy::AnalyticExtended
+        )
+    }
+}
+
+/// Solver settings (the `solver.*` FMU parameters).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub method: Method,
+    pub jacobian: JacobianStrategy,
+    pub rtol: f64,
+    pub atol: f64,
+    /// Largest internal step; `0` or infinite means unbounded.
+    pub max_step: f64,
+    /// First internal step; `0` means chosen by the method.
+    pub initial_step: f64,
+    /// Fixed step size: only when explicitly asked for (`Some(h)`), otherwise error-controlled.
+    pub fixed_step: Option<f64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            method: Method::Bdf,
+            jacobian: JacobianStrategy::Dense,
+            rtol: 1e-4,
+            atol: 1e-6,
+            max_step: 0.0,
+            initial_step: 0.0,
+            fixed_step: None,
+        }
+    }
+}
+
+/// Solver statistics, counted as in paper 003's tables. Cumulative since initialisation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Accepted steps.
+    pub steps: u64,
+    /// Rejected steps (error test or convergence failure).
+    pub rejected_steps: u64,
+    /// Residual / right-hand-side evaluations in total (#fc).
+    pub f_evals: u64,
+    /// Of those, the ones spent on finite-difference Jacobians (#fc − #fcw).
+    pub f_evals_jacobian: u64,
+    /// Full Jacobian evaluations (#Je).
+    pub jac_evals: u64,
+    /// Cheap partitioned / extended partitioned Jacobian updates.
+    pub jac_updates: u64,
+    /// LU factorizations.
+    pub lu: u64,
+    /// Newton iterations.
+    pub newton_iters: u64,
+    /// Newton convergence failures.
+    pub convergence_failures: u64,
+    /// Error-test failures.
+    pub error_test_failures: u64,
+}
+
+impl Stats {
+    /// #fcw: function calls without those spent on Jacobians.
+    pub fn f_evals_without_jacobian(&self) -> u64 {
+        self.f_evals - self.f_evals_jacobian
+    }
+}
+
+/// Why a step could not be taken. `Recoverable` ones may succeed with a smaller communication
+/// step (the co-simulation layer maps them to Discard); `Fatal` ones leave the integrator
+/// unusable until re-initialised (Error).
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum IntegrateError {
+    #[error("step size {h:e} at t = {t} fell below the minimum {h_min:e} ({reason})")]
+    StepTooSmall { t: f64, h: f64, h_min: f64, reason: String },
+    #[error("Newton iteration failed to converge at t = {t} after {failures} step reductions")]
+    NewtonFailed { t: f64, failures: u32 },
+    #[error("singular iteration matrix at t = {t}: {what}")]
+    Singular { t: f64, what: String },
+    #[error("non-finite value in {what} at t = {t}")]
+    NonFinite { t: f64, what: String },
+    #[error("inconsistent initial values at t = {t}: {what}")]
+    Inconsistent { t: f64, what: String },
+    #[error("invalid setting: {0}")]
+    Settings(String),
+}
+
+impl IntegrateError {
+    /// Whether a retry with a smaller step (or from a restored state) may succeed.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(
+            self,
+            IntegrateError::StepTooSmall { .. } | IntegrateError::NewtonFailed { .. } | IntegrateError::NonFinite { .. } | IntegrateError::Singular { .. }
+        )
+    }
+}
+
+/// The state the co-simulation layer reads and writes: positions, velocities, multipliers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MechState {
+    pub t: f64,
+    pub q: Vec<f64>,
+    pub v: Vec<f64>,
+    /// Constraint multipliers (reaction forces), length `n_c`; may be stale by one step.
+    pub lambda: Vec<f64>,
+}
+
+/// A time integrator. `S` is passed into every call (never stored).
+///
+/// Implementations are plain data: `Clone + Serialize + Deserialize` (FMU state save/restore and
+/// serialization copy the whole integrator, history and Jacobian cache included, so that
+/// repeating steps after a restore reproduces results bit for bit).
+pub trait Integrator<S: MultibodySystem + ?Sized> {
+    /// Start from a consistent state `x` (positions and velocities satisfy the constraints).
+    /// Discards any history.
+    fn initialize(&mut self, sys: &mut S, x: &MechState) -> Result<(), IntegrateError>;
+    /// Take one accepted step, ending at or before `t_limit`; if the step ends exactly at
+    /// `t_limit` the returned time equals `t_limit` bit for bit. Returns the new time.
+    fn step(&mut self, sys: &mut S, t_limit: f64) -> Result<f64, IntegrateError>;
+    /// The current (last accepted) state.
+    fn state(&self) -> &MechState;
+    /// The step size the method would try next.
+    fn next_step_size(&self) -> f64;
+    /// Statistics so far.
+    fn stats(&self) -> &Stats;
+    /// The method.
+    fn method(&self) -> Method;
+    /// Settings may change between steps (tolerances from the importer).
+    fn set_settings(&mut self, settings: Settings);
+}

@@ -1,0 +1,95 @@
+//! What an integrator may know about the mechanical system: small capability traits.
+//!
+//! The equations of motion in descriptor form (absolute coordinates, `v = q̇`):
+//!
+//! ```text
+//!   M(q) v̇ + Φ_q(q,t)ᵀ λ = f(t, q, v)            (dynamics)
+//!   Φ(q, t) = 0                                   (position constraints, index 3)
+//!   Φ_q v + Φ_t = 0                               (velocity constraints, index 2)
+//!   Φ_q v̇ = γ(t, q, v)                            (acceleration constraints, index 1)
+//! ```
+//!
+//! `f` holds applied, gyroscopic and quadratic-velocity forces. Time enters through `t` and
+//! through the excitation inputs `u(t)` that the system holds (drivers fed by FMU inputs, or
+//! built-in functions). Integrators pass the system in as `&mut S` on every call, so they never
+//! store a reference to it and their own state can be cloned and serialized.
+//!
+//! Every method writes into caller-provided storage (no allocation on the hot path). Vectors
+//! are slices of the right length; matrices are `DMatrix` of the right shape, which the
+//! implementation fully overwrites.
+
+use nalgebra::DMatrix;
+
+/// The core: mass matrix, forces and constraints. Every system implements this.
+pub trait Mechanical {
+    /// Number of position coordinates (= number of velocity coordinates).
+    fn n_q(&self) -> usize;
+    /// Number of (independent) constraint equations.
+    fn n_c(&self) -> usize;
+
+    /// `M(q)`, symmetric, `n_q × n_q`. Positive definite on the null space of `Φ_q`.
+    fn mass_matrix(&mut self, t: f64, q: &[f64], m: &mut DMatrix<f64>);
+    /// `f(t, q, v)`, length `n_q`.
+    fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]);
+    /// `Φ(q, t)`, length `n_c`.
+    fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]);
+    /// `Φ_q(q, t)`, `n_c × n_q`.
+    fn constraint_jacobian(&mut self, t: f64, q: &[f64], jac: &mut DMatrix<f64>);
+    /// `Φ_t(q, t)`, length `n_c` (zero for scleronomic constraints).
+    fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]);
+    /// `γ(t, q, v) = −(Φ_q v)_q v − 2 Φ_qt v − Φ_tt`, length `n_c`.
+    fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]);
+}
+
+/// Analytic derivatives of the forces (needed by implicit methods; the finite-difference
+/// fallback lives in the integrator's Jacobian policy).
+pub trait ForceJacobians: Mechanical {
+    /// `∂f/∂q` and `∂f/∂v`, both `n_q × n_q`, fully overwritten.
+    fn force_jacobians(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        df_dq: &mut DMatrix<f64>,
+        df_dv: &mut DMatrix<f64>,
+    );
+}
+
+/// Second-order constraint terms, for Newton iterations on index-3 / augmented forms.
+pub trait ConstraintHessians: Mechanical {
+    /// `∂(Φ_qᵀ λ)/∂q`, `n_q × n_q`, fully overwritten.
+    fn constraint_force_jacobian(&mut self, t: f64, q: &[f64], lambda: &[f64], out: &mut DMatrix<f64>);
+    /// `∂(M(q) a)/∂q`, `n_q × n_q`, fully overwritten (zero when `M` is constant).
+    fn mass_times_accel_jacobian(&mut self, t: f64, q: &[f64], a: &[f64], out: &mut DMatrix<f64>);
+}
+
+/// Rheonomic excitations `u(t)` that enter the equations (drivers, moving frames, actuators).
+/// Used by the extended partitioned Jacobian update (paper 003, eq. (26)), which needs
+/// `∂²F/∂u_i∂y` and the change of `u_i` between two times.
+pub trait Excitations: Mechanical {
+    /// Number of excitation signals.
+    fn n_excitations(&self) -> usize;
+    /// `u_i(t)`.
+    fn excitation(&mut self, t: f64, i: usize) -> f64;
+    /// Add `delta` to `u_i` in every subsequent evaluation (0 restores the true signal).
+    /// Only the value is shifted, not its time derivatives.
+    fn set_excitation_offset(&mut self, i: usize, delta: f64);
+}
+
+/// Hooks at accepted steps: state the system keeps between steps (continuous angle branches,
+/// friction normal forces from the last reactions) is committed here and only here, so rejected
+/// steps and Newton iterations never change it.
+pub trait StepHooks: Mechanical {
+    /// Called once per accepted step with the accepted state and the multipliers if known.
+    fn accept_step(&mut self, t: f64, q: &[f64], v: &[f64], lambda: Option<&[f64]>);
+    /// Bring `q` back onto any invariant the coordinates carry that is not one of the
+    /// constraints (none for the engine: unit quaternions are explicit constraints). Returns
+    /// whether anything changed.
+    fn normalize(&mut self, _q: &mut [f64]) -> bool {
+        false
+    }
+}
+
+/// Everything an integrator may use. Blanket-implemented.
+pub trait MultibodySystem: Mechanical + ForceJacobians + ConstraintHessians + Excitations + StepHooks {}
+impl<T: Mechanical + ForceJacobians + ConstraintHessians + Excitations + StepHooks> MultibodySystem for T {}

@@ -1,0 +1,12 @@
+//! The multibody problem: model file, resolved model, kinematics, forces, constraints,
+//! assembly. Knows nothing of integrators or FMI (it implements the traits of
+//! `integrate::system`, which are plain equations).
+
+pub mod error;
+pub mod inputs;
+pub mod loader;
+pub mod spec;
+
+pub use error::ModelError;
+pub use loader::{load_model, load_model_str};
+pub use spec::ModelSpec;

@@ -1,0 +1,348 @@
+//! The resolved, validated model: what the loader produces from a model file and what the
+//! engine, the variable table and the packager consume. All names are resolved to indices, all
+//! geometry is in SI units, joint frames are given per body in body coordinates.
+//!
+//! Numbers that the importing tool may change at run time are [`Scalar`]s: either a constant or
+//! a reference to a named parameter, resolved by the engine against the current parameter
+//! values.
+
+use nalgebra::{Matrix3, UnitQuaternion, Vector3};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A number in the model: a constant, or a parameter (by index into [`ModelSpec::parameters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Scalar {
+    Const(f64),
+    Param(usize),
+}
+
+impl Scalar {
+    pub fn eval(&self, params: &[f64]) -> f64 {
+        match *self {
+            Scalar::Const(x) => x,
+            Scalar::Param(i) => params[i],
+        }
+    }
+}
+
+impl From<f64> for Scalar {
+    fn from(x: f64) -> Self {
+        Scalar::Const(x)
+    }
+}
+
+/// What a body, joint end or force end is attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyRef {
+    Ground,
+    /// Index into [`ModelSpec::bodies`].
+    Body(usize),
+    /// Index into [`ModelSpec::frames`] (a ground point moved by prescribed motions).
+    Frame(usize),
+}
+
+/// A frame fixed in a body (or ground / moving frame): origin and orientation, both in the
+/// coordinates of that body. Joint axes are the frame's z axis.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LocalFrame {
+    pub origin: Vector3<f64>,
+    /// Columns are the frame's x, y, z axes in body coordinates (orthonormal, right-handed).
+    pub axes: Matrix3<f64>,
+}
+
+impl LocalFrame {
+    pub fn identity() -> Self {
+        LocalFrame { origin: Vector3::zeros(), axes: Matrix3::identity() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyKind {
+    Rigid,
+    /// Point mass: no orientation, no inertia.
+    Particle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BodySpec {
+    pub name: String,
+    pub kind: BodyKind,
+    pub mass: Scalar,
+    /// Inertia tensor about the centre of mass in body coordinates: xx, yy, zz, xy, xz, yz.
+    /// Ignored for particles.
+    pub inertia: [Scalar; 6],
+    /// Initial position of the centre of mass (global).
+    pub position: Vector3<f64>,
+    /// Initial orientation (body to global). Identity for particles.
+    pub orientation: UnitQuaternion<f64>,
+    /// Initial velocity of the centre of mass (global).
+    pub velocity: Vector3<f64>,
+    /// Initial angular velocity (global components).
+    pub angular_velocity: Vector3<f64>,
+}
+
+/// A time function: what drives a driver, a moving frame coordinate or an actuator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Motion {
+    /// The value of an FMU input (index into [`ModelSpec::inputs`]).
+    Input(usize),
+    Constant(Scalar),
+    /// `initial + slope * max(t - start, 0)`.
+    Ramp { initial: Scalar, slope: Scalar, start: Scalar },
+    /// `offset + amplitude * sin(2π frequency t + phase)`; frequency in Hz, phase in rad.
+    Sine { offset: Scalar, amplitude: Scalar, frequency: Scalar, phase: Scalar },
+    /// `initial + (final − initial) (1 − cos(π (t − start)/duration))/2` on
+    /// `[start, start + duration]`, constant outside.
+    SmoothStep { initial: Scalar, final_value: Scalar, start: Scalar, duration: Scalar },
+    /// Cubic spline (not-a-knot or natural) through `(t, value)` samples from a CSV file,
+    /// constant extrapolation outside.
+    Table { file: PathBuf, t: Vec<f64>, values: Vec<f64> },
+}
+
+/// A ground point that moves by prescribed translation (test-rig base, pendulum suspension).
+/// Joints and forces attach to it like to a body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MovingFrameSpec {
+    pub name: String,
+    /// Position components x, y, z as functions of time.
+    pub position: [Motion; 3],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JointKind {
+    Revolute,
+    Prismatic,
+    Spherical,
+    Universal,
+    Cylindrical,
+    Fixed,
+    /// Massless rod between the two frame origins; its length is [`JointSpec::length`].
+    Distance,
+    /// Body 2's frame origin stays in the x-y plane of body 1's frame; for rigid bodies the
+    /// rotation is about the plane normal only.
+    Planar,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JointSpec {
+    pub name: String,
+    pub kind: JointKind,
+    pub body1: BodyRef,
+    pub body2: BodyRef,
+    /// Joint frame on body 1 and on body 2, in their body coordinates. At the initial
+    /// configuration the two frames coincide (except for distance joints, whose origins are the
+    /// rod ends). For the universal joint the cross axes are frame1.z and frame2.x.
+    pub frame1: LocalFrame,
+    pub frame2: LocalFrame,
+    /// Rod length of a distance joint.
+    pub length: Option<Scalar>,
+}
+
+/// What a driver prescribes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DriverTarget {
+    /// Revolute angle (rad, relative rotation of the bodies' joint frames about frame1.z, zero
+    /// where their x axes coincide) or prismatic travel (m, along frame1.z, zero at the initial
+    /// configuration). Index into [`ModelSpec::joints`].
+    JointCoordinate(usize),
+    /// Global component (0 = x, 1 = y, 2 = z) of a point fixed in a body (body coordinates).
+    PointComponent { body: usize, point: Vector3<f64>, component: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriverSpec {
+    pub name: String,
+    pub target: DriverTarget,
+    pub motion: Motion,
+}
+
+/// Force law of a point-to-point element as a function of the deflection `x = l − l0` and its
+/// rate; the scalar force is tension-positive (pulls the two points together).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ForceLaw {
+    /// `k x + c ẋ + preload`.
+    Linear { stiffness: Scalar, damping: Scalar, preload: Scalar },
+    /// `Σ_i coeffs[i] x^(i+1) + c ẋ` (no constant term; use preload in Linear for that).
+    Polynomial { coeffs: Vec<Scalar>, damping: Scalar },
+    /// Tabulated `force(x)` with cubic interpolation, plus `c ẋ`.
+    Table { file: PathBuf, deflection: Vec<f64>, force: Vec<f64>, damping: Scalar },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ContactLaw {
+    /// `F = k δ + c δ̇` (never pulling).
+    Linear,
+    /// `F = k δ^(3/2) + c δ^(3/2) δ̇` (Hunt–Crossley style damping, never pulling).
+    Hertz,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ContactGeometry {
+    /// Sphere of `radius` centred at `center` (body coordinates of `sphere_body`) against the
+    /// plane through `point` with unit `normal` (coordinates of `plane_body`); contact when the
+    /// sphere penetrates from the normal side.
+    SpherePlane { sphere_body: BodyRef, center: Vector3<f64>, radius: Scalar, plane_body: BodyRef, point: Vector3<f64>, normal: Vector3<f64> },
+    SphereSphere { body1: BodyRef, center1: Vector3<f64>, radius1: Scalar, body2: BodyRef, center2: Vector3<f64>, radius2: Scalar },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ForceKind {
+    /// Point-to-point spring-damper-actuator between frame origins (body coordinates).
+    SpringDamper {
+        body1: BodyRef,
+        point1: Vector3<f64>,
+        body2: BodyRef,
+        point2: Vector3<f64>,
+        free_length: Scalar,
+        law: ForceLaw,
+        /// Additional tension-positive actuator force.
+        actuator: Option<Motion>,
+    },
+    /// Torque about frame1.z between two bodies: `−k (θ − θ0) − c θ̇`, θ the relative rotation
+    /// of the frames (continuous in time; the initial deviation taken in (−π, π]).
+    RotationalSpringDamper {
+        body1: BodyRef,
+        frame1: LocalFrame,
+        body2: BodyRef,
+        frame2: LocalFrame,
+        stiffness: Scalar,
+        damping: Scalar,
+        free_angle: Scalar,
+        /// Additional actuator torque (positive about frame1.z on body 2).
+        actuator: Option<Motion>,
+    },
+    /// Six-component linear bushing between two frames: translational and rotational stiffness
+    /// and damping per axis of frame 1 (small relative rotations).
+    Bushing {
+        body1: BodyRef,
+        frame1: LocalFrame,
+        body2: BodyRef,
+        frame2: LocalFrame,
+        stiffness: [Scalar; 3],
+        damping: [Scalar; 3],
+        rot_stiffness: [Scalar; 3],
+        rot_damping: [Scalar; 3],
+    },
+    /// Penalty contact.
+    Contact { geometry: ContactGeometry, law: ContactLaw, stiffness: Scalar, damping: Scalar },
+    /// Regularised Coulomb friction in a prismatic joint: `−μ |N| tanh(ẋ / v_reg)` along the
+    /// axis, `N` the joint's normal reaction from the last accepted step.
+    PrismaticFriction { joint: usize, mu: Scalar, v_reg: Scalar },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForceSpec {
+    pub name: String,
+    pub kind: ForceKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParameterSpec {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+    pub description: String,
+    /// Whether it may be changed in step mode (FMI tunable). Geometry and masses are fixed after
+    /// initialization; stiffness, damping, friction and gravity are tunable.
+    pub tunable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputSpec {
+    pub name: String,
+    pub unit: String,
+    pub start: f64,
+    pub description: String,
+}
+
+/// What an output reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OutputQuantity {
+    /// Global component of a body point's position / velocity / acceleration.
+    Position { body: BodyRef, point: Vector3<f64>, component: usize },
+    Velocity { body: BodyRef, point: Vector3<f64>, component: usize },
+    Acceleration { body: BodyRef, point: Vector3<f64>, component: usize },
+    /// Rotation angle of a rigid body about a global axis (continuous, rad), zero at the
+    /// orientation given in the model rotated to align... see docs/model-format.md.
+    Angle { body: usize, axis: Vector3<f64> },
+    /// Angular velocity component about a global axis.
+    AngularVelocity { body: usize, axis: Vector3<f64> },
+    /// Joint coordinate (revolute angle / prismatic travel) and its rate.
+    JointCoordinate { joint: usize },
+    JointRate { joint: usize },
+    /// Reaction force (component in joint frame 1 axes, acting on body 2) or torque.
+    JointForce { joint: usize, component: usize },
+    JointTorque { joint: usize, component: usize },
+    /// Generalized reaction of a driver (N for translation, N m for rotation), the force/torque
+    /// the driver applies along/about its coordinate.
+    DriverForce { driver: usize },
+    /// Force element's scalar force (tension / torque / contact force) and length (or angle /
+    /// penetration).
+    ElementForce { force: usize },
+    ElementLength { force: usize },
+    /// Kinetic + gravitational + elastic potential energy.
+    Energy,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    pub name: String,
+    pub unit: String,
+    pub description: String,
+    pub quantity: OutputQuantity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Initialization {
+    /// Make the given state consistent: positions by Newton on the constraints (least change),
+    /// velocities by projection.
+    #[default]
+    Consistent,
+    /// Solve for static equilibrium (velocities zero) under the initial inputs.
+    Static,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentSpec {
+    pub start: f64,
+    pub stop: f64,
+    pub tolerance: f64,
+    pub step: f64,
+}
+
+impl Default for ExperimentSpec {
+    fn default() -> Self {
+        ExperimentSpec { start: 0.0, stop: 1.0, tolerance: 1e-4, step: 1e-2 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub name: String,
+    pub description: String,
+    /// Gravity acceleration vector (global), each component possibly a parameter.
+    pub gravity: [Scalar; 3],
+    pub initialization: Initialization,
+    pub experiment: ExperimentSpec,
+    /// Default solver settings written into the FMU (overridable by `solver.*` parameters).
+    pub solver: crate::integrate::Settings,
+    pub parameters: Vec<ParameterSpec>,
+    pub inputs: Vec<InputSpec>,
+    pub bodies: Vec<BodySpec>,
+    pub frames: Vec<MovingFrameSpec>,
+    pub joints: Vec<JointSpec>,
+    pub drivers: Vec<DriverSpec>,
+    pub forces: Vec<ForceSpec>,
+    pub outputs: Vec<OutputSpec>,
+    /// The model file and every file it references (CSV tables), for packaging into
+    /// `resources/`.
+    pub source_files: Vec<PathBuf>,
+}
+
+impl ModelSpec {
+    /// Default parameter values, in [`ModelSpec::parameters`] order.
+    pub fn default_parameters(&self) -> Vec<f64> {
+        self.parameters.iter().map(|p| p.value).collect()
+    }
+}
