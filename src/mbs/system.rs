@@ -501,7 +501,7 @@ impl System {
                 let phi = cv.val - offset - u;
                 let phi_t = cv.xi_t - du;
                 let gamma = -cv.conv + ddu;
-                (phi, RowGrad::Coord(Box::new(cv)), phi_t, gamma)
+                (phi, RowGrad::Coord(cv), phi_t, gamma)
             }
         }
     }
@@ -638,7 +638,7 @@ impl System {
 /// A row's gradient, scattered lazily.
 enum RowGrad {
     Quat(usize, Vector4<f64>),
-    Coord(Box<CoordVal>),
+    Coord(CoordVal),
 }
 
 impl RowGrad {
