@@ -96,7 +96,9 @@ fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
 
 pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError> {
     let (mut q, mut v) = sys.initial_guess();
+    let (q_given, v_given) = (q.clone(), v.clone());
     sys.reset_angles(&q, t0);
+    let initial_residual = all_rows(sys, t0, &q).0.amax();
     assemble_positions(sys, t0, &mut q)?;
     let (_, jac) = all_rows(sys, t0, &q);
     let (keep, drop) = independent_rows(&jac);
@@ -109,6 +111,20 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
     }
     project_velocities(sys, t0, &q, &mut v)?;
     let (_, lambda) = sys.accelerations(t0, &q, &v)?;
+    let mut phi = vec![0.0; sys.n_c()];
+    sys.constraints(t0, &q, &mut phi);
+    let maxdiff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    sys.report = Some(super::system::AssemblyReport {
+        n_coordinates: sys.n_q(),
+        n_equations: sys.all_rows_count(),
+        n_independent: sys.n_c(),
+        dof: sys.n_q() - sys.n_c(),
+        dropped: sys.dropped.clone(),
+        initial_residual,
+        max_position_change: maxdiff(&q, &q_given),
+        max_velocity_change: maxdiff(&v, &v_given),
+        final_residual: phi.iter().fold(0.0, |m, x| m.max(x.abs())),
+    });
     Ok(MechState { t: t0, q, v, lambda })
 }
 

@@ -20,6 +20,29 @@ use nalgebra::{DMatrix, DVector, Matrix3, Matrix4, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// What assembly found: sizes, redundant rows, how far the given state was from consistent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssemblyReport {
+    pub n_coordinates: usize,
+    /// Constraint equations in the model (normalization rows included).
+    pub n_equations: usize,
+    /// Independent equations kept.
+    pub n_independent: usize,
+    /// Degrees of freedom (coordinates minus independent equations; drivers count as
+    /// equations, so a fully driven mechanism has 0).
+    pub dof: usize,
+    /// Redundant rows dropped, by label.
+    pub dropped: Vec<String>,
+    /// Largest constraint residual of the state given in the model file.
+    pub initial_residual: f64,
+    /// Largest position change made by assembly.
+    pub max_position_change: f64,
+    /// Largest velocity change made by projection.
+    pub max_velocity_change: f64,
+    /// Residual after assembly (positions).
+    pub final_residual: f64,
+}
+
 /// Who owns a constraint row (for messages, reactions and outputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RowOwner {
@@ -97,6 +120,8 @@ pub struct System {
     active: Vec<usize>,
     /// Rows dropped as redundant, reported once.
     pub dropped: Vec<String>,
+    /// What the last assembly did (for `mbsfmu check` and the FMU log).
+    pub report: Option<AssemblyReport>,
     terms: Vec<ForceTerm>,
     /// Angle branch references, one per angle slot.
     angle_refs: Vec<f64>,
@@ -151,6 +176,7 @@ impl System {
             rows: Vec::new(),
             active: Vec::new(),
             dropped: Vec::new(),
+            report: None,
             terms: Vec::new(),
             angle_refs: Vec::new(),
             angle_coords: Vec::new(),
