@@ -177,3 +177,55 @@ fn inconsistent_joints_fail_assembly_with_the_joint_names() {
     let err = sys.initial_state(0.0).unwrap_err().to_string();
     assert!(err.contains("cannot be assembled") && err.contains("rod_a") && err.contains("rod_b"), "{err}");
 }
+
+fn output(name: &str, quantity: OutputQuantity) -> OutputSpec {
+    OutputSpec { name: name.into(), unit: String::new(), description: String::new(), quantity }
+}
+
+/// A bar of length L along +x, revolute to ground at the origin about z, held by a driver at
+/// angle 0. Statics by hand: the driver applies +m g L/2 about +z, the pivot pushes the bar up
+/// with m g; the reaction reported on ground (body 2 of the second joint) is the opposite.
+#[test]
+fn reaction_and_driver_sign_conventions() {
+    let (m, l, g) = (3.0, 2.0, 9.81);
+    let bar = BodySpec {
+        name: "bar".into(),
+        kind: BodyKind::Rigid,
+        mass: c(m),
+        inertia: [c(1e-3), c(m * l * l / 12.0), c(m * l * l / 12.0), c(0.0), c(0.0), c(0.0)],
+        position: Vector3::new(l / 2.0, 0.0, 0.0),
+        orientation: UnitQuaternion::identity(),
+        velocity: Vector3::zeros(),
+        angular_velocity: Vector3::zeros(),
+    };
+    let pivot_on_bar = LocalFrame { origin: Vector3::new(-l / 2.0, 0.0, 0.0), axes: nalgebra::Matrix3::identity() };
+    let mut spec = chain_spec(1);
+    spec.frames.clear();
+    spec.bodies = vec![bar];
+    spec.joints = vec![JointSpec { name: "pivot".into(), kind: JointKind::Revolute, body1: BodyRef::Ground, body2: BodyRef::Body(0), frame1: LocalFrame::identity(), frame2: pivot_on_bar, length: None }];
+    spec.drivers = vec![DriverSpec { name: "hold".into(), target: DriverTarget::JointCoordinate(0), motion: Motion::Constant(c(0.0)) }];
+    spec.outputs = vec![
+        output("torque", OutputQuantity::DriverForce { driver: 0 }),
+        output("fx", OutputQuantity::JointForce { joint: 0, component: 0 }),
+        output("fy", OutputQuantity::JointForce { joint: 0, component: 1 }),
+        output("angle", OutputQuantity::JointCoordinate { joint: 0 }),
+        output("energy", OutputQuantity::Energy),
+    ];
+    let mut sys = System::new(Arc::new(spec.clone())).unwrap();
+    let x = sys.initial_state(0.0).unwrap();
+    let mut out = vec![0.0; 5];
+    sys.evaluate_outputs(&x, &mut out).unwrap();
+    assert!((out[0] - m * g * l / 2.0).abs() < 1e-9, "driver torque {}", out[0]);
+    assert!(out[1].abs() < 1e-9 && (out[2] - m * g).abs() < 1e-9, "pivot force on the bar ({}, {})", out[1], out[2]);
+    assert!(out[3].abs() < 1e-12);
+    assert!(out[4].abs() < 1e-12, "potential energy zero at y = 0");
+    // Same joint written ground-second: the reaction on ground is the opposite.
+    let mut swapped = spec;
+    swapped.joints[0] = JointSpec { name: "pivot".into(), kind: JointKind::Revolute, body1: BodyRef::Body(0), body2: BodyRef::Ground, frame1: pivot_on_bar, frame2: LocalFrame::identity(), length: None };
+    let mut sys = System::new(Arc::new(swapped)).unwrap();
+    let x = sys.initial_state(0.0).unwrap();
+    sys.evaluate_outputs(&x, &mut out).unwrap();
+    assert!(out[1].abs() < 1e-9 && (out[2] + m * g).abs() < 1e-9, "reaction on ground ({}, {})", out[1], out[2]);
+    // Driven from the bar's side, the driver's torque acts on ground about the bar's axis.
+    assert!((out[0] + m * g * l / 2.0).abs() < 1e-9, "driver torque {}", out[0]);
+}

@@ -115,6 +115,8 @@ pub struct System {
     motions: Vec<MotionSlot>,
     /// Motion slots of the moving frames' x, y, z.
     frame_motions: Vec<[usize; 3]>,
+    /// The time-varying motion slots: excitation `i` is slot `excitation_slots[i]`.
+    excitation_slots: Vec<usize>,
     rows: Vec<Row>,
     /// Rows kept after removing redundant ones (indices into `rows`).
     active: Vec<usize>,
@@ -125,6 +127,9 @@ pub struct System {
     terms: Vec<ForceTerm>,
     /// Angle branch references, one per angle slot.
     angle_refs: Vec<f64>,
+    /// The references at the model's initial configuration (rest angles are measured there,
+    /// whatever the current branch).
+    angle_refs0: Vec<f64>,
     /// The angle coordinates by slot (to update references at accepted steps).
     angle_coords: Vec<Coord>,
     /// Per joint: the revolute angle slot or the prismatic travel coordinate.
@@ -173,12 +178,14 @@ impl System {
             gravity: Vector3::zeros(),
             motions: Vec::new(),
             frame_motions: Vec::new(),
+            excitation_slots: Vec::new(),
             rows: Vec::new(),
             active: Vec::new(),
             dropped: Vec::new(),
             report: None,
             terms: Vec::new(),
             angle_refs: Vec::new(),
+            angle_refs0: Vec::new(),
             angle_coords: Vec::new(),
             joint_coords: Vec::new(),
             output_coords: Vec::new(),
@@ -447,24 +454,25 @@ impl System {
         let first_build = self.angle_refs.is_empty() && !angle_coords.is_empty();
         self.bodies = bodies;
         self.gravity = gravity;
+        self.excitation_slots = (0..motions.len()).filter(|&i| motions[i].is_excitation()).collect();
         self.motions = motions;
         self.frame_motions = frame_motions;
         self.rows = rows;
         self.terms = terms;
         self.joint_coords = joint_coords;
         self.output_coords = output_coords;
-        if first_build || self.angle_refs.len() != angle_coords.len() {
-            self.angle_coords = angle_coords;
+        self.angle_coords = angle_coords;
+        if first_build || self.angle_refs.len() != self.angle_coords.len() {
             self.angle_refs = vec![0.0; self.angle_coords.len()];
             self.reset_angle_refs_at(&self.q0.clone(), self.spec.experiment.start);
-        } else {
-            self.angle_coords = angle_coords;
+            self.angle_refs0 = self.angle_refs.clone();
         }
-        // Free lengths / angles that are relative to the initial configuration.
+        // Free lengths / angles that are relative to the initial configuration, measured on the
+        // initial branches (a rebuild after the system has turned must not shift them by 2π).
         let q0 = self.q0.clone();
         self.load(self.spec.experiment.start, &q0, None);
         for i in 0..self.terms.len() {
-            let cv = eval_coord(&self.layout, &self.snap, &self.terms[i].coord, &self.angle_refs, None, Level::Gradient);
+            let cv = eval_coord(&self.layout, &self.snap, &self.terms[i].coord, &self.angle_refs0, None, Level::Gradient);
             match &mut self.terms[i].law {
                 Law::Linear { rest, .. } if rest.is_nan() => *rest = cv.val,
                 Law::Torsion { free, .. } => {
@@ -852,13 +860,14 @@ impl ConstraintHessians for System {
 
 impl Excitations for System {
     fn n_excitations(&self) -> usize {
-        self.motions.len()
+        self.excitation_slots.len()
     }
     fn excitation(&mut self, t: f64, i: usize) -> f64 {
-        self.motion(i, t)[0]
+        self.motion(self.excitation_slots[i], t)[0]
     }
     fn set_excitation_offset(&mut self, i: usize, delta: f64) {
-        self.motions[i].offset = delta;
+        let slot = self.excitation_slots[i];
+        self.motions[slot].offset = delta;
     }
 }
 
@@ -885,34 +894,39 @@ impl System {
     /// multipliers of the active rows owned by joint `j`. Uses `self.snap` (call `load` first).
     fn joint_reaction(&self, j: usize, t: f64, q: &[f64], lambda: &[f64]) -> (Vector3<f64>, Vector3<f64>) {
         let js = &self.spec.joints[j];
-        let BodyRef::Body(b2) = js.body2 else {
-            return (Vector3::zeros(), Vector3::zeros());
+        // Reaction on body 2; when body 2 is ground or a moving frame, minus the reaction on
+        // body 1 (the joint is massless and its frames coincide at the joint point).
+        let (b, frame, sign) = match (js.body2, js.body1) {
+            (BodyRef::Body(b2), _) => (b2, &js.frame2, 1.0),
+            (_, BodyRef::Body(b1)) => (b1, &js.frame1, -1.0),
+            _ => return (Vector3::zeros(), Vector3::zeros()),
         };
-        let o = self.layout.offsets[b2];
-        let mut gen = vec![0.0; 7];
+        let o = self.layout.offsets[b];
+        let width = if self.layout.is_rigid(b) { 7 } else { 3 };
+        let mut gen = [0.0; 7];
         for (k, &i) in self.active.iter().enumerate() {
             if self.rows[i].owner != RowOwner::Joint(j) {
                 continue;
             }
-            let n = self.layout.n_q;
-            let mut row = DMatrix::zeros(1, n);
-            self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1.scatter_row(0, &mut row);
-            let width = if self.layout.is_rigid(b2) { 7 } else { 3 };
-            for d in 0..width {
-                gen[d] -= lambda[k] * row[(0, o + d)];
+            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1 {
+                for (l, g) in cv.columns() {
+                    if g >= o && g < o + width {
+                        gen[g - o] -= lambda[k] * cv.grad[l];
+                    }
+                }
             }
         }
         let force = Vector3::new(gen[0], gen[1], gen[2]);
-        if !self.layout.is_rigid(b2) {
-            return (force, Vector3::zeros());
+        if width == 3 {
+            return (sign * force, Vector3::zeros());
         }
-        let p = self.snap.p[b2];
+        let p = self.snap.p[b];
         // Q_p = 2 Eᵀ n  ⇒  n = ½ E Q_p (unit p); torque about the centre of mass, moved to the
         // joint point: n_P = n − (x_P − r) × F.
         let qp = Vector4::new(gen[3], gen[4], gen[5], gen[6]);
         let n_cm = 0.5 * super::math::e_mat(&p) * qp;
-        let arm = self.snap.a[b2] * js.frame2.origin;
-        (force, n_cm - arm.cross(&force))
+        let arm = self.snap.a[b] * frame.origin;
+        (sign * force, sign * (n_cm - arm.cross(&force)))
     }
 
     fn update_joint_normals(&mut self, t: f64, q: &[f64]) {
