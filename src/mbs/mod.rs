@@ -3,9 +3,12 @@
 //! `integrate::system`, which are plain equations).
 
 pub mod error;
+pub mod expr;
 pub mod inputs;
 pub mod loader;
+pub mod model_file;
 pub mod spec;
+pub mod table;
 
 pub use error::ModelError;
 pub use loader::{load_model, load_model_str};
