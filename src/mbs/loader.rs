@@ -64,12 +64,14 @@ impl<'a> Source<'a> {
             .trim_end()
             .replacen("unknown field", "unknown key", 1)
             .replacen("missing field", "missing key", 1)
-            .replace(", expected a", ": expected a")
-            .replace("invalid type: ", "wrong type: ")
-            .replace(", expected", ", expected one of")
-            .replace("one of one of", "one of")
-            .replace("expected one of a", "expected a")
-            .replace("expected one of an", "expected an");
+            .replacen("invalid type: ", "wrong type: ", 1)
+            .replace('\n', "; ");
+        // A file that is not TOML at all: say so (the parser's own words are terse).
+        let message = if toml::from_str::<toml::Table>(self.text).is_err() {
+            format!("TOML syntax error: {message}")
+        } else {
+            message
+        };
         let Some(span) = e.span() else {
             return ModelError::Syntax { at: Location { file: self.file.clone(), line: 0, column: 0 }, message };
         };
@@ -934,14 +936,14 @@ impl<'a> Resolver<'a> {
         let scale = ev[2].abs().max(f64::MIN_POSITIVE);
         self.ensure(ev[0] > 1e-12 * scale && ev[0] > 0.0, ine.span(), el, || {
             format!(
-                "inertia is not positive definite (principal moments {:.6e}, {:.6e}, {:.6e} kg m^2)",
-                ev[0], ev[1], ev[2]
+                "inertia is not positive definite (principal moments {}, {}, {} kg m^2)",
+                sig6(ev[0]), sig6(ev[1]), sig6(ev[2])
             )
         })?;
         self.ensure(ev[2] <= (ev[0] + ev[1]) * (1.0 + 1e-9), ine.span(), el, || {
             format!(
-                "inertia violates the triangle inequality: the largest principal moment {:.6e} exceeds the sum of the others ({:.6e} + {:.6e}); no mass distribution has this inertia",
-                ev[2], ev[0], ev[1]
+                "inertia violates the triangle inequality: the largest principal moment {} exceeds the sum of the others ({} + {}); no mass distribution has this inertia",
+                sig6(ev[2]), sig6(ev[0]), sig6(ev[1])
             )
         })?;
         Ok(s)
@@ -1573,6 +1575,11 @@ impl<'a> Resolver<'a> {
             scale,
         })
     }
+}
+
+/// `x` rounded to 6 significant digits, printed without trailing zeros.
+fn sig6(x: f64) -> f64 {
+    format!("{x:.5e}").parse().unwrap_or(x)
 }
 
 fn joint_kind_name(k: JointKind) -> &'static str {
