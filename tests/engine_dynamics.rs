@@ -179,7 +179,7 @@ fn inconsistent_joints_fail_assembly_with_the_joint_names() {
 }
 
 fn output(name: &str, quantity: OutputQuantity) -> OutputSpec {
-    OutputSpec { name: name.into(), unit: String::new(), description: String::new(), quantity }
+    OutputSpec { name: name.into(), unit: String::new(), description: String::new(), quantity, scale: 1.0 }
 }
 
 /// A bar of length L along +x, revolute to ground at the origin about z, held by a driver at

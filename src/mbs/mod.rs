@@ -4,13 +4,16 @@
 
 pub mod assembly;
 pub mod error;
+pub mod expr;
 pub mod inputs;
 pub mod kin;
 pub mod loader;
 pub mod math;
+pub mod model_file;
 pub mod motion;
 pub mod spec;
 pub mod system;
+pub mod table;
 
 pub use error::ModelError;
 pub use loader::{load_model, load_model_str};

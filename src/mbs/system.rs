@@ -979,7 +979,7 @@ impl System {
         self.load(x.t, &x.q, Some(&x.v));
         let spec = self.spec.clone();
         for (k, o) in spec.outputs.iter().enumerate() {
-            out[k] = self.output(k, &o.quantity, x, &acc, &lambda);
+            out[k] = o.scale * self.output(k, &o.quantity, x, &acc, &lambda);
         }
         Ok(())
     }
