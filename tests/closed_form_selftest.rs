@@ -340,6 +340,16 @@ fn interpolation_orders() {
     }
     assert!(e_lin < 1e-3 && e_lin > 1e-6, "linear {e_lin}");
     assert!(e_cub < 1e-6, "cubic {e_cub}");
+    let ts: Vec<f64> = (0..500).map(|i| 0.0031 + i as f64 * 0.0157).collect();
+    let xs: Vec<f64> = ts
+        .iter()
+        .map(|&t| slider_crank::kinematics(&p, 2.0 * PI * t, 2.0 * PI, 0.0).x + 1e-3 * t)
+        .collect();
+    let err = tab.max_abs_error("slider_x", &ts, &xs).unwrap();
+    // the planted 1e-3 t drift is found (largest at the last sample inside 8 s)
+    assert!(
+        (err - 1e-3 * ts.iter().copied().filter(|&t| t <= 8.0).fold(0.0, f64::max)).abs() < 1e-6
+    );
     // exact at the samples, clamped outside
     assert_eq!(tab.cubic(ix, tab.times()[5]), tab.data[ix][5]);
     assert_eq!(tab.linear(ix, -1.0), tab.data[ix][0]);

@@ -621,4 +621,24 @@ impl RefTable {
     pub fn at(&self, name: &str, t: f64) -> Result<f64, RefError> {
         Ok(self.cubic(self.column_index(name)?, t))
     }
+
+    /// Largest |value - reference| over simulated samples `(times[i], values[i])`, the
+    /// reference interpolated cubically; samples outside the table's time range are skipped
+    /// (so a run longer than the table is not compared against a held value).
+    pub fn max_abs_error(
+        &self,
+        name: &str,
+        times: &[f64],
+        values: &[f64],
+    ) -> Result<f64, RefError> {
+        let col = self.column_index(name)?;
+        let ts = self.times();
+        let (t0, t1) = (ts[0], ts[ts.len() - 1]);
+        Ok(times
+            .iter()
+            .zip(values)
+            .filter(|(t, _)| **t >= t0 && **t <= t1 + 1e-12 * t1.abs().max(1.0))
+            .map(|(&t, &v)| (v - self.cubic(col, t)).abs())
+            .fold(0.0, f64::max))
+    }
 }
