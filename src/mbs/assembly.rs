@@ -39,32 +39,72 @@ fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
     svd.solve(rhs, 1e-10 * smax.max(1e-300)).unwrap_or_else(|_| DVector::zeros(jac.ncols()))
 }
 
-/// Newton to the constraint manifold; returns the final residual.
-fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
-    let mut last = f64::INFINITY;
+/// Damped Gauss–Newton on `Φ(q) − (1 − s) r0 = 0` from `q`, tracking angle branches after
+/// every iterate. Returns whether it converged.
+fn gauss_newton(sys: &mut System, t: f64, q: &mut [f64], r0: &DVector<f64>, s: f64, tol: f64) -> bool {
+    let target = |phi: DVector<f64>| phi - r0 * (1.0 - s);
+    let (phi, mut jac) = all_rows(sys, t, q);
+    let mut res = target(phi);
+    let mut norm = res.norm();
     for _ in 0..MAX_ITER {
-        let (phi, jac) = all_rows(sys, t, q);
-        let norm = phi.amax();
         if !norm.is_finite() {
-            return Err(fail(sys, format!("constraint residuals are not finite at t = {t} (check joint geometry)")));
+            return false;
         }
-        if norm < POS_TOL {
-            return Ok(());
+        if res.amax() < tol {
+            return true;
         }
-        let dq = pinv_solve(&jac, &phi);
-        for (qi, d) in q.iter_mut().zip(dq.iter()) {
-            *qi -= d;
+        let dq = pinv_solve(&jac, &res);
+        let q_old = q.to_vec();
+        let mut step = 1.0;
+        loop {
+            for i in 0..q.len() {
+                q[i] = q_old[i] - step * dq[i];
+            }
+            let (phi, j) = all_rows(sys, t, q);
+            let r = target(phi);
+            let n = r.norm();
+            if n < norm || step < 1e-4 {
+                res = r;
+                jac = j;
+                norm = n;
+                break;
+            }
+            step *= 0.5;
         }
-        // Stalled: redundant and inconsistent constraints, or no solution nearby.
-        if norm > 0.999 * last && norm > 1e-8 {
-            break;
+        sys.track_angles(q, t);
+        if step < 1e-4 {
+            return res.amax() < tol;
         }
-        last = norm;
     }
-    let (phi, _) = all_rows(sys, t, q);
-    if phi.amax() < 1e-9 {
+    res.amax() < tol
+}
+
+/// Positions onto the constraint manifold. Plain damped Gauss–Newton first; if that fails
+/// (a driven coordinate starting far from the file's geometry), a continuation that removes
+/// the initial residual in 2, 4, … 256 stages, so drivers turn the mechanism gradually and
+/// angle branches follow.
+fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
+    let q_start = q.to_vec();
+    let zero = DVector::zeros(sys.all_rows_count());
+    if gauss_newton(sys, t, q, &zero, 1.0, POS_TOL) {
         return Ok(());
     }
+    let mut stages = 2;
+    while stages <= 256 {
+        q.copy_from_slice(&q_start);
+        sys.reset_angles(q, t);
+        let r0 = all_rows(sys, t, q).0;
+        let ok = (1..=stages).all(|k| {
+            let s = k as f64 / stages as f64;
+            let tol = if k == stages { POS_TOL } else { 1e-8 };
+            gauss_newton(sys, t, q, &r0, s, tol)
+        });
+        if ok {
+            return Ok(());
+        }
+        stages *= 2;
+    }
+    let (phi, _) = all_rows(sys, t, q);
     let mut worst: Vec<(f64, usize)> = phi.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));
     let names: Vec<String> = worst.iter().take(4).filter(|w| w.0 > 1e-9).map(|w| format!("{} (residual {:.3e})", sys.all_row_label(w.1), w.0)).collect();
@@ -96,6 +136,7 @@ fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
 
 pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError> {
     let (mut q, mut v) = sys.initial_guess();
+    // Angle branches start at the file's geometry and follow assembly (never re-wrapped after it).
     let (q_given, v_given) = (q.clone(), v.clone());
     sys.reset_angles(&q, t0);
     let initial_residual = all_rows(sys, t0, &q).0.amax();
@@ -104,7 +145,7 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
     let (keep, drop) = independent_rows(&jac);
     let dropped: Vec<String> = drop.iter().map(|&i| sys.all_row_label(i).to_string()).collect();
     sys.set_active_rows(keep, dropped);
-    sys.reset_angles(&q, t0);
+    sys.track_angles(&q, t0);
     if sys.spec().initialization == super::spec::Initialization::Static {
         static_equilibrium(sys, t0, &mut q)?;
         v.iter_mut().for_each(|x| *x = 0.0);

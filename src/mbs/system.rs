@@ -663,6 +663,17 @@ impl System {
         self.reset_angle_refs_at(q, t);
     }
 
+    /// Move every angle's branch reference to the branch nearest its value at `q` (assembly
+    /// iterates; accepted integration steps do the same through `accept_step`).
+    pub(crate) fn track_angles(&mut self, q: &[f64], t: f64) {
+        self.load(t, q, None);
+        for (i, c) in self.angle_coords.iter().enumerate() {
+            if let Some(raw) = raw_angle(&self.layout, &self.snap, c) {
+                self.angle_refs[i] = super::math::unwrap_near(raw, self.angle_refs[i]);
+            }
+        }
+    }
+
     /// Evaluate the scalar coordinate of force term `i` (for outputs and energy).
     fn term_value(&self, i: usize, v: Option<&[f64]>) -> CoordVal {
         self.coord(&self.terms[i].coord, v, Level::Gradient)
