@@ -9,7 +9,11 @@ use cli::CliError;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "mbsfmu", version, about = "Multibody models as FMI 2.0 / FMI 3.0 Co-Simulation FMUs")]
+#[command(
+    name = "mbsfmu",
+    version,
+    about = "Multibody models as FMI 2.0 / FMI 3.0 Co-Simulation FMUs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

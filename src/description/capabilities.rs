@@ -100,28 +100,67 @@ impl Capabilities {
         match version {
             FmiVersion::Fmi2 => vec![
                 ("needsExecutionTool", b(self.needs_execution_tool)),
-                ("canHandleVariableCommunicationStepSize", b(self.can_handle_variable_communication_step_size)),
+                (
+                    "canHandleVariableCommunicationStepSize",
+                    b(self.can_handle_variable_communication_step_size),
+                ),
                 ("canInterpolateInputs", b(self.can_interpolate_inputs)),
-                ("maxOutputDerivativeOrder", self.max_output_derivative_order.to_string()),
+                (
+                    "maxOutputDerivativeOrder",
+                    self.max_output_derivative_order.to_string(),
+                ),
                 ("canRunAsynchronuously", b(self.can_run_asynchronuously)),
-                ("canBeInstantiatedOnlyOncePerProcess", b(self.can_be_instantiated_only_once_per_process)),
-                ("canNotUseMemoryManagementFunctions", b(self.can_not_use_memory_management_functions)),
+                (
+                    "canBeInstantiatedOnlyOncePerProcess",
+                    b(self.can_be_instantiated_only_once_per_process),
+                ),
+                (
+                    "canNotUseMemoryManagementFunctions",
+                    b(self.can_not_use_memory_management_functions),
+                ),
                 ("canGetAndSetFMUstate", b(self.can_get_and_set_fmu_state)),
                 ("canSerializeFMUstate", b(self.can_serialize_fmu_state)),
-                ("providesDirectionalDerivative", b(self.provides_directional_derivatives)),
+                (
+                    "providesDirectionalDerivative",
+                    b(self.provides_directional_derivatives),
+                ),
             ],
             FmiVersion::Fmi3 => vec![
                 ("needsExecutionTool", b(self.needs_execution_tool)),
-                ("canBeInstantiatedOnlyOncePerProcess", b(self.can_be_instantiated_only_once_per_process)),
+                (
+                    "canBeInstantiatedOnlyOncePerProcess",
+                    b(self.can_be_instantiated_only_once_per_process),
+                ),
                 ("canGetAndSetFMUState", b(self.can_get_and_set_fmu_state)),
                 ("canSerializeFMUState", b(self.can_serialize_fmu_state)),
-                ("providesDirectionalDerivatives", b(self.provides_directional_derivatives)),
-                ("providesAdjointDerivatives", b(self.provides_adjoint_derivatives)),
-                ("canHandleVariableCommunicationStepSize", b(self.can_handle_variable_communication_step_size)),
-                ("maxOutputDerivativeOrder", self.max_output_derivative_order.to_string()),
-                ("providesIntermediateUpdate", b(self.provides_intermediate_update)),
-                ("mightReturnEarlyFromDoStep", b(self.might_return_early_from_do_step)),
-                ("canReturnEarlyAfterIntermediateUpdate", b(self.can_return_early_after_intermediate_update)),
+                (
+                    "providesDirectionalDerivatives",
+                    b(self.provides_directional_derivatives),
+                ),
+                (
+                    "providesAdjointDerivatives",
+                    b(self.provides_adjoint_derivatives),
+                ),
+                (
+                    "canHandleVariableCommunicationStepSize",
+                    b(self.can_handle_variable_communication_step_size),
+                ),
+                (
+                    "maxOutputDerivativeOrder",
+                    self.max_output_derivative_order.to_string(),
+                ),
+                (
+                    "providesIntermediateUpdate",
+                    b(self.provides_intermediate_update),
+                ),
+                (
+                    "mightReturnEarlyFromDoStep",
+                    b(self.might_return_early_from_do_step),
+                ),
+                (
+                    "canReturnEarlyAfterIntermediateUpdate",
+                    b(self.can_return_early_after_intermediate_update),
+                ),
                 ("hasEventMode", b(self.has_event_mode)),
             ],
         }
@@ -129,34 +168,54 @@ impl Capabilities {
 
     /// Set one flag from an attribute read from XML. Unknown attributes are ignored (other
     /// tools' FMUs carry flags we do not model); returns whether the name was known.
-    pub fn set_attribute(&mut self, version: FmiVersion, name: &str, value: &str) -> Result<bool, String> {
+    pub fn set_attribute(
+        &mut self,
+        version: FmiVersion,
+        name: &str,
+        value: &str,
+    ) -> Result<bool, String> {
         let flag = || match value.trim() {
             "true" | "1" => Ok(true),
             "false" | "0" => Ok(false),
-            other => Err(format!("attribute {name}: expected true or false, found {other:?}")),
+            other => Err(format!(
+                "attribute {name}: expected true or false, found {other:?}"
+            )),
         };
         let fmi2 = version == FmiVersion::Fmi2;
         match name {
             "needsExecutionTool" => self.needs_execution_tool = flag()?,
-            "canBeInstantiatedOnlyOncePerProcess" => self.can_be_instantiated_only_once_per_process = flag()?,
-            "canHandleVariableCommunicationStepSize" => self.can_handle_variable_communication_step_size = flag()?,
+            "canBeInstantiatedOnlyOncePerProcess" => {
+                self.can_be_instantiated_only_once_per_process = flag()?
+            }
+            "canHandleVariableCommunicationStepSize" => {
+                self.can_handle_variable_communication_step_size = flag()?
+            }
             "canInterpolateInputs" if fmi2 => self.can_interpolate_inputs = flag()?,
             "maxOutputDerivativeOrder" => {
-                self.max_output_derivative_order =
-                    value.trim().parse().map_err(|_| format!("attribute {name}: expected an unsigned integer, found {value:?}"))?
+                self.max_output_derivative_order = value.trim().parse().map_err(|_| {
+                    format!("attribute {name}: expected an unsigned integer, found {value:?}")
+                })?
             }
             "canRunAsynchronuously" if fmi2 => self.can_run_asynchronuously = flag()?,
-            "canNotUseMemoryManagementFunctions" if fmi2 => self.can_not_use_memory_management_functions = flag()?,
+            "canNotUseMemoryManagementFunctions" if fmi2 => {
+                self.can_not_use_memory_management_functions = flag()?
+            }
             "canGetAndSetFMUstate" if fmi2 => self.can_get_and_set_fmu_state = flag()?,
             "canSerializeFMUstate" if fmi2 => self.can_serialize_fmu_state = flag()?,
-            "providesDirectionalDerivative" if fmi2 => self.provides_directional_derivatives = flag()?,
+            "providesDirectionalDerivative" if fmi2 => {
+                self.provides_directional_derivatives = flag()?
+            }
             "canGetAndSetFMUState" if !fmi2 => self.can_get_and_set_fmu_state = flag()?,
             "canSerializeFMUState" if !fmi2 => self.can_serialize_fmu_state = flag()?,
-            "providesDirectionalDerivatives" if !fmi2 => self.provides_directional_derivatives = flag()?,
+            "providesDirectionalDerivatives" if !fmi2 => {
+                self.provides_directional_derivatives = flag()?
+            }
             "providesAdjointDerivatives" if !fmi2 => self.provides_adjoint_derivatives = flag()?,
             "providesIntermediateUpdate" if !fmi2 => self.provides_intermediate_update = flag()?,
             "mightReturnEarlyFromDoStep" if !fmi2 => self.might_return_early_from_do_step = flag()?,
-            "canReturnEarlyAfterIntermediateUpdate" if !fmi2 => self.can_return_early_after_intermediate_update = flag()?,
+            "canReturnEarlyAfterIntermediateUpdate" if !fmi2 => {
+                self.can_return_early_after_intermediate_update = flag()?
+            }
             "hasEventMode" if !fmi2 => self.has_event_mode = flag()?,
             _ => return Ok(false),
         }

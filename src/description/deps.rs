@@ -36,7 +36,8 @@ pub fn output_dependencies(spec: &ModelSpec) -> Vec<Vec<usize>> {
         .iter()
         .map(|f| {
             let a = match &f.kind {
-                ForceKind::SpringDamper { actuator, .. } | ForceKind::RotationalSpringDamper { actuator, .. } => actuator.as_ref(),
+                ForceKind::SpringDamper { actuator, .. }
+                | ForceKind::RotationalSpringDamper { actuator, .. } => actuator.as_ref(),
                 _ => None,
             };
             a.and_then(input_of).into_iter().collect()

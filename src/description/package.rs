@@ -14,7 +14,10 @@ use thiserror::Error;
 /// The files of `fmu-template/` compiled into the tool: `(path in the FMU, content)`.
 pub const TEMPLATE: &[(&str, &[u8])] = &[
     ("model.png", include_bytes!("../../fmu-template/model.png")),
-    ("documentation/licenses/LICENSE.txt", include_bytes!("../../fmu-template/documentation/licenses/LICENSE.txt")),
+    (
+        "documentation/licenses/LICENSE.txt",
+        include_bytes!("../../fmu-template/documentation/licenses/LICENSE.txt"),
+    ),
 ];
 
 #[derive(Debug, Error)]
@@ -26,7 +29,11 @@ pub enum PackageError {
     #[error("{file}: not a Linux shared library (no ELF header); build it with `cargo build --release --lib` or pass --library PATH")]
     NotElf { file: PathBuf },
     #[error("--extra-binary {platform}={file}: {reason}")]
-    ExtraBinary { platform: String, file: PathBuf, reason: String },
+    ExtraBinary {
+        platform: String,
+        file: PathBuf,
+        reason: String,
+    },
     #[error("{file}: cannot write the FMU: {reason}")]
     Write { file: PathBuf, reason: String },
     #[error(transparent)]
@@ -64,26 +71,52 @@ pub struct Packed {
 }
 
 fn read(file: &Path) -> Result<Vec<u8>, PackageError> {
-    std::fs::read(file).map_err(|e| PackageError::Read { file: file.to_path_buf(), reason: e.to_string() })
+    std::fs::read(file).map_err(|e| PackageError::Read {
+        file: file.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// The files for `resources/`: the model as `model.toml` and every other file the model
 /// references at its path relative to the model's directory (so the runtime's loader finds
 /// them from `resources/model.toml`).
-pub fn collect_resources(spec: &ModelSpec, model_file: &Path) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
-    let canon = |p: &Path| p.canonicalize().map_err(|e| PackageError::Read { file: p.to_path_buf(), reason: e.to_string() });
+pub fn collect_resources(
+    spec: &ModelSpec,
+    model_file: &Path,
+) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
+    let canon = |p: &Path| {
+        p.canonicalize().map_err(|e| PackageError::Read {
+            file: p.to_path_buf(),
+            reason: e.to_string(),
+        })
+    };
     let model_canon = canon(model_file)?;
-    let dir = model_canon.parent().map(Path::to_path_buf).unwrap_or_default();
+    let dir = model_canon
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let mut files = vec![("model.toml".to_string(), read(model_file)?)];
     for f in &spec.source_files {
         // Relative references are relative to the model file's directory.
-        let f = if f.is_relative() && !f.exists() { dir.join(f) } else { f.clone() };
+        let f = if f.is_relative() && !f.exists() {
+            dir.join(f)
+        } else {
+            f.clone()
+        };
         let c = canon(&f)?;
         if c == model_canon {
             continue;
         }
-        let rel = c.strip_prefix(&dir).map_err(|_| PackageError::OutsideModelDir { file: f.clone(), dir: dir.clone() })?;
-        let rel: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let rel = c
+            .strip_prefix(&dir)
+            .map_err(|_| PackageError::OutsideModelDir {
+                file: f.clone(),
+                dir: dir.clone(),
+            })?;
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
         let rel = rel.join("/");
         if rel == "model.toml" {
             return Err(PackageError::Read { file: f, reason: "a referenced file may not be named model.toml next to the model (the model itself is packed under that name)".into() });
@@ -98,72 +131,133 @@ pub fn collect_resources(spec: &ModelSpec, model_file: &Path) -> Result<Vec<(Str
 
 fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
     match dir {
-        None => Ok(TEMPLATE.iter().map(|(p, c)| (p.to_string(), c.to_vec())).collect()),
+        None => Ok(TEMPLATE
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_vec()))
+            .collect()),
         Some(d) => {
-            let files = super::token::read_tree(d).map_err(|e| PackageError::Read { file: d.clone(), reason: e.to_string() })?;
-            Ok(files.into_iter().filter(|(p, _)| p != "README.md").collect())
+            let files = super::token::read_tree(d).map_err(|e| PackageError::Read {
+                file: d.clone(),
+                reason: e.to_string(),
+            })?;
+            Ok(files
+                .into_iter()
+                .filter(|(p, _)| p != "README.md")
+                .collect())
         }
     }
 }
 
 fn extension_of(p: &Path) -> String {
-    p.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_else(|| "so".into())
+    p.extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "so".into())
 }
 
 /// Build the FMU in memory. Returns the zip bytes and what went into it.
-pub fn build_fmu(spec: &ModelSpec, model_file: &Path, opts: &PackageOptions) -> Result<(Vec<u8>, Packed), PackageError> {
+pub fn build_fmu(
+    spec: &ModelSpec,
+    model_file: &Path,
+    opts: &PackageOptions,
+) -> Result<(Vec<u8>, Packed), PackageError> {
     let resources = collect_resources(spec, model_file)?;
     let token = model_token(&resources);
     let table = VariableTable::from_spec(spec);
-    let md = ModelDescription::new(spec, &table, opts.version, &token, &opts.generation_date_and_time, opts.capabilities);
+    let md = ModelDescription::new(
+        spec,
+        &table,
+        opts.version,
+        &token,
+        &opts.generation_date_and_time,
+        opts.capabilities,
+    );
     let xml = md.to_xml()?;
 
     let lib = read(&opts.library)?;
     if !lib.starts_with(b"\x7fELF") {
-        return Err(PackageError::NotElf { file: opts.library.clone() });
+        return Err(PackageError::NotElf {
+            file: opts.library.clone(),
+        });
     }
     let id = &md.model_identifier;
-    let mut entries: Vec<(String, Vec<u8>)> = vec![("modelDescription.xml".into(), xml.into_bytes())];
-    entries.push((format!("binaries/{}/{id}.so", opts.version.linux_platform()), lib));
+    let mut entries: Vec<(String, Vec<u8>)> =
+        vec![("modelDescription.xml".into(), xml.into_bytes())];
+    entries.push((
+        format!("binaries/{}/{id}.so", opts.version.linux_platform()),
+        lib,
+    ));
     for (platform, path) in &opts.extra_binaries {
-        let bad = |reason: &str| PackageError::ExtraBinary { platform: platform.clone(), file: path.clone(), reason: reason.into() };
+        let bad = |reason: &str| PackageError::ExtraBinary {
+            platform: platform.clone(),
+            file: path.clone(),
+            reason: reason.into(),
+        };
         if platform.is_empty() || platform.contains(['/', '\\']) || platform == ".." {
-            return Err(bad("the platform must be a single folder name such as x86_64-windows or win64"));
+            return Err(bad(
+                "the platform must be a single folder name such as x86_64-windows or win64",
+            ));
         }
         if platform == opts.version.linux_platform() {
             return Err(bad("this platform's library is given by --library"));
         }
         let content = std::fs::read(path).map_err(|e| bad(&e.to_string()))?;
-        entries.push((format!("binaries/{platform}/{id}.{}", extension_of(path)), content));
+        entries.push((
+            format!("binaries/{platform}/{id}.{}", extension_of(path)),
+            content,
+        ));
     }
     for (p, c) in &resources {
         entries.push((format!("resources/{p}"), c.clone()));
     }
-    entries.push(("documentation/index.html".into(), documentation_html(spec, &table, &md, &resources).into_bytes()));
+    entries.push((
+        "documentation/index.html".into(),
+        documentation_html(spec, &table, &md, &resources).into_bytes(),
+    ));
     for (p, c) in template_files(&opts.template_dir)? {
-        if p == "documentation/index.html" || p == "modelDescription.xml" || p.starts_with("resources/") || p.starts_with("binaries/") {
+        if p == "documentation/index.html"
+            || p == "modelDescription.xml"
+            || p.starts_with("resources/")
+            || p.starts_with("binaries/")
+        {
             continue; // generated; a template must not override them
         }
         entries.push((p, c));
     }
 
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).unix_permissions(0o644);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o644);
     let zerr = |e: zip::result::ZipError| PackageError::Zip(e.to_string());
     let mut names = Vec::new();
     for (name, content) in &entries {
         zip.start_file(name.as_str(), options).map_err(zerr)?;
-        zip.write_all(content).map_err(|e| PackageError::Zip(e.to_string()))?;
+        zip.write_all(content)
+            .map_err(|e| PackageError::Zip(e.to_string()))?;
         names.push(name.clone());
     }
     let bytes = zip.finish().map_err(zerr)?.into_inner();
-    Ok((bytes, Packed { description: md, entries: names }))
+    Ok((
+        bytes,
+        Packed {
+            description: md,
+            entries: names,
+        },
+    ))
 }
 
 /// Build the FMU and write it to `out`.
-pub fn write_fmu(spec: &ModelSpec, model_file: &Path, opts: &PackageOptions, out: &Path) -> Result<Packed, PackageError> {
+pub fn write_fmu(
+    spec: &ModelSpec,
+    model_file: &Path,
+    opts: &PackageOptions,
+    out: &Path,
+) -> Result<Packed, PackageError> {
     let (bytes, packed) = build_fmu(spec, model_file, opts)?;
-    std::fs::write(out, bytes).map_err(|e| PackageError::Write { file: out.to_path_buf(), reason: e.to_string() })?;
+    std::fs::write(out, bytes).map_err(|e| PackageError::Write {
+        file: out.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     Ok(packed)
 }
 
@@ -191,7 +285,12 @@ fn start_str(s: &StartValue) -> String {
 }
 
 /// `documentation/index.html`: what the model is, its interface, parameters and solver options.
-pub fn documentation_html(spec: &ModelSpec, table: &VariableTable, md: &ModelDescription, resources: &[(String, Vec<u8>)]) -> String {
+pub fn documentation_html(
+    spec: &ModelSpec,
+    table: &VariableTable,
+    md: &ModelDescription,
+    resources: &[(String, Vec<u8>)],
+) -> String {
     let mut h = String::new();
     let name = esc(&spec.name);
     h.push_str(&format!(
@@ -231,74 +330,174 @@ pub fn documentation_html(spec: &ModelSpec, table: &VariableTable, md: &ModelDes
         fmt_f64(e.step)
     ));
 
-    let row = |cells: &[String]| format!("<tr>{}</tr>\n", cells.iter().map(|c| format!("<td>{c}</td>")).collect::<String>());
-    let header = |cells: &[&str]| format!("<tr>{}</tr>\n", cells.iter().map(|c| format!("<th>{c}</th>")).collect::<String>());
+    let row = |cells: &[String]| {
+        format!(
+            "<tr>{}</tr>\n",
+            cells
+                .iter()
+                .map(|c| format!("<td>{c}</td>"))
+                .collect::<String>()
+        )
+    };
+    let header = |cells: &[&str]| {
+        format!(
+            "<tr>{}</tr>\n",
+            cells
+                .iter()
+                .map(|c| format!("<th>{c}</th>"))
+                .collect::<String>()
+        )
+    };
     let deps = output_dependencies(spec);
 
     h.push_str("<h2>Inputs</h2>\n");
-    let inputs: Vec<_> = table.variables.iter().filter(|v| v.causality == Causality::Input).collect();
+    let inputs: Vec<_> = table
+        .variables
+        .iter()
+        .filter(|v| v.causality == Causality::Input)
+        .collect();
     if inputs.is_empty() {
         h.push_str("<p>None.</p>\n");
     } else {
         h.push_str("<table>\n");
-        h.push_str(&header(&["name", "unit", "start", "value reference", "description"]));
+        h.push_str(&header(&[
+            "name",
+            "unit",
+            "start",
+            "value reference",
+            "description",
+        ]));
         for v in inputs {
-            h.push_str(&row(&[format!("<code>{}</code>", esc(&v.name)), esc(&v.unit), start_str(&v.start), v.value_reference.to_string(), esc(&v.description)]));
+            h.push_str(&row(&[
+                format!("<code>{}</code>", esc(&v.name)),
+                esc(&v.unit),
+                start_str(&v.start),
+                v.value_reference.to_string(),
+                esc(&v.description),
+            ]));
         }
         h.push_str("</table>\n<p>Inputs are interpolated inside a communication step when the importer provides derivatives (FMI 2) or intermediate updates (FMI 3); otherwise they are held constant.</p>\n");
     }
 
     h.push_str("<h2>Outputs</h2>\n");
-    let outputs: Vec<_> = table.variables.iter().filter(|v| v.causality == Causality::Output).collect();
+    let outputs: Vec<_> = table
+        .variables
+        .iter()
+        .filter(|v| v.causality == Causality::Output)
+        .collect();
     if outputs.is_empty() {
         h.push_str("<p>None.</p>\n");
     } else {
         h.push_str("<table>\n");
-        h.push_str(&header(&["name", "unit", "value reference", "depends directly on", "description"]));
+        h.push_str(&header(&[
+            "name",
+            "unit",
+            "value reference",
+            "depends directly on",
+            "description",
+        ]));
         for v in outputs {
             let d = match v.kind {
-                VarKind::Output(i) => deps[i].iter().map(|&u| format!("<code>{}</code>", esc(&spec.inputs[u].name))).collect::<Vec<_>>().join(", "),
+                VarKind::Output(i) => deps[i]
+                    .iter()
+                    .map(|&u| format!("<code>{}</code>", esc(&spec.inputs[u].name)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 _ => String::new(),
             };
-            h.push_str(&row(&[format!("<code>{}</code>", esc(&v.name)), esc(&v.unit), v.value_reference.to_string(), if d.is_empty() { "—".into() } else { d }, esc(&v.description)]));
+            h.push_str(&row(&[
+                format!("<code>{}</code>", esc(&v.name)),
+                esc(&v.unit),
+                v.value_reference.to_string(),
+                if d.is_empty() { "—".into() } else { d },
+                esc(&v.description),
+            ]));
         }
         h.push_str("</table>\n");
     }
 
     h.push_str("<h2>Parameters</h2>\n");
-    let params: Vec<_> = table.variables.iter().filter(|v| matches!(v.kind, VarKind::Parameter(_))).collect();
+    let params: Vec<_> = table
+        .variables
+        .iter()
+        .filter(|v| matches!(v.kind, VarKind::Parameter(_)))
+        .collect();
     if params.is_empty() {
         h.push_str("<p>None.</p>\n");
     } else {
         h.push_str("<table>\n");
-        h.push_str(&header(&["name", "unit", "start", "changeable", "value reference", "description"]));
+        h.push_str(&header(&[
+            "name",
+            "unit",
+            "start",
+            "changeable",
+            "value reference",
+            "description",
+        ]));
         for v in params {
-            let tunable = if v.variability == super::Variability::Tunable { "during simulation" } else { "before initialization" };
-            h.push_str(&row(&[format!("<code>{}</code>", esc(&v.name)), esc(&v.unit), start_str(&v.start), tunable.into(), v.value_reference.to_string(), esc(&v.description)]));
+            let tunable = if v.variability == super::Variability::Tunable {
+                "during simulation"
+            } else {
+                "before initialization"
+            };
+            h.push_str(&row(&[
+                format!("<code>{}</code>", esc(&v.name)),
+                esc(&v.unit),
+                start_str(&v.start),
+                tunable.into(),
+                v.value_reference.to_string(),
+                esc(&v.description),
+            ]));
         }
         h.push_str("</table>\n");
     }
 
     h.push_str("<h2>Solver options</h2>\n<p>Parameters set before initialization. The importer's tolerance, when it gives one, overrides <code>solver.rtol</code>.</p>\n<table>\n");
-    h.push_str(&header(&["name", "default", "value reference", "description"]));
-    for v in table.variables.iter().filter(|v| matches!(v.kind, VarKind::Solver(_))) {
+    h.push_str(&header(&[
+        "name",
+        "default",
+        "value reference",
+        "description",
+    ]));
+    for v in table
+        .variables
+        .iter()
+        .filter(|v| matches!(v.kind, VarKind::Solver(_)))
+    {
         let default = match (v.var_type, &v.start) {
             (super::VarType::Enumeration(t), StartValue::Int(i)) => {
                 let items = t.items();
-                let chosen = items.iter().find(|(_, x)| x == i).map(|(n, _)| *n).unwrap_or("?");
+                let chosen = items
+                    .iter()
+                    .find(|(_, x)| x == i)
+                    .map(|(n, _)| *n)
+                    .unwrap_or("?");
                 let all: Vec<String> = items.iter().map(|(n, x)| format!("{n} = {x}")).collect();
                 format!("<code>{chosen}</code> (choices: {})", esc(&all.join(", ")))
             }
             (_, s) => format!("{} {}", start_str(s), esc(&v.unit)),
         };
-        h.push_str(&row(&[format!("<code>{}</code>", esc(&v.name)), default, v.value_reference.to_string(), esc(&v.description)]));
+        h.push_str(&row(&[
+            format!("<code>{}</code>", esc(&v.name)),
+            default,
+            v.value_reference.to_string(),
+            esc(&v.description),
+        ]));
     }
     h.push_str("</table>\n");
 
     h.push_str("<h2>Solver statistics</h2>\n<p>Local variables, updated at every communication point.</p>\n<table>\n");
     h.push_str(&header(&["name", "value reference", "description"]));
-    for v in table.variables.iter().filter(|v| matches!(v.kind, VarKind::Stat(_))) {
-        h.push_str(&row(&[format!("<code>{}</code>", esc(&v.name)), v.value_reference.to_string(), esc(&v.description)]));
+    for v in table
+        .variables
+        .iter()
+        .filter(|v| matches!(v.kind, VarKind::Stat(_)))
+    {
+        h.push_str(&row(&[
+            format!("<code>{}</code>", esc(&v.name)),
+            v.value_reference.to_string(),
+            esc(&v.description),
+        ]));
     }
     h.push_str("</table>\n");
 
@@ -320,8 +519,14 @@ pub fn documentation_html(spec: &ModelSpec, table: &VariableTable, md: &ModelDes
 
     h.push_str("<h2>Packed model files</h2>\n<ul>\n");
     for (p, c) in resources {
-        h.push_str(&format!("<li><code>resources/{}</code> ({} bytes)</li>\n", esc(p), c.len()));
+        h.push_str(&format!(
+            "<li><code>resources/{}</code> ({} bytes)</li>\n",
+            esc(p),
+            c.len()
+        ));
     }
-    h.push_str("</ul>\n<p>Licence: see <code>documentation/licenses/</code>.</p>\n</body>\n</html>\n");
+    h.push_str(
+        "</ul>\n<p>Licence: see <code>documentation/licenses/</code>.</p>\n</body>\n</html>\n",
+    );
     h
 }

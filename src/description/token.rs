@@ -27,7 +27,14 @@ pub fn model_token(files: &[(String, Vec<u8>)]) -> String {
     b[6] = (b[6] & 0x0f) | 0x80; // version 8
     b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{{{}-{}-{}-{}-{}}}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{{{}-{}-{}-{}-{}}}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// Every regular file under `dir` (recursively) as `(relative path with '/', content)`,
@@ -43,7 +50,10 @@ pub fn read_tree(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
                 walk(root, &path, out)?;
             } else if ft.is_file() || (ft.is_symlink() && path.is_file()) {
                 let rel = path.strip_prefix(root).expect("walk stays under its root");
-                let rel: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+                let rel: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
                 out.push((rel.join("/"), std::fs::read(&path)?));
             }
         }
@@ -74,8 +84,14 @@ mod tests {
         let b = model_token(&[f("t/road.csv", "0,1"), f("model.toml", "x = 1")]);
         assert_eq!(a, b);
         assert_eq!(a.len(), 38);
-        let parts: Vec<&str> = a.trim_matches(|c| c == '{' || c == '}').split('-').collect();
-        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), vec![8, 4, 4, 4, 12]);
+        let parts: Vec<&str> = a
+            .trim_matches(|c| c == '{' || c == '}')
+            .split('-')
+            .collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            vec![8, 4, 4, 4, 12]
+        );
         assert!(parts[2].starts_with('8'));
     }
 
@@ -84,7 +100,10 @@ mod tests {
         let base = model_token(&[f("model.toml", "x = 1")]);
         assert_ne!(base, model_token(&[f("model.toml", "x = 2")]));
         assert_ne!(base, model_token(&[f("model2.toml", "x = 1")]));
-        assert_ne!(base, model_token(&[f("model.toml", "x = 1"), f("a.csv", "")]));
+        assert_ne!(
+            base,
+            model_token(&[f("model.toml", "x = 1"), f("a.csv", "")])
+        );
         // Moving bytes between name and content must not collide.
         assert_ne!(model_token(&[f("ab", "c")]), model_token(&[f("a", "bc")]));
     }
@@ -98,6 +117,9 @@ mod tests {
         std::fs::write(dir.join("tables/road.csv"), "0,1").unwrap();
         let t = resources_token(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(t, model_token(&[f("model.toml", "x = 1"), f("tables/road.csv", "0,1")]));
+        assert_eq!(
+            t,
+            model_token(&[f("model.toml", "x = 1"), f("tables/road.csv", "0,1")])
+        );
     }
 }

@@ -18,10 +18,32 @@ pub struct BaseUnit {
 }
 
 impl BaseUnit {
-    pub const ONE: BaseUnit = BaseUnit { kg: 0, m: 0, s: 0, a: 0, k: 0, mol: 0, cd: 0, rad: 0, factor: 1.0, offset: 0.0 };
+    pub const ONE: BaseUnit = BaseUnit {
+        kg: 0,
+        m: 0,
+        s: 0,
+        a: 0,
+        k: 0,
+        mol: 0,
+        cd: 0,
+        rad: 0,
+        factor: 1.0,
+        offset: 0.0,
+    };
 
     const fn e(kg: i32, m: i32, s: i32, a: i32, k: i32, rad: i32, factor: f64) -> BaseUnit {
-        BaseUnit { kg, m, s, a, k, mol: 0, cd: 0, rad, factor, offset: 0.0 }
+        BaseUnit {
+            kg,
+            m,
+            s,
+            a,
+            k,
+            mol: 0,
+            cd: 0,
+            rad,
+            factor,
+            offset: 0.0,
+        }
     }
 
     fn pow(self, p: i32) -> BaseUnit {
@@ -56,10 +78,19 @@ impl BaseUnit {
 
     /// Non-zero exponents as `(FMI attribute name, exponent)`.
     pub fn exponents(&self) -> Vec<(&'static str, i32)> {
-        [("kg", self.kg), ("m", self.m), ("s", self.s), ("A", self.a), ("K", self.k), ("mol", self.mol), ("cd", self.cd), ("rad", self.rad)]
-            .into_iter()
-            .filter(|(_, e)| *e != 0)
-            .collect()
+        [
+            ("kg", self.kg),
+            ("m", self.m),
+            ("s", self.s),
+            ("A", self.a),
+            ("K", self.k),
+            ("mol", self.mol),
+            ("cd", self.cd),
+            ("rad", self.rad),
+        ]
+        .into_iter()
+        .filter(|(_, e)| *e != 0)
+        .collect()
     }
 
     /// Set an exponent from its FMI attribute name; false if the name is not an exponent.
@@ -96,8 +127,14 @@ fn symbol(sym: &str) -> Option<BaseUnit> {
         "h" => BaseUnit::e(0, 0, 1, 0, 0, 0, 3600.0),
         "A" => BaseUnit::e(0, 0, 0, 1, 0, 0, 1.0),
         "K" => BaseUnit::e(0, 0, 0, 0, 1, 0, 1.0),
-        "mol" => BaseUnit { mol: 1, ..BaseUnit::ONE },
-        "cd" => BaseUnit { cd: 1, ..BaseUnit::ONE },
+        "mol" => BaseUnit {
+            mol: 1,
+            ..BaseUnit::ONE
+        },
+        "cd" => BaseUnit {
+            cd: 1,
+            ..BaseUnit::ONE
+        },
         "rad" => BaseUnit::e(0, 0, 0, 0, 0, 1, 1.0),
         "deg" => BaseUnit::e(0, 0, 0, 0, 0, 1, PI / 180.0),
         "rev" => BaseUnit::e(0, 0, 0, 0, 0, 1, 2.0 * PI),
@@ -127,7 +164,9 @@ pub fn parse_unit(unit: &str) -> Option<BaseUnit> {
     let product = |s: &str| -> Option<BaseUnit> {
         let mut acc = BaseUnit::ONE;
         for factor in s.split('.') {
-            let split = factor.find(|c: char| c.is_ascii_digit() || c == '-').unwrap_or(factor.len());
+            let split = factor
+                .find(|c: char| c.is_ascii_digit() || c == '-')
+                .unwrap_or(factor.len());
             let (sym, exp) = factor.split_at(split);
             let (sym, p) = if sym.is_empty() {
                 // A bare number: only "1" (as in "1/s") is meaningful.
@@ -156,7 +195,9 @@ mod tests {
     use super::*;
 
     fn ex(u: &str) -> Vec<(&'static str, i32)> {
-        parse_unit(u).unwrap_or_else(|| panic!("{u} should parse")).exponents()
+        parse_unit(u)
+            .unwrap_or_else(|| panic!("{u} should parse"))
+            .exponents()
     }
 
     #[test]
@@ -168,7 +209,10 @@ mod tests {
         assert_eq!(ex("rad/s"), vec![("s", -1), ("rad", 1)]);
         assert_eq!(ex("N/m"), vec![("kg", 1), ("s", -2)]);
         assert_eq!(ex("N.s/m"), vec![("kg", 1), ("s", -1)]);
-        assert_eq!(ex("N.m/rad"), vec![("kg", 1), ("m", 2), ("s", -2), ("rad", -1)]);
+        assert_eq!(
+            ex("N.m/rad"),
+            vec![("kg", 1), ("m", 2), ("s", -2), ("rad", -1)]
+        );
         assert_eq!(ex("kg.m2"), vec![("kg", 1), ("m", 2)]);
         assert_eq!(ex("1/s"), vec![("s", -1)]);
         assert_eq!(ex("s-1"), vec![("s", -1)]);

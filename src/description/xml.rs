@@ -5,7 +5,9 @@
 use super::capabilities::Capabilities;
 use super::deps::output_dependencies;
 use super::units::{parse_unit, BaseUnit};
-use super::{Causality, EnumType, Initial, StartValue, VarKind, VarType, Variability, VariableTable};
+use super::{
+    Causality, EnumType, Initial, StartValue, VarKind, VarType, Variability, VariableTable,
+};
 use crate::mbs::spec::{ExperimentSpec, ModelSpec};
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, Event};
 use std::collections::HashMap;
@@ -121,7 +123,16 @@ pub enum XmlError {
 
 /// A C identifier made from the model name (file name of the shared library, symbol-safe).
 pub fn model_identifier(model_name: &str) -> String {
-    let mut id: String = model_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let mut id: String = model_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
         id.insert(0, '_');
     }
@@ -138,12 +149,17 @@ pub fn is_structured_name(name: &str) -> bool {
                 Some(p) => (&part[..p], Some(&part[p..])),
                 None => (part, None),
             };
-            let ident_ok = ident.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            let ident_ok = ident
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             let idx_ok = idx.is_none_or(|s| {
                 s.len() > 2
                     && s.ends_with(']')
-                    && s[1..s.len() - 1].split(',').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+                    && s[1..s.len() - 1]
+                        .split(',')
+                        .all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
             });
             ident_ok && idx_ok
         })
@@ -155,7 +171,12 @@ pub fn now_utc() -> String {
     let secs = std::env::var("SOURCE_DATE_EPOCH")
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0));
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0)
+        });
     format_utc(secs)
 }
 
@@ -173,7 +194,12 @@ pub fn format_utc(secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", sod / 3600, sod % 3600 / 60, sod % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
 }
 
 impl ModelDescription {
@@ -218,7 +244,9 @@ impl ModelDescription {
                 var_type,
                 unit: v.unit.clone(),
                 start: v.start.clone(),
-                intermediate_update: fmi3 && capabilities.provides_intermediate_update && v.causality == Causality::Input,
+                intermediate_update: fmi3
+                    && capabilities.provides_intermediate_update
+                    && v.causality == Causality::Input,
             });
         }
         let deps = output_dependencies(spec);
@@ -226,24 +254,53 @@ impl ModelDescription {
             .iter()
             .map(|&(i, vr)| Unknown {
                 value_reference: vr,
-                dependencies: Some(deps[i].iter().filter_map(|u| input_vr.get(u).copied()).collect()),
+                dependencies: Some(
+                    deps[i]
+                        .iter()
+                        .filter_map(|u| input_vr.get(u).copied())
+                        .collect(),
+                ),
             })
             .collect();
         // Outputs are `calculated`, so each is an initial unknown; its initial value depends on
         // parameters and inputs in ways we do not track: dependencies omitted (= on all).
-        let initial_unknowns = output_vr.iter().map(|&(_, vr)| Unknown { value_reference: vr, dependencies: None }).collect();
+        let initial_unknowns = output_vr
+            .iter()
+            .map(|&(_, vr)| Unknown {
+                value_reference: vr,
+                dependencies: None,
+            })
+            .collect();
 
-        let mut unit_names: Vec<String> = variables.iter().filter(|v| !v.unit.is_empty()).map(|v| v.unit.clone()).collect();
+        let mut unit_names: Vec<String> = variables
+            .iter()
+            .filter(|v| !v.unit.is_empty())
+            .map(|v| v.unit.clone())
+            .collect();
         unit_names.sort();
         unit_names.dedup();
-        let units = unit_names.into_iter().map(|name| UnitDefinition { base: parse_unit(&name), name }).collect();
+        let units = unit_names
+            .into_iter()
+            .map(|name| UnitDefinition {
+                base: parse_unit(&name),
+                name,
+            })
+            .collect();
 
         let mut enum_types = Vec::new();
         for e in [EnumType::Integrator, EnumType::Jacobian] {
-            if table.variables.iter().any(|v| v.var_type == VarType::Enumeration(e)) {
+            if table
+                .variables
+                .iter()
+                .any(|v| v.var_type == VarType::Enumeration(e))
+            {
                 enum_types.push(EnumerationType {
                     name: e.type_name().to_string(),
-                    items: e.items().into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+                    items: e
+                        .items()
+                        .into_iter()
+                        .map(|(n, v)| (n.to_string(), v))
+                        .collect(),
                 });
             }
         }
@@ -289,7 +346,11 @@ pub fn fmt_f64(x: f64) -> String {
     if x.is_nan() {
         "NaN".into()
     } else if x.is_infinite() {
-        if x > 0.0 { "INF".into() } else { "-INF".into() }
+        if x > 0.0 {
+            "INF".into()
+        } else {
+            "-INF".into()
+        }
     } else {
         format!("{x:?}")
     }
@@ -366,14 +427,28 @@ fn start_text(v: &XmlVariable) -> Option<String> {
 fn write_description(w: &mut W, md: &ModelDescription) -> IoResult {
     let fmi3 = md.fmi_version == FmiVersion::Fmi3;
     w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
-    let mut root = vec![("fmiVersion", md.fmi_version.attr().to_string()), ("modelName", md.model_name.clone())];
-    root.push((if fmi3 { "instantiationToken" } else { "guid" }, md.token.clone()));
+    let mut root = vec![
+        ("fmiVersion", md.fmi_version.attr().to_string()),
+        ("modelName", md.model_name.clone()),
+    ];
+    root.push((
+        if fmi3 { "instantiationToken" } else { "guid" },
+        md.token.clone(),
+    ));
     if !md.description.is_empty() {
         root.push(("description", md.description.clone()));
     }
     root.push(("generationTool", md.generation_tool.clone()));
     root.push(("generationDateAndTime", md.generation_date_and_time.clone()));
-    root.push(("variableNamingConvention", if md.structured_names { "structured" } else { "flat" }.to_string()));
+    root.push((
+        "variableNamingConvention",
+        if md.structured_names {
+            "structured"
+        } else {
+            "flat"
+        }
+        .to_string(),
+    ));
     if !fmi3 {
         root.push(("numberOfEventIndicators", "0".to_string()));
     }
@@ -390,7 +465,11 @@ fn write_description(w: &mut W, md: &ModelDescription) -> IoResult {
                 None => empty(w, "Unit", &[("name", u.name.clone())])?,
                 Some(b) => {
                     open(w, "Unit", &[("name", u.name.clone())])?;
-                    let mut attrs: Vec<(&str, String)> = b.exponents().into_iter().map(|(k, e)| (k, e.to_string())).collect();
+                    let mut attrs: Vec<(&str, String)> = b
+                        .exponents()
+                        .into_iter()
+                        .map(|(k, e)| (k, e.to_string()))
+                        .collect();
                     if b.factor != 1.0 {
                         attrs.push(("factor", fmt_f64(b.factor)));
                     }
@@ -442,7 +521,10 @@ fn write_description(w: &mut W, md: &ModelDescription) -> IoResult {
 
     open(w, "ModelVariables", &[])?;
     for v in &md.variables {
-        let mut common = vec![("name", v.name.clone()), ("valueReference", v.value_reference.to_string())];
+        let mut common = vec![
+            ("name", v.name.clone()),
+            ("valueReference", v.value_reference.to_string()),
+        ];
         if !v.description.is_empty() {
             common.push(("description", v.description.clone()));
         }
@@ -457,10 +539,18 @@ fn write_description(w: &mut W, md: &ModelDescription) -> IoResult {
                 if !v.unit.is_empty() {
                     typed.push(("unit", v.unit.clone()));
                 }
-                if fmi3 { "Float64" } else { "Real" }
+                if fmi3 {
+                    "Float64"
+                } else {
+                    "Real"
+                }
             }
             XmlType::Int64 => {
-                if fmi3 { "Int64" } else { "Integer" }
+                if fmi3 {
+                    "Int64"
+                } else {
+                    "Integer"
+                }
             }
             XmlType::Enumeration(t) => {
                 typed.push(("declaredType", t.clone()));
@@ -486,12 +576,31 @@ fn write_description(w: &mut W, md: &ModelDescription) -> IoResult {
     close(w, "ModelVariables")?;
 
     // FMI 2 refers to variables by 1-based position in ModelVariables, FMI 3 by value reference.
-    let index_of: HashMap<u32, usize> = md.variables.iter().enumerate().map(|(i, v)| (v.value_reference, i + 1)).collect();
-    let refer = |vr: u32| -> String { if fmi3 { vr.to_string() } else { index_of.get(&vr).map_or_else(|| "0".to_string(), |i| i.to_string()) } };
+    let index_of: HashMap<u32, usize> = md
+        .variables
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.value_reference, i + 1))
+        .collect();
+    let refer = |vr: u32| -> String {
+        if fmi3 {
+            vr.to_string()
+        } else {
+            index_of
+                .get(&vr)
+                .map_or_else(|| "0".to_string(), |i| i.to_string())
+        }
+    };
     let unknown_attrs = |u: &Unknown| -> Vec<(&str, String)> {
-        let mut a = vec![(if fmi3 { "valueReference" } else { "index" }, refer(u.value_reference))];
+        let mut a = vec![(
+            if fmi3 { "valueReference" } else { "index" },
+            refer(u.value_reference),
+        )];
         if let Some(d) = &u.dependencies {
-            a.push(("dependencies", d.iter().map(|&vr| refer(vr)).collect::<Vec<_>>().join(" ")));
+            a.push((
+                "dependencies",
+                d.iter().map(|&vr| refer(vr)).collect::<Vec<_>>().join(" "),
+            ));
         }
         a
     };
@@ -536,20 +645,40 @@ impl Element {
         self.attrs.get(k).map(String::as_str)
     }
     fn err(&self, message: impl Into<String>) -> XmlError {
-        XmlError::Content { element: self.name.clone(), message: message.into() }
+        XmlError::Content {
+            element: self.name.clone(),
+            message: message.into(),
+        }
     }
     fn req(&self, k: &str) -> Result<&str, XmlError> {
-        self.get(k).ok_or_else(|| self.err(format!("missing attribute {k}")))
+        self.get(k)
+            .ok_or_else(|| self.err(format!("missing attribute {k}")))
     }
     fn u32(&self, k: &str) -> Result<u32, XmlError> {
         let s = self.req(k)?;
-        s.trim().parse().map_err(|_| self.err(format!("attribute {k}: expected an unsigned integer, found {s:?}")))
+        s.trim().parse().map_err(|_| {
+            self.err(format!(
+                "attribute {k}: expected an unsigned integer, found {s:?}"
+            ))
+        })
     }
     fn f64(&self, k: &str) -> Result<Option<f64>, XmlError> {
-        self.get(k).map(|s| parse_f64(s).ok_or_else(|| self.err(format!("attribute {k}: expected a number, found {s:?}")))).transpose()
+        self.get(k)
+            .map(|s| {
+                parse_f64(s).ok_or_else(|| {
+                    self.err(format!("attribute {k}: expected a number, found {s:?}"))
+                })
+            })
+            .transpose()
     }
     fn i64(&self, k: &str) -> Result<Option<i64>, XmlError> {
-        self.get(k).map(|s| s.trim().parse().map_err(|_| self.err(format!("attribute {k}: expected an integer, found {s:?}")))).transpose()
+        self.get(k)
+            .map(|s| {
+                s.trim().parse().map_err(|_| {
+                    self.err(format!("attribute {k}: expected an integer, found {s:?}"))
+                })
+            })
+            .transpose()
     }
 }
 
@@ -557,9 +686,15 @@ fn element(e: &BytesStart) -> Result<Element, XmlError> {
     let name = String::from_utf8_lossy(e.local_name().as_ref()).into_owned();
     let mut attrs = HashMap::new();
     for a in e.attributes() {
-        let a = a.map_err(|err| XmlError::Content { element: name.clone(), message: err.to_string() })?;
+        let a = a.map_err(|err| XmlError::Content {
+            element: name.clone(),
+            message: err.to_string(),
+        })?;
         let key = String::from_utf8_lossy(a.key.local_name().as_ref()).into_owned();
-        let value = a.unescape_value().map_err(|err| XmlError::Content { element: name.clone(), message: err.to_string() })?;
+        let value = a.unescape_value().map_err(|err| XmlError::Content {
+            element: name.clone(),
+            message: err.to_string(),
+        })?;
         attrs.insert(key, value.into_owned());
     }
     Ok(Element { name, attrs })
@@ -572,12 +707,20 @@ fn parse_causality(el: &Element) -> Result<Causality, XmlError> {
         "output" => Causality::Output,
         "local" => Causality::Local,
         "independent" => Causality::Independent,
-        other => return Err(el.err(format!("causality {other:?} is not supported by this reader"))),
+        other => {
+            return Err(el.err(format!(
+                "causality {other:?} is not supported by this reader"
+            )))
+        }
     })
 }
 
 fn parse_variability(el: &Element, var_type: &XmlType) -> Result<Variability, XmlError> {
-    let default = if *var_type == XmlType::Float64 { "continuous" } else { "discrete" };
+    let default = if *var_type == XmlType::Float64 {
+        "continuous"
+    } else {
+        "discrete"
+    };
     Ok(match el.get("variability").unwrap_or(default) {
         "constant" => Variability::Constant,
         "fixed" => Variability::Fixed,
@@ -603,15 +746,21 @@ fn parse_type(type_el: &Element, fmi3: bool) -> XmlType {
     match (type_el.name.as_str(), fmi3) {
         ("Real", false) | ("Float64", true) => XmlType::Float64,
         ("Integer", false) | ("Int64", true) => XmlType::Int64,
-        ("Enumeration", _) => XmlType::Enumeration(type_el.get("declaredType").unwrap_or("").to_string()),
+        ("Enumeration", _) => {
+            XmlType::Enumeration(type_el.get("declaredType").unwrap_or("").to_string())
+        }
         (other, _) => XmlType::Other(other.to_string()),
     }
 }
 
 fn parse_start(type_el: &Element, var_type: &XmlType) -> Result<StartValue, XmlError> {
     Ok(match var_type {
-        XmlType::Float64 => type_el.f64("start")?.map_or(StartValue::None, StartValue::Float),
-        XmlType::Int64 | XmlType::Enumeration(_) => type_el.i64("start")?.map_or(StartValue::None, StartValue::Int),
+        XmlType::Float64 => type_el
+            .f64("start")?
+            .map_or(StartValue::None, StartValue::Float),
+        XmlType::Int64 | XmlType::Enumeration(_) => type_el
+            .i64("start")?
+            .map_or(StartValue::None, StartValue::Int),
         XmlType::Other(_) => StartValue::None,
     })
 }
@@ -647,7 +796,10 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
     let mut raw_initial: Vec<(u32, Option<Vec<u32>>)> = Vec::new();
     loop {
         let pos = reader.buffer_position();
-        let ev = reader.read_event().map_err(|e| XmlError::Syntax { position: pos, message: e.to_string() })?;
+        let ev = reader.read_event().map_err(|e| XmlError::Syntax {
+            position: pos,
+            message: e.to_string(),
+        })?;
         let (e, is_empty) = match &ev {
             Event::Start(e) => (Some(e.clone()), false),
             Event::Empty(e) => (Some(e.clone()), true),
@@ -683,15 +835,26 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                 let version = match el.get("fmiVersion") {
                     Some("2.0") => FmiVersion::Fmi2,
                     Some(v) if v.starts_with("3.") => FmiVersion::Fmi3,
-                    other => return Err(el.err(format!("unsupported fmiVersion {other:?} (only 2.0 and 3.x)"))),
+                    other => {
+                        return Err(el.err(format!(
+                            "unsupported fmiVersion {other:?} (only 2.0 and 3.x)"
+                        )))
+                    }
                 };
-                let token_key = if version == FmiVersion::Fmi3 { "instantiationToken" } else { "guid" };
+                let token_key = if version == FmiVersion::Fmi3 {
+                    "instantiationToken"
+                } else {
+                    "guid"
+                };
                 md = Some(ModelDescription {
                     fmi_version: version,
                     model_name: el.req("modelName")?.to_string(),
                     description: el.get("description").unwrap_or("").to_string(),
                     generation_tool: el.get("generationTool").unwrap_or("").to_string(),
-                    generation_date_and_time: el.get("generationDateAndTime").unwrap_or("").to_string(),
+                    generation_date_and_time: el
+                        .get("generationDateAndTime")
+                        .unwrap_or("")
+                        .to_string(),
                     token: el.req(token_key)?.to_string(),
                     model_identifier: String::new(),
                     structured_names: el.get("variableNamingConvention") == Some("structured"),
@@ -704,17 +867,24 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                     initial_unknowns: Vec::new(),
                 });
             }
-            _ if md.is_none() => return Err(el.err("expected <fmiModelDescription> as the root element")),
+            _ if md.is_none() => {
+                return Err(el.err("expected <fmiModelDescription> as the root element"))
+            }
             "CoSimulation" => {
                 let m = md.as_mut().expect("checked above");
                 m.model_identifier = el.req("modelIdentifier")?.to_string();
                 let version = m.fmi_version;
                 for (k, v) in &el.attrs {
-                    m.capabilities.set_attribute(version, k, v).map_err(|msg| el.err(msg))?;
+                    m.capabilities
+                        .set_attribute(version, k, v)
+                        .map_err(|msg| el.err(msg))?;
                 }
             }
             "Unit" if parent == "UnitDefinitions" => {
-                let u = UnitDefinition { name: el.req("name")?.to_string(), base: None };
+                let u = UnitDefinition {
+                    name: el.req("name")?.to_string(),
+                    base: None,
+                };
                 if is_empty {
                     md.as_mut().expect("checked").units.push(u);
                 } else {
@@ -728,7 +898,9 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                         "factor" => b.factor = el.f64("factor")?.unwrap_or(1.0),
                         "offset" => b.offset = el.f64("offset")?.unwrap_or(0.0),
                         _ => {
-                            let e: i32 = v.trim().parse().map_err(|_| el.err(format!("exponent {k}: expected an integer, found {v:?}")))?;
+                            let e: i32 = v.trim().parse().map_err(|_| {
+                                el.err(format!("exponent {k}: expected an integer, found {v:?}"))
+                            })?;
                             if !b.set_exponent(k, e) {
                                 return Err(el.err(format!("unknown base unit {k}")));
                             }
@@ -740,7 +912,10 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                 }
             }
             "SimpleType" | "EnumerationType" if parent == "TypeDefinitions" => {
-                let t = EnumerationType { name: el.req("name")?.to_string(), items: Vec::new() };
+                let t = EnumerationType {
+                    name: el.req("name")?.to_string(),
+                    items: Vec::new(),
+                };
                 if el.name == "EnumerationType" || !is_empty {
                     current_enum = Some(t);
                 }
@@ -748,7 +923,9 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
             "Enumeration" if parent == "SimpleType" => {}
             "Item" if parent == "Enumeration" || parent == "EnumerationType" => {
                 if let Some(t) = current_enum.as_mut() {
-                    let value = el.i64("value")?.ok_or_else(|| el.err("missing attribute value"))?;
+                    let value = el
+                        .i64("value")?
+                        .ok_or_else(|| el.err("missing attribute value"))?;
                     t.items.push((el.req("name")?.to_string(), value));
                 }
             }
@@ -778,7 +955,11 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                 let v = make_variable(&el, &el, true)?;
                 md.as_mut().expect("checked").variables.push(v);
             }
-            "Unknown" | "Output" | "InitialUnknown" if parent == "Outputs" || parent == "InitialUnknowns" || parent == "ModelStructure" => {
+            "Unknown" | "Output" | "InitialUnknown"
+                if parent == "Outputs"
+                    || parent == "InitialUnknowns"
+                    || parent == "ModelStructure" =>
+            {
                 let fmi3 = el.name != "Unknown";
                 let key = if fmi3 { "valueReference" } else { "index" };
                 let id = el.u32(key)?;
@@ -786,12 +967,20 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                     .get("dependencies")
                     .map(|s| {
                         s.split_whitespace()
-                            .map(|t| t.parse::<u32>().map_err(|_| el.err(format!("dependencies: expected integers, found {t:?}"))))
+                            .map(|t| {
+                                t.parse::<u32>().map_err(|_| {
+                                    el.err(format!("dependencies: expected integers, found {t:?}"))
+                                })
+                            })
                             .collect::<Result<Vec<u32>, XmlError>>()
                     })
                     .transpose()?;
                 let is_output = el.name == "Output" || parent == "Outputs";
-                if el.name == "Output" || el.name == "InitialUnknown" || parent == "Outputs" || parent == "InitialUnknowns" {
+                if el.name == "Output"
+                    || el.name == "InitialUnknown"
+                    || parent == "Outputs"
+                    || parent == "InitialUnknowns"
+                {
                     if is_output {
                         raw_outputs.push((id, deps));
                     } else {
@@ -805,7 +994,10 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
             stack.push(el.name);
         }
     }
-    let mut md = md.ok_or_else(|| XmlError::Content { element: "fmiModelDescription".into(), message: "missing root element".into() })?;
+    let mut md = md.ok_or_else(|| XmlError::Content {
+        element: "fmiModelDescription".into(),
+        message: "missing root element".into(),
+    })?;
     // FMI 2 references are 1-based variable indices; translate to value references.
     let fmi3 = md.fmi_version == FmiVersion::Fmi3;
     let n = md.variables.len();
@@ -815,7 +1007,10 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
             return Ok(i);
         }
         if i == 0 || i as usize > n {
-            return Err(XmlError::Content { element: "ModelStructure".into(), message: format!("index {i} is not a variable (1..{n})") });
+            return Err(XmlError::Content {
+                element: "ModelStructure".into(),
+                message: format!("index {i} is not a variable (1..{n})"),
+            });
         }
         Ok(vrs[i as usize - 1])
     };
@@ -824,7 +1019,13 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
             .map(|(id, deps)| {
                 Ok(Unknown {
                     value_reference: to_vr(id)?,
-                    dependencies: deps.map(|d| d.into_iter().map(to_vr).collect::<Result<Vec<u32>, XmlError>>()).transpose()?,
+                    dependencies: deps
+                        .map(|d| {
+                            d.into_iter()
+                                .map(to_vr)
+                                .collect::<Result<Vec<u32>, XmlError>>()
+                        })
+                        .transpose()?,
                 })
             })
             .collect()
@@ -836,6 +1037,9 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
 
 impl Element {
     fn clone_shallow(&self) -> Element {
-        Element { name: self.name.clone(), attrs: self.attrs.clone() }
+        Element {
+            name: self.name.clone(),
+            attrs: self.attrs.clone(),
+        }
     }
 }

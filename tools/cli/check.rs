@@ -28,19 +28,52 @@ pub fn summary(spec: &ModelSpec) -> String {
         spec.forces.len(),
         spec.frames.len()
     ));
-    s.push_str(&format!("  {} parameters, {} inputs, {} outputs ({} FMU variables)\n", spec.parameters.len(), spec.inputs.len(), spec.outputs.len(), t.variables.len()));
+    s.push_str(&format!(
+        "  {} parameters, {} inputs, {} outputs ({} FMU variables)\n",
+        spec.parameters.len(),
+        spec.inputs.len(),
+        spec.outputs.len(),
+        t.variables.len()
+    ));
     for (title, names) in [
-        ("inputs", spec.inputs.iter().map(|i| format!("{} [{}]", i.name, i.unit)).collect::<Vec<_>>()),
-        ("outputs", spec.outputs.iter().map(|o| format!("{} [{}]", o.name, o.unit)).collect()),
-        ("parameters", spec.parameters.iter().map(|p| format!("{} = {} {}", p.name, p.value, p.unit)).collect()),
+        (
+            "inputs",
+            spec.inputs
+                .iter()
+                .map(|i| format!("{} [{}]", i.name, i.unit))
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "outputs",
+            spec.outputs
+                .iter()
+                .map(|o| format!("{} [{}]", o.name, o.unit))
+                .collect(),
+        ),
+        (
+            "parameters",
+            spec.parameters
+                .iter()
+                .map(|p| format!("{} = {} {}", p.name, p.value, p.unit))
+                .collect(),
+        ),
     ] {
         if !names.is_empty() {
             s.push_str(&format!("  {title}: {}\n", names.join(", ")));
         }
     }
     let e = &spec.experiment;
-    s.push_str(&format!("  experiment: {} .. {} s, step {} s, tolerance {}\n", e.start, e.stop, e.step, e.tolerance));
-    s.push_str(&format!("  solver: {} (jacobian {}), rtol {}, atol {}\n", spec.solver.method.name(), spec.solver.jacobian.name(), spec.solver.rtol, spec.solver.atol));
+    s.push_str(&format!(
+        "  experiment: {} .. {} s, step {} s, tolerance {}\n",
+        e.start, e.stop, e.step, e.tolerance
+    ));
+    s.push_str(&format!(
+        "  solver: {} (jacobian {}), rtol {}, atol {}\n",
+        spec.solver.method.name(),
+        spec.solver.jacobian.name(),
+        spec.solver.rtol,
+        spec.solver.atol
+    ));
     s
 }
 

@@ -16,12 +16,28 @@ pub struct InputTable {
 
 impl InputTable {
     pub fn parse(text: &str, file: &Path) -> CliResult<InputTable> {
-        let err = |line: usize, m: String| CliError::User(format!("{}:{line}: {m}", file.display()));
-        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-        let (hline, header) = lines.next().ok_or_else(|| err(1, "empty input file: expected a header line `time,<input>,...`".into()))?;
-        let cols: Vec<String> = header.split(',').map(|c| c.trim().trim_matches('"').to_string()).collect();
+        let err =
+            |line: usize, m: String| CliError::User(format!("{}:{line}: {m}", file.display()));
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.trim()))
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+        let (hline, header) = lines.next().ok_or_else(|| {
+            err(
+                1,
+                "empty input file: expected a header line `time,<input>,...`".into(),
+            )
+        })?;
+        let cols: Vec<String> = header
+            .split(',')
+            .map(|c| c.trim().trim_matches('"').to_string())
+            .collect();
         if !matches!(cols[0].as_str(), "time" | "t") {
-            return Err(err(hline, format!("the first column must be `time`, found {:?}", cols[0])));
+            return Err(err(
+                hline,
+                format!("the first column must be `time`, found {:?}", cols[0]),
+            ));
         }
         let names: Vec<String> = cols[1..].to_vec();
         for (i, n) in names.iter().enumerate() {
@@ -37,19 +53,37 @@ impl InputTable {
         for (ln, line) in lines {
             let cells: Vec<&str> = line.split(',').map(str::trim).collect();
             if cells.len() != cols.len() {
-                return Err(err(ln, format!("{} values, but the header has {} columns", cells.len(), cols.len())));
+                return Err(err(
+                    ln,
+                    format!(
+                        "{} values, but the header has {} columns",
+                        cells.len(),
+                        cols.len()
+                    ),
+                ));
             }
             let mut row = Vec::with_capacity(cells.len());
             for (c, cell) in cells.iter().enumerate() {
-                let x: f64 = cell.parse().map_err(|_| err(ln, format!("column {:?}: {cell:?} is not a number", cols[c])))?;
+                let x: f64 = cell.parse().map_err(|_| {
+                    err(
+                        ln,
+                        format!("column {:?}: {cell:?} is not a number", cols[c]),
+                    )
+                })?;
                 if !x.is_finite() {
-                    return Err(err(ln, format!("column {:?}: {cell} is not finite", cols[c])));
+                    return Err(err(
+                        ln,
+                        format!("column {:?}: {cell} is not finite", cols[c]),
+                    ));
                 }
                 row.push(x);
             }
             if let Some(&last) = t.last() {
                 if row[0] <= last {
-                    return Err(err(ln, format!("time {} does not increase (previous row: {last})", row[0])));
+                    return Err(err(
+                        ln,
+                        format!("time {} does not increase (previous row: {last})", row[0]),
+                    ));
                 }
             }
             t.push(row[0]);
@@ -60,11 +94,17 @@ impl InputTable {
         if t.is_empty() {
             return Err(err(hline, "no data rows after the header".into()));
         }
-        Ok(InputTable { file: file.to_path_buf(), names, t, values })
+        Ok(InputTable {
+            file: file.to_path_buf(),
+            names,
+            t,
+            values,
+        })
     }
 
     pub fn read(file: &Path) -> CliResult<InputTable> {
-        let text = std::fs::read_to_string(file).map_err(|e| CliError::User(format!("{}: cannot read: {e}", file.display())))?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| CliError::User(format!("{}: cannot read: {e}", file.display())))?;
         InputTable::parse(&text, file)
     }
 
@@ -119,7 +159,8 @@ pub fn write_csv(file: &Path, header: &[String], rows: &[Vec<f64>]) -> CliResult
         s.push_str(&r.iter().map(|&x| fmt_cell(x)).collect::<Vec<_>>().join(","));
         s.push('\n');
     }
-    std::fs::write(file, s).map_err(|e| CliError::User(format!("{}: cannot write: {e}", file.display())))
+    std::fs::write(file, s)
+        .map_err(|e| CliError::User(format!("{}: cannot write: {e}", file.display())))
 }
 
 #[cfg(test)]
@@ -142,11 +183,26 @@ mod tests {
             Err(CliError::User(m)) => m,
             other => panic!("{other:?}"),
         };
-        assert_eq!(e("time,F\n0,1\n0,2\n"), "in.csv:3: time 0 does not increase (previous row: 0)");
-        assert_eq!(e("time,F\n0,x\n"), "in.csv:2: column \"F\": \"x\" is not a number");
-        assert_eq!(e("x,F\n0,1\n"), "in.csv:1: the first column must be `time`, found \"x\"");
-        assert_eq!(e("time,F\n0,1,2\n"), "in.csv:2: 3 values, but the header has 2 columns");
-        assert_eq!(e("time,F,F\n0,1,2\n"), "in.csv:1: column \"F\" appears twice");
+        assert_eq!(
+            e("time,F\n0,1\n0,2\n"),
+            "in.csv:3: time 0 does not increase (previous row: 0)"
+        );
+        assert_eq!(
+            e("time,F\n0,x\n"),
+            "in.csv:2: column \"F\": \"x\" is not a number"
+        );
+        assert_eq!(
+            e("x,F\n0,1\n"),
+            "in.csv:1: the first column must be `time`, found \"x\""
+        );
+        assert_eq!(
+            e("time,F\n0,1,2\n"),
+            "in.csv:2: 3 values, but the header has 2 columns"
+        );
+        assert_eq!(
+            e("time,F,F\n0,1,2\n"),
+            "in.csv:1: column \"F\" appears twice"
+        );
         assert_eq!(e("time,F\n"), "in.csv:1: no data rows after the header");
     }
 

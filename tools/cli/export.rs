@@ -35,9 +35,13 @@ pub struct ExportArgs {
 /// `libmbsfmu.so` next to the running executable (`target/release/`), or in `../release/`
 /// when running a debug build of the tool.
 pub fn default_library() -> CliResult<PathBuf> {
-    let exe = std::env::current_exe().map_err(|e| CliError::Internal(format!("cannot locate the running executable: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Internal(format!("cannot locate the running executable: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [dir.join("libmbsfmu.so"), dir.join("../release/libmbsfmu.so")];
+    let candidates = [
+        dir.join("libmbsfmu.so"),
+        dir.join("../release/libmbsfmu.so"),
+    ];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         CliError::User(format!(
             "cannot find the runtime library libmbsfmu.so in {}; build it with `cargo build --release --lib` or pass --library PATH",
@@ -57,7 +61,9 @@ pub fn run(a: &ExportArgs) -> CliResult {
     }
     let mut extra = Vec::new();
     for e in &a.extra_binary {
-        let (platform, path) = e.split_once('=').ok_or_else(|| CliError::User(format!("--extra-binary {e}: expected PLATFORM=PATH")))?;
+        let (platform, path) = e
+            .split_once('=')
+            .ok_or_else(|| CliError::User(format!("--extra-binary {e}: expected PLATFORM=PATH")))?;
         extra.push((platform.to_string(), PathBuf::from(path)));
     }
     let spec = mbsfmu::mbs::load_model(&a.model)?;
@@ -69,7 +75,11 @@ pub fn run(a: &ExportArgs) -> CliResult {
     for v in versions {
         let out = match &a.output {
             Some(o) => o.clone(),
-            None => a.out_dir.join(format!("{}_fmi{}.fmu", model_identifier(&spec.name), v.number())),
+            None => a.out_dir.join(format!(
+                "{}_fmi{}.fmu",
+                model_identifier(&spec.name),
+                v.number()
+            )),
         };
         let opts = PackageOptions {
             version: v,
@@ -79,7 +89,13 @@ pub fn run(a: &ExportArgs) -> CliResult {
             generation_date_and_time: date.clone(),
             capabilities: Capabilities::RUNTIME,
         };
-        let packed = write_fmu(&spec, &a.model, &opts, &out).map_err(|e| if e.is_user_error() { CliError::User(e.to_string()) } else { CliError::Internal(e.to_string()) })?;
+        let packed = write_fmu(&spec, &a.model, &opts, &out).map_err(|e| {
+            if e.is_user_error() {
+                CliError::User(e.to_string())
+            } else {
+                CliError::Internal(e.to_string())
+            }
+        })?;
         let md = &packed.description;
         println!(
             "wrote {} (FMI {}, {} variables: {} inputs, {} outputs; token {})",

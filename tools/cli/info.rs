@@ -11,7 +11,8 @@ use std::path::Path;
 pub fn describe(fmu: &Path) -> CliResult<String> {
     let user = |m: String| CliError::User(format!("{}: {m}", fmu.display()));
     let file = std::fs::File::open(fmu).map_err(|e| user(format!("cannot open: {e}")))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| user(format!("not an FMU (zip archive): {e}")))?;
+    let mut zip =
+        zip::ZipArchive::new(file).map_err(|e| user(format!("not an FMU (zip archive): {e}")))?;
     let names: Vec<String> = zip.file_names().map(str::to_string).collect();
     let mut xml = String::new();
     zip.by_name("modelDescription.xml")
@@ -21,13 +22,28 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
     let md = ModelDescription::from_xml(&xml).map_err(|e| user(e.to_string()))?;
 
     let mut s = String::new();
-    s.push_str(&format!("{}: FMI {} Co-Simulation FMU\n", fmu.display(), md.fmi_version.attr()));
+    s.push_str(&format!(
+        "{}: FMI {} Co-Simulation FMU\n",
+        fmu.display(),
+        md.fmi_version.attr()
+    ));
     s.push_str(&format!("  model:       {}\n", md.model_name));
     if !md.description.is_empty() {
         s.push_str(&format!("  description: {}\n", md.description));
     }
-    s.push_str(&format!("  generated:   {} on {}\n", md.generation_tool, md.generation_date_and_time));
-    s.push_str(&format!("  {}: {}\n", if md.fmi_version == FmiVersion::Fmi3 { "token" } else { "guid " }, md.token));
+    s.push_str(&format!(
+        "  generated:   {} on {}\n",
+        md.generation_tool, md.generation_date_and_time
+    ));
+    s.push_str(&format!(
+        "  {}{}\n",
+        if md.fmi_version == FmiVersion::Fmi3 {
+            "token:       "
+        } else {
+            "guid:        "
+        },
+        md.token
+    ));
     s.push_str(&format!("  identifier:  {}\n", md.model_identifier));
     let platforms: BTreeSet<String> = names
         .iter()
@@ -36,22 +52,49 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
         .filter(|(_, file)| !file.is_empty())
         .map(|(p, file)| format!("{p} ({file})"))
         .collect();
-    s.push_str(&format!("  platforms:   {}\n", if platforms.is_empty() { "none (no binaries/)".to_string() } else { platforms.into_iter().collect::<Vec<_>>().join(", ") }));
+    s.push_str(&format!(
+        "  platforms:   {}\n",
+        if platforms.is_empty() {
+            "none (no binaries/)".to_string()
+        } else {
+            platforms.into_iter().collect::<Vec<_>>().join(", ")
+        }
+    ));
     let caps: Vec<String> = md
         .capabilities
         .attributes(md.fmi_version)
         .into_iter()
         .filter(|(_, v)| v != "false")
-        .map(|(k, v)| if v == "true" { k.to_string() } else { format!("{k}={v}") })
+        .map(|(k, v)| {
+            if v == "true" {
+                k.to_string()
+            } else {
+                format!("{k}={v}")
+            }
+        })
         .collect();
     s.push_str(&format!("  capabilities: {}\n", caps.join(", ")));
     if let Some(e) = md.experiment {
-        s.push_str(&format!("  default experiment: {} .. {} s, step {} s, tolerance {}\n", fmt_f64(e.start), fmt_f64(e.stop), fmt_f64(e.step), fmt_f64(e.tolerance)));
+        s.push_str(&format!(
+            "  default experiment: {} .. {} s, step {} s, tolerance {}\n",
+            fmt_f64(e.start),
+            fmt_f64(e.stop),
+            fmt_f64(e.step),
+            fmt_f64(e.tolerance)
+        ));
     }
-    let resources: Vec<&str> = names.iter().filter_map(|n| n.strip_prefix("resources/")).filter(|n| !n.is_empty() && !n.ends_with('/')).collect();
+    let resources: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("resources/"))
+        .filter(|n| !n.is_empty() && !n.ends_with('/'))
+        .collect();
     s.push_str(&format!("  resources:   {}\n", resources.join(", ")));
+    let fmi3 = md.fmi_version == FmiVersion::Fmi3;
     s.push_str(&format!("  {} variables:\n", md.variables.len()));
-    s.push_str(&format!("    {:>5}  {:<28} {:<11} {:<10} {:<10} {:<12} {:<8} {}\n", "vr", "name", "causality", "variab.", "initial", "type", "unit", "start"));
+    s.push_str(&format!(
+        "    {:>5}  {:<28} {:<11} {:<10} {:<10} {:<16} {:<8} {}\n",
+        "vr", "name", "causality", "variab.", "initial", "type", "unit", "start"
+    ));
     for v in &md.variables {
         let c = match v.causality {
             Causality::Parameter => "parameter",
@@ -74,8 +117,8 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
             Some(Initial::Calculated) => "calculated",
         };
         let ty = match &v.var_type {
-            XmlType::Float64 => "Float64".to_string(),
-            XmlType::Int64 => "Int64".to_string(),
+            XmlType::Float64 => if fmi3 { "Float64" } else { "Real" }.to_string(),
+            XmlType::Int64 => if fmi3 { "Int64" } else { "Integer" }.to_string(),
             XmlType::Enumeration(t) => t.clone(),
             XmlType::Other(t) => t.clone(),
         };
@@ -90,11 +133,19 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
                 .map_or_else(|| i.to_string(), |(n, _)| format!("{n} ({i})")),
             (StartValue::Int(i), _) => i.to_string(),
         };
-        s.push_str(&format!("    {:>5}  {:<28} {:<11} {:<10} {:<10} {:<12} {:<8} {}\n", v.value_reference, v.name, c, var, init, ty, v.unit, start));
+        let line = format!(
+            "    {:>5}  {:<28} {:<11} {:<10} {:<10} {:<16} {:<8} {}",
+            v.value_reference, v.name, c, var, init, ty, v.unit, start
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
     }
     if !md.outputs.is_empty() {
         s.push_str("  output dependencies (direct, on inputs):\n");
-        let name = |vr: u32| md.variable(vr).map_or_else(|| format!("#{vr}"), |v| v.name.clone());
+        let name = |vr: u32| {
+            md.variable(vr)
+                .map_or_else(|| format!("#{vr}"), |v| v.name.clone())
+        };
         for u in &md.outputs {
             let d = match &u.dependencies {
                 None => "all inputs".to_string(),

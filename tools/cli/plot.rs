@@ -106,7 +106,14 @@ const FONT: [[u8; 7]; 95] = [
 pub type Rgb = [u8; 3];
 const BLACK: Rgb = [30, 30, 30];
 const GRID: Rgb = [225, 228, 235];
-const COLORS: [Rgb; 6] = [[31, 119, 180], [214, 39, 40], [44, 160, 44], [255, 127, 14], [148, 103, 189], [140, 86, 75]];
+const COLORS: [Rgb; 6] = [
+    [31, 119, 180],
+    [214, 39, 40],
+    [44, 160, 44],
+    [255, 127, 14],
+    [148, 103, 189],
+    [140, 86, 75],
+];
 
 pub struct Canvas {
     pub w: usize,
@@ -116,7 +123,11 @@ pub struct Canvas {
 
 impl Canvas {
     pub fn new(w: usize, h: usize) -> Canvas {
-        Canvas { w, h, rgb: vec![255; w * h * 3] }
+        Canvas {
+            w,
+            h,
+            rgb: vec![255; w * h * 3],
+        }
     }
 
     #[cfg(test)]
@@ -168,12 +179,22 @@ impl Canvas {
     pub fn text(&mut self, x: i64, y: i64, s: &str, scale: i64, c: Rgb) {
         for (i, ch) in s.chars().enumerate() {
             let code = ch as u32;
-            let glyph = if (32..=126).contains(&code) { FONT[(code - 32) as usize] } else { FONT[('?' as u32 - 32) as usize] };
+            let glyph = if (32..=126).contains(&code) {
+                FONT[(code - 32) as usize]
+            } else {
+                FONT[('?' as u32 - 32) as usize]
+            };
             let gx = x + i as i64 * 6 * scale;
             for (row, bits) in glyph.iter().enumerate() {
                 for col in 0..5 {
                     if bits & (0x10 >> col) != 0 {
-                        self.fill(gx + col * scale, y + row as i64 * scale, gx + col * scale + scale - 1, y + row as i64 * scale + scale - 1, c);
+                        self.fill(
+                            gx + col * scale,
+                            y + row as i64 * scale,
+                            gx + col * scale + scale - 1,
+                            y + row as i64 * scale + scale - 1,
+                            c,
+                        );
                     }
                 }
             }
@@ -220,7 +241,11 @@ impl Canvas {
 pub fn ticks(lo: f64, hi: f64, n: usize) -> (Vec<f64>, f64) {
     let raw = (hi - lo) / n.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
     ((first..=last).map(|k| k as f64 * step).collect(), step)
@@ -244,7 +269,8 @@ pub fn tick_label(x: f64, step: f64) -> String {
 /// One panel per series (stacked, shared time axis). `series` are `(label, values)` sampled at
 /// `t`.
 pub fn plot(t: &[f64], series: &[(String, Vec<f64>)], title: &str) -> Canvas {
-    let (w, panel_h, top, bottom, left, right) = (1000usize, 190usize, 44usize, 64usize, 120i64, 30i64);
+    let (w, panel_h, top, bottom, left, right) =
+        (1000usize, 190usize, 44usize, 64usize, 120i64, 30i64);
     let n = series.len().max(1);
     let h = top + n * panel_h + bottom;
     let mut c = Canvas::new(w, h);
@@ -254,13 +280,18 @@ pub fn plot(t: &[f64], series: &[(String, Vec<f64>)], title: &str) -> Canvas {
         (Some(&a), _) => (a, a + 1.0),
         _ => (0.0, 1.0),
     };
-    let x_of = |x: f64| left + ((x - t0) / (t1 - t0) * (w as i64 - left - right) as f64).round() as i64;
+    let x_of =
+        |x: f64| left + ((x - t0) / (t1 - t0) * (w as i64 - left - right) as f64).round() as i64;
     let (xt, xstep) = ticks(t0, t1, 8);
     for (k, (label, ys)) in series.iter().enumerate() {
         let py0 = (top + k * panel_h) as i64 + 8;
         let py1 = (top + (k + 1) * panel_h) as i64 - 12;
         let finite: Vec<f64> = ys.iter().copied().filter(|y| y.is_finite()).collect();
-        let (mut lo, mut hi) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| (a.min(y), b.max(y)));
+        let (mut lo, mut hi) = finite
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| {
+                (a.min(y), b.max(y))
+            });
         if !lo.is_finite() {
             (lo, hi) = (-1.0, 1.0);
         }
@@ -304,15 +335,28 @@ pub fn plot(t: &[f64], series: &[(String, Vec<f64>)], title: &str) -> Canvas {
     for &x in &xt {
         let l = tick_label(x, xstep);
         c.line((x_of(x), base), (x_of(x), base + 4), 1, BLACK);
-        c.text(x_of(x) - Canvas::text_width(&l, 2) / 2, base + 8, &l, 2, BLACK);
+        c.text(
+            x_of(x) - Canvas::text_width(&l, 2) / 2,
+            base + 8,
+            &l,
+            2,
+            BLACK,
+        );
     }
     let xl = "time [s]";
-    c.text((w as i64 - Canvas::text_width(xl, 2)) / 2, base + 30, xl, 2, BLACK);
+    c.text(
+        (w as i64 - Canvas::text_width(xl, 2)) / 2,
+        base + 30,
+        xl,
+        2,
+        BLACK,
+    );
     c
 }
 
 pub fn write_plot(file: &Path, t: &[f64], series: &[(String, Vec<f64>)], title: &str) -> CliResult {
-    std::fs::write(file, plot(t, series, title).png()).map_err(|e| CliError::User(format!("{}: cannot write: {e}", file.display())))
+    std::fs::write(file, plot(t, series, title).png())
+        .map_err(|e| CliError::User(format!("{}: cannot write: {e}", file.display())))
 }
 
 #[cfg(test)]
@@ -351,7 +395,9 @@ mod tests {
         let (left, right, top, ph) = (120i64, 30i64, 44i64, 190i64);
         let xm = left + (1000 - left - right) / 2;
         let ym = ((top + 8) + (top + ph - 12)) / 2;
-        let near = (-2..=2).any(|dx| (-2..=2).any(|dy| c.get((xm + dx) as usize, (ym + dy) as usize) == COLORS[0]));
+        let near = (-2..=2).any(|dx| {
+            (-2..=2).any(|dy| c.get((xm + dx) as usize, (ym + dy) as usize) == COLORS[0])
+        });
         assert!(near);
     }
 
@@ -368,7 +414,9 @@ mod tests {
         let idat_len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
         assert_eq!(&png[37..41], b"IDAT");
         let mut raw = Vec::new();
-        flate2::read::ZlibDecoder::new(&png[41..41 + idat_len]).read_to_end(&mut raw).unwrap();
+        flate2::read::ZlibDecoder::new(&png[41..41 + idat_len])
+            .read_to_end(&mut raw)
+            .unwrap();
         assert_eq!(raw.len(), 2 * (1 + 9));
         assert_eq!(&raw[10 + 1 + 3..10 + 1 + 6], &[10, 20, 30]);
         assert!(png.ends_with(&[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82]));
