@@ -58,11 +58,17 @@ fn frame_angle(f1: &Matrix3<f64>, f2: &Matrix3<f64>) -> f64 {
 }
 
 fn joint<'a>(spec: &'a ModelSpec, name: &str) -> &'a JointSpec {
-    spec.joints.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("no joint {name}"))
+    spec.joints
+        .iter()
+        .find(|j| j.name == name)
+        .unwrap_or_else(|| panic!("no joint {name}"))
 }
 
 fn body<'a>(spec: &'a ModelSpec, name: &str) -> &'a BodySpec {
-    spec.bodies.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("no body {name}"))
+    spec.bodies
+        .iter()
+        .find(|j| j.name == name)
+        .unwrap_or_else(|| panic!("no body {name}"))
 }
 
 fn names<T>(v: &[T], f: impl Fn(&T) -> &str) -> Vec<String> {
@@ -74,7 +80,11 @@ fn names<T>(v: &[T], f: impl Fn(&T) -> &str) -> Vec<String> {
 fn check_frames(spec: &ModelSpec) {
     for j in &spec.joints {
         for f in [&j.frame1, &j.frame2] {
-            assert!((f.axes.transpose() * f.axes - Matrix3::identity()).norm() < 1e-12, "{}", j.name);
+            assert!(
+                (f.axes.transpose() * f.axes - Matrix3::identity()).norm() < 1e-12,
+                "{}",
+                j.name
+            );
             assert!((f.axes.determinant() - 1.0).abs() < 1e-12, "{}", j.name);
         }
         let (p1, a1) = global(spec, j.body1, &j.frame1);
@@ -83,8 +93,16 @@ fn check_frames(spec: &ModelSpec) {
             let l = c(j.length.expect("distance joint has a length"), spec);
             assert!(((p2 - p1).norm() - l).abs() < 1e-12, "{}", j.name);
         } else {
-            assert!((p2 - p1).norm() < 1e-12, "{}: origins differ {p1} {p2}", j.name);
-            assert!((a1.column(2) - a2.column(2)).norm() < 1e-12, "{}: z axes differ", j.name);
+            assert!(
+                (p2 - p1).norm() < 1e-12,
+                "{}: origins differ {p1} {p2}",
+                j.name
+            );
+            assert!(
+                (a1.column(2) - a2.column(2)).norm() < 1e-12,
+                "{}: z axes differ",
+                j.name
+            );
             if j.kind != JointKind::Revolute {
                 assert!((a1 - a2).norm() < 1e-12, "{}: frames differ", j.name);
             }
@@ -100,7 +118,10 @@ fn every_model_in_the_gallery_loads() {
         if path.extension().and_then(|e| e.to_str()) == Some("toml") {
             let spec = load_model(&path).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(spec.source_files[0], path);
-            assert_eq!(format!("{}.toml", spec.name), path.file_name().unwrap().to_str().unwrap());
+            assert_eq!(
+                format!("{}.toml", spec.name),
+                path.file_name().unwrap().to_str().unwrap()
+            );
             check_frames(&spec);
             n += 1;
         }
@@ -115,17 +136,42 @@ fn pendulum_chain() {
     assert_eq!((s.inputs[0].start, s.inputs[1].start), (2.0, 0.0));
     assert_eq!(names(&s.outputs, |o| &o.name), ["tip_x", "tip_y"]);
     assert_eq!(s.bodies.len(), 16);
-    assert!(s.bodies.iter().all(|b| b.kind == BodyKind::Particle && c(b.mass, &s) == 1.0));
-    assert_eq!(s.frames[0].position, [Motion::Input(0), Motion::Input(1), Motion::Constant(Scalar::Const(0.0))]);
-    let rods: Vec<_> = s.joints.iter().filter(|j| j.kind == JointKind::Distance).collect();
-    let planes: Vec<_> = s.joints.iter().filter(|j| j.kind == JointKind::Planar).collect();
+    assert!(s
+        .bodies
+        .iter()
+        .all(|b| b.kind == BodyKind::Particle && c(b.mass, &s) == 1.0));
+    assert_eq!(
+        s.frames[0].position,
+        [
+            Motion::Input(0),
+            Motion::Input(1),
+            Motion::Constant(Scalar::Const(0.0))
+        ]
+    );
+    let rods: Vec<_> = s
+        .joints
+        .iter()
+        .filter(|j| j.kind == JointKind::Distance)
+        .collect();
+    let planes: Vec<_> = s
+        .joints
+        .iter()
+        .filter(|j| j.kind == JointKind::Planar)
+        .collect();
     assert_eq!((rods.len(), planes.len()), (16, 16));
     // The first rod hangs from the suspension frame at its origin.
     assert_eq!(rods[0].body1, BodyRef::Frame(0));
     assert!(rods[0].frame1.origin.norm() < 1e-15);
     assert!(rods.iter().all(|r| r.length == Some(Scalar::Const(1.0))));
     assert_eq!(s.bodies[15].position, Vector3::new(2.0, -16.0, 0.0));
-    assert_eq!(s.outputs[1].quantity, OutputQuantity::Position { body: BodyRef::Body(15), point: Vector3::zeros(), component: 1 });
+    assert_eq!(
+        s.outputs[1].quantity,
+        OutputQuantity::Position {
+            body: BodyRef::Body(15),
+            point: Vector3::zeros(),
+            component: 1
+        }
+    );
     assert_eq!(s.gravity.map(|g| c(g, &s)), [0.0, -9.81, 0.0]);
     assert_eq!(s.experiment.stop, 200.0);
 }
@@ -133,13 +179,18 @@ fn pendulum_chain() {
 #[test]
 fn double_pendulum_bar2_frame_and_prestressed_spring() {
     let s = load("double_pendulum_stiff.toml");
-    assert_eq!(names(&s.outputs, |o| &o.name), ["theta1", "theta2", "omega1"]);
+    assert_eq!(
+        names(&s.outputs, |o| &o.name),
+        ["theta1", "theta2", "omega1"]
+    );
     let b2 = body(&s, "bar2");
     // Paper 000: centre (3.4488887, -0.388228), velocity (3.8822857, 14.4888887) (its last
     // digits of ẏ are off: 10 * 1.5 cos(π/12) = 14.4888873).
     assert!((b2.position - Vector3::new(3.4488887, -0.388228, 0.0)).norm() < 1e-6);
     assert!((b2.velocity - Vector3::new(3.8822857, 14.4888887, 0.0)).norm() < 2e-6);
-    let pin_velocity = b2.velocity + b2.angular_velocity.cross(&(Vector3::new(2.0, 0.0, 0.0) - b2.position));
+    let pin_velocity = b2.velocity
+        + b2.angular_velocity
+            .cross(&(Vector3::new(2.0, 0.0, 0.0) - b2.position));
     assert!(pin_velocity.norm() < 1e-12, "consistent with bar 1 at rest");
     assert!((b2.orientation.angle() - PI / 12.0).abs() < 1e-12); // 23π/12 ≡ −π/12
     assert_eq!(c(b2.inertia[2], &s), 0.225);
@@ -150,21 +201,38 @@ fn double_pendulum_bar2_frame_and_prestressed_spring() {
     assert!((elbow.frame1.origin - Vector3::new(1.0, 0.0, 0.0)).norm() < 1e-12);
     let (_, f1) = global(&s, elbow.body1, &elbow.frame1);
     let (_, f2) = global(&s, elbow.body2, &elbow.frame2);
-    assert!((frame_angle(&f1, &f2) + PI / 12.0).abs() < 1e-12, "initial elbow angle −π/12");
+    assert!(
+        (frame_angle(&f1, &f2) + PI / 12.0).abs() < 1e-12,
+        "initial elbow angle −π/12"
+    );
     let shoulder = joint(&s, "shoulder");
     let (_, g1) = global(&s, shoulder.body1, &shoulder.frame1);
     let (_, g2) = global(&s, shoulder.body2, &shoulder.frame2);
     assert!(frame_angle(&g1, &g2).abs() < 1e-12);
     // The springs take the joints' frames; the stiff one starts π/12 from its free angle.
     match &s.forces[1].kind {
-        ForceKind::RotationalSpringDamper { frame1, frame2, stiffness, damping, free_angle, .. } => {
+        ForceKind::RotationalSpringDamper {
+            frame1,
+            frame2,
+            stiffness,
+            damping,
+            free_angle,
+            ..
+        } => {
             assert_eq!((frame1, frame2), (&elbow.frame1, &elbow.frame2));
-            assert_eq!((c(*stiffness, &s), c(*damping, &s), c(*free_angle, &s)), (3e5, 5e4, 0.0));
+            assert_eq!(
+                (c(*stiffness, &s), c(*damping, &s), c(*free_angle, &s)),
+                (3e5, 5e4, 0.0)
+            );
         }
         k => panic!("{k:?}"),
     }
     match &s.forces[0].kind {
-        ForceKind::RotationalSpringDamper { free_angle, stiffness, .. } => {
+        ForceKind::RotationalSpringDamper {
+            free_angle,
+            stiffness,
+            ..
+        } => {
             assert_eq!(c(*free_angle, &s), 3.0 * PI / 2.0);
             assert_eq!(*stiffness, Scalar::Param(0));
         }
@@ -190,7 +258,10 @@ fn slider_crank() {
     assert_eq!(s.drivers[0].target, DriverTarget::JointCoordinate(0));
     assert_eq!(s.drivers[0].motion, Motion::Input(0));
     assert_eq!(s.outputs[1].unit, "N.m");
-    assert_eq!(s.outputs[1].quantity, OutputQuantity::DriverForce { driver: 0 });
+    assert_eq!(
+        s.outputs[1].quantity,
+        OutputQuantity::DriverForce { driver: 0 }
+    );
     match s.forces[0].kind {
         ForceKind::PrismaticFriction { joint, mu, v_reg } => {
             assert_eq!(s.joints[joint].name, "slide");
@@ -200,7 +271,10 @@ fn slider_crank() {
         ref k => panic!("{k:?}"),
     }
     assert!(s.parameters[0].tunable, "friction is tunable");
-    assert_eq!(body(&s, "rod").inertia.map(|x| c(x, &s)), [4e-3, 4e-4, 4e-3, 0.0, 0.0, 0.0]);
+    assert_eq!(
+        body(&s, "rod").inertia.map(|x| c(x, &s)),
+        [4e-3, 4e-4, 4e-3, 0.0, 0.0, 0.0]
+    );
     // Crank pin: crank and rod have the same orientation, so the pin angle starts at 0.
     let pin = joint(&s, "crank_pin");
     assert!((pin.frame1.axes - pin.frame2.axes).norm() < 1e-12);
@@ -210,7 +284,10 @@ fn slider_crank() {
 fn four_link_mass_properties_and_geometry() {
     let s = load("four_link.toml");
     assert_eq!(names(&s.inputs, |i| &i.name), ["rotor_angle"]);
-    assert_eq!(names(&s.outputs, |o| &o.name), ["rocker_angle", "rotor_torque"]);
+    assert_eq!(
+        names(&s.outputs, |o| &o.name),
+        ["rocker_angle", "rotor_torque"]
+    );
     let rho = 1500.0;
     let m_rotor = rho * PI * 4.0 * 0.1;
     let rotor = body(&s, "rotor");
@@ -247,18 +324,36 @@ fn four_link_mass_properties_and_geometry() {
 fn quarter_car_rig() {
     let s = load("quarter_car_rig.toml");
     assert_eq!(names(&s.inputs, |i| &i.name), ["stamp_z"]);
-    assert_eq!(names(&s.outputs, |o| &o.name), ["chassis_z", "wheel_z", "tire_force", "stamp_force"]);
+    assert_eq!(
+        names(&s.outputs, |o| &o.name),
+        ["chassis_z", "wheel_z", "tire_force", "stamp_force"]
+    );
     assert_eq!(s.initialization, Initialization::Static);
     assert_eq!(s.gravity.map(|g| c(g, &s)), [0.0, 0.0, -9.81]);
     let tire = &s.outputs[2];
     assert_eq!((tire.scale, tire.unit.as_str()), (-1.0, "N"));
     assert_eq!(s.outputs[3].unit, "N");
     match &s.forces[1].kind {
-        ForceKind::SpringDamper { body1, point1, body2, point2, free_length, law, actuator } => {
+        ForceKind::SpringDamper {
+            body1,
+            point1,
+            body2,
+            point2,
+            free_length,
+            law,
+            actuator,
+        } => {
             assert_eq!((*body1, *body2), (BodyRef::Body(2), BodyRef::Body(1)));
             assert!(point1.norm() < 1e-15 && point2.norm() < 1e-15);
             assert_eq!(c(*free_length, &s), 0.3);
-            assert_eq!(*law, ForceLaw::Linear { stiffness: Scalar::Param(2), damping: Scalar::Const(0.0), preload: Scalar::Const(0.0) });
+            assert_eq!(
+                *law,
+                ForceLaw::Linear {
+                    stiffness: Scalar::Param(2),
+                    damping: Scalar::Const(0.0),
+                    preload: Scalar::Const(0.0)
+                }
+            );
             assert!(actuator.is_none());
         }
         k => panic!("{k:?}"),
@@ -280,12 +375,31 @@ fn bouncing_balls() {
     assert_eq!(body(&s, "ball2").position.y, 0.5);
     assert!((c(body(&s, "ball1").inertia[0], &s) - 0.004).abs() < 1e-15);
     match &s.forces[1].kind {
-        ForceKind::Contact { geometry: ContactGeometry::SpherePlane { sphere_body, center, radius, plane_body, normal, .. }, law, stiffness, damping } => {
-            assert_eq!((*sphere_body, *plane_body), (BodyRef::Body(1), BodyRef::Ground));
+        ForceKind::Contact {
+            geometry:
+                ContactGeometry::SpherePlane {
+                    sphere_body,
+                    center,
+                    radius,
+                    plane_body,
+                    normal,
+                    ..
+                },
+            law,
+            stiffness,
+            damping,
+        } => {
+            assert_eq!(
+                (*sphere_body, *plane_body),
+                (BodyRef::Body(1), BodyRef::Ground)
+            );
             assert!(center.norm() < 1e-15);
             assert_eq!(c(*radius, &s), 0.1);
             assert_eq!(*normal, Vector3::y());
-            assert_eq!((*law, c(*stiffness, &s), c(*damping, &s)), (ContactLaw::Linear, 1e5, 0.0));
+            assert_eq!(
+                (*law, c(*stiffness, &s), c(*damping, &s)),
+                (ContactLaw::Linear, 1e5, 0.0)
+            );
         }
         k => panic!("{k:?}"),
     }
@@ -300,7 +414,14 @@ fn spherical_chain() {
     assert!((g.normalize() - Vector3::new(0.3, -1.0, 0.2).normalize()).norm() < 1e-12);
     assert_eq!(s.bodies.len(), 8);
     assert!(s.joints.iter().all(|j| j.kind == JointKind::Spherical));
-    assert_eq!(s.outputs[0].quantity, OutputQuantity::Position { body: BodyRef::Body(7), point: Vector3::new(0.0, -0.5, 0.0), component: 0 });
+    assert_eq!(
+        s.outputs[0].quantity,
+        OutputQuantity::Position {
+            body: BodyRef::Body(7),
+            point: Vector3::new(0.0, -0.5, 0.0),
+            component: 0
+        }
+    );
     let b = body(&s, "bar3");
     assert_eq!(b.angular_velocity, Vector3::new(0.0, -1.0, 0.0));
     assert!((c(b.inertia[1], &s) - 0.005 / 12.0).abs() < 1e-15);

@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 
 /// Read and validate a model file.
 pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ModelError::Io { file: path.to_path_buf(), reason: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
+        file: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     load_model_str(&text, path)
 }
 
@@ -45,15 +47,28 @@ impl<'a> Source<'a> {
     fn new(text: &'a str, path: &Path) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Source { file: path.to_path_buf(), text, line_starts }
+        Source {
+            file: path.to_path_buf(),
+            text,
+            line_starts,
+        }
     }
 
     fn loc(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset);
         let start = self.line_starts[line - 1];
-        let column = self.text.get(start..offset).map(|s| s.chars().count()).unwrap_or(offset - start) + 1;
-        Location { file: self.file.clone(), line, column }
+        let column = self
+            .text
+            .get(start..offset)
+            .map(|s| s.chars().count())
+            .unwrap_or(offset - start)
+            + 1;
+        Location {
+            file: self.file.clone(),
+            line,
+            column,
+        }
     }
 
     /// A serde/TOML error, attributed to the element whose span contains it when the file is
@@ -73,18 +88,33 @@ impl<'a> Source<'a> {
             message
         };
         let Some(span) = e.span() else {
-            return ModelError::Syntax { at: Location { file: self.file.clone(), line: 0, column: 0 }, message };
+            return ModelError::Syntax {
+                at: Location {
+                    file: self.file.clone(),
+                    line: 0,
+                    column: 0,
+                },
+                message,
+            };
         };
         let at = self.loc(span.start);
         match self.element_at(span.start) {
-            Some(element) => ModelError::Element { at, element, message },
+            Some(element) => ModelError::Element {
+                at,
+                element,
+                message,
+            },
             None => ModelError::Syntax { at, message },
         }
     }
 
     fn element_at(&self, offset: usize) -> Option<String> {
         let loose: LooseFile = toml::from_str(self.text).ok()?;
-        let tables = [("model", &loose.model), ("experiment", &loose.experiment), ("solver", &loose.solver)];
+        let tables = [
+            ("model", &loose.model),
+            ("experiment", &loose.experiment),
+            ("solver", &loose.solver),
+        ];
         for (name, t) in tables {
             if let Some(t) = t {
                 if t.span().contains(&offset) {
@@ -191,10 +221,20 @@ impl<'a> Resolver<'a> {
     // ----- errors -----------------------------------------------------------------------------
 
     fn err(&self, span: Range<usize>, el: &str, message: impl Into<String>) -> ModelError {
-        ModelError::Element { at: self.src.loc(span.start), element: el.to_string(), message: message.into() }
+        ModelError::Element {
+            at: self.src.loc(span.start),
+            element: el.to_string(),
+            message: message.into(),
+        }
     }
 
-    fn ensure(&self, ok: bool, span: Range<usize>, el: &str, message: impl FnOnce() -> String) -> Res<()> {
+    fn ensure(
+        &self,
+        ok: bool,
+        span: Range<usize>,
+        el: &str,
+        message: impl FnOnce() -> String,
+    ) -> Res<()> {
         if ok {
             Ok(())
         } else {
@@ -212,16 +252,43 @@ impl<'a> Resolver<'a> {
     ) -> Res<()> {
         for (k, span) in present {
             if !allowed.contains(k) {
-                let k = if *k == "final_value" { "final" } else if *k == "kind" { "type" } else { k };
-                let uses = if allowed.is_empty() { "no other keys".to_string() } else { allowed.join(", ") };
-                return Err(self.err(span.clone(), el, format!("key `{k}` does not apply to {what} (it uses: {uses})")));
+                let k = if *k == "final_value" {
+                    "final"
+                } else if *k == "kind" {
+                    "type"
+                } else {
+                    k
+                };
+                let uses = if allowed.is_empty() {
+                    "no other keys".to_string()
+                } else {
+                    allowed.join(", ")
+                };
+                return Err(self.err(
+                    span.clone(),
+                    el,
+                    format!("key `{k}` does not apply to {what} (it uses: {uses})"),
+                ));
             }
         }
         Ok(())
     }
 
-    fn required<'b, T>(&self, v: &'b Option<T>, el_span: Range<usize>, el: &str, key: &str, what: &str) -> Res<&'b T> {
-        v.as_ref().ok_or_else(|| self.err(el_span, el, format!("missing key `{key}` ({what} needs it)")))
+    fn required<'b, T>(
+        &self,
+        v: &'b Option<T>,
+        el_span: Range<usize>,
+        el: &str,
+        key: &str,
+        what: &str,
+    ) -> Res<&'b T> {
+        v.as_ref().ok_or_else(|| {
+            self.err(
+                el_span,
+                el,
+                format!("missing key `{key}` ({what} needs it)"),
+            )
+        })
     }
 
     // ----- names ------------------------------------------------------------------------------
@@ -248,7 +315,11 @@ impl<'a> Resolver<'a> {
         self.check_name(name, el)?;
         let n = name.get_ref();
         if n == "time" {
-            return Err(self.err(name.span(), el, "name `time` is reserved for the independent variable"));
+            return Err(self.err(
+                name.span(),
+                el,
+                "name `time` is reserved for the independent variable",
+            ));
         }
         if let Some(other) = self.variables.get(n) {
             return Err(self.err(
@@ -274,18 +345,25 @@ impl<'a> Resolver<'a> {
             Num::Text(t) => t.as_str(),
             Num::Number(_) => "",
         };
-        self.err(at..at, el, format!("in the expression \"{text}\": {}", e.message))
+        self.err(
+            at..at,
+            el,
+            format!("in the expression \"{text}\": {}", e.message),
+        )
     }
 
     /// A number fixed at load time: parameter names and expressions evaluate to default values.
     fn number(&mut self, n: &S<Num>, el: &str, field: &str) -> Res<f64> {
         match n.get_ref() {
             Num::Number(v) => {
-                self.ensure(v.is_finite(), n.span(), el, || format!("`{field}` must be a finite number"))?;
+                self.ensure(v.is_finite(), n.span(), el, || {
+                    format!("`{field}` must be a finite number")
+                })?;
                 Ok(*v)
             }
             Num::Text(t) => {
-                let v = expr::eval(t, &self.param_lookup()).map_err(|e| self.expr_error(n, el, e))?;
+                let v =
+                    expr::eval(t, &self.param_lookup()).map_err(|e| self.expr_error(n, el, e))?;
                 for id in expr::identifiers(t) {
                     if let Some(&i) = self.param_index.get(&id) {
                         self.param_uses[i].push(ParamUse {
@@ -303,7 +381,10 @@ impl<'a> Resolver<'a> {
     fn scalar(&mut self, n: &S<Num>, el: &str, field: &str, tunable_ok: bool) -> Res<Scalar> {
         if let Num::Text(t) = n.get_ref() {
             if let Some(&i) = self.param_index.get(t.trim()) {
-                self.param_uses[i].push(ParamUse { tunable_ok, what: format!("{el} `{field}`") });
+                self.param_uses[i].push(ParamUse {
+                    tunable_ok,
+                    what: format!("{el} `{field}`"),
+                });
                 return Ok(Scalar::Param(i));
             }
         }
@@ -317,17 +398,35 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    fn nonneg_scalar(&mut self, n: &S<Num>, el: &str, field: &str, tunable_ok: bool, unit: &str) -> Res<Scalar> {
+    fn nonneg_scalar(
+        &mut self,
+        n: &S<Num>,
+        el: &str,
+        field: &str,
+        tunable_ok: bool,
+        unit: &str,
+    ) -> Res<Scalar> {
         let s = self.scalar(n, el, field, tunable_ok)?;
         let v = self.value_of(s);
-        self.ensure(v >= 0.0, n.span(), el, || format!("`{field}` must not be negative, got {v} {unit}"))?;
+        self.ensure(v >= 0.0, n.span(), el, || {
+            format!("`{field}` must not be negative, got {v} {unit}")
+        })?;
         Ok(s)
     }
 
-    fn positive_scalar(&mut self, n: &S<Num>, el: &str, field: &str, tunable_ok: bool, unit: &str) -> Res<Scalar> {
+    fn positive_scalar(
+        &mut self,
+        n: &S<Num>,
+        el: &str,
+        field: &str,
+        tunable_ok: bool,
+        unit: &str,
+    ) -> Res<Scalar> {
         let s = self.scalar(n, el, field, tunable_ok)?;
         let v = self.value_of(s);
-        self.ensure(v > 0.0, n.span(), el, || format!("`{field}` must be positive, got {v} {unit}"))?;
+        self.ensure(v > 0.0, n.span(), el, || {
+            format!("`{field}` must be positive, got {v} {unit}")
+        })?;
         Ok(s)
     }
 
@@ -347,11 +446,19 @@ impl<'a> Resolver<'a> {
     fn unit_vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
         let x = self.vec3(v, el, field)?;
         let n = x.norm();
-        self.ensure(n > 1e-12, v.span(), el, || format!("`{field}` has zero length"))?;
+        self.ensure(n > 1e-12, v.span(), el, || {
+            format!("`{field}` has zero length")
+        })?;
         Ok(x / n)
     }
 
-    fn scalar3(&mut self, v: &NumList, el: &str, field: &str, tunable_ok: bool) -> Res<[Scalar; 3]> {
+    fn scalar3(
+        &mut self,
+        v: &NumList,
+        el: &str,
+        field: &str,
+        tunable_ok: bool,
+    ) -> Res<[Scalar; 3]> {
         let items = v.get_ref();
         self.ensure(items.len() == 3, v.span(), el, || {
             format!("`{field}` needs 3 components, got {}", items.len())
@@ -368,7 +475,11 @@ impl<'a> Resolver<'a> {
             "x" => Ok(0),
             "y" => Ok(1),
             "z" => Ok(2),
-            other => Err(self.err(c.span(), el, format!("`component` must be \"x\", \"y\" or \"z\", got \"{other}\""))),
+            other => Err(self.err(
+                c.span(),
+                el,
+                format!("`component` must be \"x\", \"y\" or \"z\", got \"{other}\""),
+            )),
         }
     }
 
@@ -380,7 +491,11 @@ impl<'a> Resolver<'a> {
             return Ok(BodyRef::Ground);
         }
         self.bodies_by_name.get(n).copied().ok_or_else(|| {
-            self.err(name.span(), el, format!("`{field}`: no body or frame named `{n}` (the fixed world is \"ground\")"))
+            self.err(
+                name.span(),
+                el,
+                format!("`{field}`: no body or frame named `{n}` (the fixed world is \"ground\")"),
+            )
         })
     }
 
@@ -420,7 +535,11 @@ impl<'a> Resolver<'a> {
                 self.input_used[i] = true;
                 Ok(i)
             }
-            None => Err(self.err(name.span(), el, format!("no input named `{}`", name.get_ref()))),
+            None => Err(self.err(
+                name.span(),
+                el,
+                format!("no input named `{}`", name.get_ref()),
+            )),
         }
     }
 
@@ -428,13 +547,25 @@ impl<'a> Resolver<'a> {
         self.joint_index
             .get(name.get_ref())
             .copied()
-            .ok_or_else(|| self.err(name.span(), el, format!("no joint named `{}`", name.get_ref())))
+            .ok_or_else(|| {
+                self.err(
+                    name.span(),
+                    el,
+                    format!("no joint named `{}`", name.get_ref()),
+                )
+            })
     }
 
     // ----- geometry ---------------------------------------------------------------------------
 
     /// Joint axes (columns x, y, z) from a z axis and an optional x reference direction.
-    fn axes(&mut self, axis: Option<&NumList>, x_axis: Option<&NumList>, el: &str, x_key: &str) -> Res<Matrix3<f64>> {
+    fn axes(
+        &mut self,
+        axis: Option<&NumList>,
+        x_axis: Option<&NumList>,
+        el: &str,
+        x_key: &str,
+    ) -> Res<Matrix3<f64>> {
         let z = match axis {
             Some(a) => self.unit_vec3(a, el, "axis")?,
             None => Vector3::z(),
@@ -491,25 +622,45 @@ impl<'a> Resolver<'a> {
     ) -> (LocalFrame, LocalFrame) {
         let (r1, a1) = self.pose(b1);
         let (r2, a2) = self.pose(b2);
-        let rz = Matrix3::from(nalgebra::Rotation3::from_axis_angle(&Vector3::z_axis(), theta0));
-        let f1 = LocalFrame { origin: a1.transpose() * (point - r1), axes: a1.transpose() * rj };
-        let f2 = LocalFrame { origin: a2.transpose() * (point - r2), axes: a2.transpose() * rj * rz };
+        let rz = Matrix3::from(nalgebra::Rotation3::from_axis_angle(
+            &Vector3::z_axis(),
+            theta0,
+        ));
+        let f1 = LocalFrame {
+            origin: a1.transpose() * (point - r1),
+            axes: a1.transpose() * rj,
+        };
+        let f2 = LocalFrame {
+            origin: a2.transpose() * (point - r2),
+            axes: a2.transpose() * rj * rz,
+        };
         (f1, f2)
     }
 
     fn check_two_ends(&self, b1: BodyRef, b2: BodyRef, span2: Range<usize>, el: &str) -> Res<()> {
         if b1 == b2 {
-            return Err(self.err(span2, el, format!("connects {} to itself", self.ref_name(b1))));
+            return Err(self.err(
+                span2,
+                el,
+                format!("connects {} to itself", self.ref_name(b1)),
+            ));
         }
         let groundish = |b: BodyRef| !matches!(b, BodyRef::Body(_));
         self.ensure(!(groundish(b1) && groundish(b2)), span2, el, || {
-            format!("connects {} to {}: at least one end must be a body", self.ref_name(b1), self.ref_name(b2))
+            format!(
+                "connects {} to {}: at least one end must be a body",
+                self.ref_name(b1),
+                self.ref_name(b2)
+            )
         })
     }
 
     fn check_rigid(&self, b: BodyRef, span: Range<usize>, el: &str, what: &str) -> Res<()> {
         self.ensure(!self.is_particle(b), span, el, || {
-            format!("{} is a particle (no orientation), but {what} needs a rigid body", self.ref_name(b))
+            format!(
+                "{} is a particle (no orientation), but {what} needs a rigid body",
+                self.ref_name(b)
+            )
         })
     }
 
@@ -518,8 +669,13 @@ impl<'a> Resolver<'a> {
     fn table_file(&mut self, file: &S<String>, el: &str) -> Res<(PathBuf, Vec<f64>, Vec<f64>)> {
         let rel = PathBuf::from(file.get_ref());
         let full = self.dir.join(&rel);
-        let (x, y) = table::read_table_file(&full)
-            .map_err(|e| self.err(file.span(), el, format!("table file `{}`: {e}", full.display())))?;
+        let (x, y) = table::read_table_file(&full).map_err(|e| {
+            self.err(
+                file.span(),
+                el,
+                format!("table file `{}`: {e}", full.display()),
+            )
+        })?;
         if !self.source_files.contains(&full) {
             self.source_files.push(full);
         }
@@ -570,7 +726,13 @@ impl<'a> Resolver<'a> {
         }
         macro_rules! req {
             ($f:ident, $name:expr, $kind:expr) => {{
-                let v = self.required(&raw.$f, span.clone(), el, $name, &format!("a {} motion", $kind))?;
+                let v = self.required(
+                    &raw.$f,
+                    span.clone(),
+                    el,
+                    $name,
+                    &format!("a {} motion", $kind),
+                )?;
                 self.scalar(v, el, $name, false)?
             }};
         }
@@ -620,11 +782,23 @@ impl<'a> Resolver<'a> {
         match m {
             Motion::Input(i) => self.inputs[*i].start,
             Motion::Constant(c) => v(c),
-            Motion::Ramp { initial, slope, start } => v(initial) + v(slope) * (t - v(start)).max(0.0),
-            Motion::Sine { offset, amplitude, frequency, phase } => {
-                v(offset) + v(amplitude) * (2.0 * PI * v(frequency) * t + v(phase)).sin()
-            }
-            Motion::SmoothStep { initial, final_value, start, duration } => {
+            Motion::Ramp {
+                initial,
+                slope,
+                start,
+            } => v(initial) + v(slope) * (t - v(start)).max(0.0),
+            Motion::Sine {
+                offset,
+                amplitude,
+                frequency,
+                phase,
+            } => v(offset) + v(amplitude) * (2.0 * PI * v(frequency) * t + v(phase)).sin(),
+            Motion::SmoothStep {
+                initial,
+                final_value,
+                start,
+                duration,
+            } => {
                 let s = ((t - v(start)) / v(duration)).clamp(0.0, 1.0);
                 v(initial) + (v(final_value) - v(initial)) * (1.0 - (PI * s).cos()) / 2.0
             }
@@ -644,7 +818,8 @@ impl<'a> Resolver<'a> {
             let el = label("parameters", i, p.name.get_ref());
             self.claim_variable(&p.name, &el)?;
             let value = self.number(&p.value, &el, "value")?;
-            self.param_index.insert(p.name.get_ref().clone(), self.params.len());
+            self.param_index
+                .insert(p.name.get_ref().clone(), self.params.len());
             self.param_uses.push(Vec::new());
             self.params.push(ParameterSpec {
                 name: p.name.get_ref().clone(),
@@ -682,7 +857,8 @@ impl<'a> Resolver<'a> {
                 Some(s) => self.number(s, &el, "start")?,
                 None => 0.0,
             };
-            self.input_index.insert(inp.name.get_ref().clone(), self.inputs.len());
+            self.input_index
+                .insert(inp.name.get_ref().clone(), self.inputs.len());
             self.input_used.push(false);
             self.inputs.push(InputSpec {
                 name: inp.name.get_ref().clone(),
@@ -770,7 +946,9 @@ impl<'a> Resolver<'a> {
 
     fn experiment(&mut self, raw: &RawFile) -> Res<ExperimentSpec> {
         let mut e = ExperimentSpec::default();
-        let Some(x) = &raw.experiment else { return Ok(e) };
+        let Some(x) = &raw.experiment else {
+            return Ok(e);
+        };
         let el = "[experiment]";
         let x = x.get_ref();
         if let Some(v) = &x.start {
@@ -778,17 +956,23 @@ impl<'a> Resolver<'a> {
         }
         if let Some(v) = &x.stop {
             e.stop = self.number(v, el, "stop")?;
-            self.ensure(e.stop > e.start, v.span(), el, || format!("`stop` ({}) must be after `start` ({})", e.stop, e.start))?;
+            self.ensure(e.stop > e.start, v.span(), el, || {
+                format!("`stop` ({}) must be after `start` ({})", e.stop, e.start)
+            })?;
         } else {
             e.stop = e.start + 1.0;
         }
         if let Some(v) = &x.tolerance {
             e.tolerance = self.number(v, el, "tolerance")?;
-            self.ensure(e.tolerance > 0.0, v.span(), el, || format!("`tolerance` must be positive, got {}", e.tolerance))?;
+            self.ensure(e.tolerance > 0.0, v.span(), el, || {
+                format!("`tolerance` must be positive, got {}", e.tolerance)
+            })?;
         }
         if let Some(v) = &x.step {
             e.step = self.number(v, el, "step")?;
-            self.ensure(e.step > 0.0, v.span(), el, || format!("`step` must be positive, got {} s", e.step))?;
+            self.ensure(e.step > 0.0, v.span(), el, || {
+                format!("`step` must be positive, got {} s", e.step)
+            })?;
         }
         Ok(e)
     }
@@ -801,13 +985,29 @@ impl<'a> Resolver<'a> {
         if let Some(v) = &x.integrator {
             s.method = Method::from_name(v.get_ref()).ok_or_else(|| {
                 let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
-                self.err(v.span(), el, format!("unknown integrator \"{}\" (one of: {})", v.get_ref(), names.join(", ")))
+                self.err(
+                    v.span(),
+                    el,
+                    format!(
+                        "unknown integrator \"{}\" (one of: {})",
+                        v.get_ref(),
+                        names.join(", ")
+                    ),
+                )
             })?;
         }
         if let Some(v) = &x.jacobian {
             s.jacobian = JacobianStrategy::from_name(v.get_ref()).ok_or_else(|| {
                 let names: Vec<&str> = JacobianStrategy::ALL.iter().map(|m| m.name()).collect();
-                self.err(v.span(), el, format!("unknown jacobian \"{}\" (one of: {})", v.get_ref(), names.join(", ")))
+                self.err(
+                    v.span(),
+                    el,
+                    format!(
+                        "unknown jacobian \"{}\" (one of: {})",
+                        v.get_ref(),
+                        names.join(", ")
+                    ),
+                )
             })?;
         }
         for (key, val, target, positive) in [
@@ -819,14 +1019,22 @@ impl<'a> Resolver<'a> {
             if let Some(v) = val {
                 let n = self.number(v, el, key)?;
                 let ok = if positive { n > 0.0 } else { n >= 0.0 };
-                let need = if positive { "positive" } else { "zero or positive" };
-                self.ensure(ok, v.span(), el, || format!("`{key}` must be {need}, got {n}"))?;
+                let need = if positive {
+                    "positive"
+                } else {
+                    "zero or positive"
+                };
+                self.ensure(ok, v.span(), el, || {
+                    format!("`{key}` must be {need}, got {n}")
+                })?;
                 *target = n;
             }
         }
         if let Some(v) = &x.fixed_step {
             let n = self.number(v, el, "fixed_step")?;
-            self.ensure(n > 0.0, v.span(), el, || format!("`fixed_step` must be positive, got {n}"))?;
+            self.ensure(n > 0.0, v.span(), el, || {
+                format!("`fixed_step` must be positive, got {n}")
+            })?;
             s.fixed_step = Some(n);
         }
         Ok(s)
@@ -835,9 +1043,15 @@ impl<'a> Resolver<'a> {
     fn claim_body_name(&mut self, name: &S<String>, el: &str, r: BodyRef) -> Res<()> {
         self.check_name(name, el)?;
         let n = name.get_ref();
-        self.ensure(n != "ground", name.span(), el, || "the name `ground` is reserved for the fixed world".into())?;
+        self.ensure(n != "ground", name.span(), el, || {
+            "the name `ground` is reserved for the fixed world".into()
+        })?;
         if self.bodies_by_name.contains_key(n) {
-            return Err(self.err(name.span(), el, format!("duplicate name `{n}`: bodies and frames share one namespace")));
+            return Err(self.err(
+                name.span(),
+                el,
+                format!("duplicate name `{n}`: bodies and frames share one namespace"),
+            ));
         }
         self.bodies_by_name.insert(n.clone(), r);
         Ok(())
@@ -854,7 +1068,11 @@ impl<'a> Resolver<'a> {
                 "rigid" => BodyKind::Rigid,
                 "particle" => BodyKind::Particle,
                 other => {
-                    return Err(self.err(k.span(), &el, format!("unknown body type \"{other}\" (one of: rigid, particle)")))
+                    return Err(self.err(
+                        k.span(),
+                        &el,
+                        format!("unknown body type \"{other}\" (one of: rigid, particle)"),
+                    ))
                 }
             },
         };
@@ -873,7 +1091,10 @@ impl<'a> Resolver<'a> {
                 let extra = [
                     ("inertia", b.inertia.as_ref().map(|x| x.span())),
                     ("orientation", b.orientation.as_ref().map(|x| x.span())),
-                    ("angular_velocity", b.angular_velocity.as_ref().map(|x| x.span())),
+                    (
+                        "angular_velocity",
+                        b.angular_velocity.as_ref().map(|x| x.span()),
+                    ),
                 ];
                 for (k, s) in extra {
                     if let Some(s) = s {
@@ -920,7 +1141,14 @@ impl<'a> Resolver<'a> {
             }
             RawInertia::Full(f) => {
                 let mut s = [zero; 6];
-                let items = [Some(&f.xx), Some(&f.yy), Some(&f.zz), f.xy.as_ref(), f.xz.as_ref(), f.yz.as_ref()];
+                let items = [
+                    Some(&f.xx),
+                    Some(&f.yy),
+                    Some(&f.zz),
+                    f.xy.as_ref(),
+                    f.xz.as_ref(),
+                    f.yz.as_ref(),
+                ];
                 for (k, x) in items.iter().enumerate() {
                     if let Some(x) = x {
                         s[k] = self.scalar(x, el, "inertia", false)?;
@@ -937,7 +1165,9 @@ impl<'a> Resolver<'a> {
         self.ensure(ev[0] > 1e-12 * scale && ev[0] > 0.0, ine.span(), el, || {
             format!(
                 "inertia is not positive definite (principal moments {}, {}, {} kg m^2)",
-                sig6(ev[0]), sig6(ev[1]), sig6(ev[2])
+                sig6(ev[0]),
+                sig6(ev[1]),
+                sig6(ev[2])
             )
         })?;
         self.ensure(ev[2] <= (ev[0] + ev[1]) * (1.0 + 1e-9), ine.span(), el, || {
@@ -953,7 +1183,10 @@ impl<'a> Resolver<'a> {
         match o.get_ref() {
             RawOrientation::Quaternion(q) => {
                 self.ensure(q.len() == 4, o.span(), el, || {
-                    format!("`orientation` as a list is a unit quaternion [w, x, y, z], got {} values", q.len())
+                    format!(
+                        "`orientation` as a list is a unit quaternion [w, x, y, z], got {} values",
+                        q.len()
+                    )
                 })?;
                 let mut c = [0.0; 4];
                 for k in 0..4 {
@@ -969,7 +1202,10 @@ impl<'a> Resolver<'a> {
             RawOrientation::AxisAngle(aa) => {
                 let axis = self.unit_vec3(&aa.axis, el, "orientation.axis")?;
                 let angle = self.number(&aa.angle, el, "orientation.angle")?;
-                Ok(UnitQuaternion::from_axis_angle(&Unit::new_unchecked(axis), angle))
+                Ok(UnitQuaternion::from_axis_angle(
+                    &Unit::new_unchecked(axis),
+                    angle,
+                ))
             }
         }
     }
@@ -986,10 +1222,17 @@ impl<'a> Resolver<'a> {
         for (k, m) in items.iter().enumerate() {
             ms.push(self.motion(m, &el, &format!("position.{}", axis_name(k)))?);
         }
-        let p = Vector3::new(self.motion_at(&ms[0], self.t0), self.motion_at(&ms[1], self.t0), self.motion_at(&ms[2], self.t0));
+        let p = Vector3::new(
+            self.motion_at(&ms[0], self.t0),
+            self.motion_at(&ms[1], self.t0),
+            self.motion_at(&ms[2], self.t0),
+        );
         let [x, y, z]: [Motion; 3] = ms.try_into().expect("three motions");
         self.frame_positions.push(p);
-        self.frame_specs.push(MovingFrameSpec { name: f.name.get_ref().clone(), position: [x, y, z] });
+        self.frame_specs.push(MovingFrameSpec {
+            name: f.name.get_ref().clone(),
+            position: [x, y, z],
+        });
         Ok(())
     }
 
@@ -999,7 +1242,11 @@ impl<'a> Resolver<'a> {
         let el = label("joints", i, j.name.get_ref());
         self.check_name(&j.name, &el)?;
         if self.joint_index.contains_key(j.name.get_ref()) {
-            return Err(self.err(j.name.span(), &el, format!("duplicate joint name `{}`", j.name.get_ref())));
+            return Err(self.err(
+                j.name.span(),
+                &el,
+                format!("duplicate joint name `{}`", j.name.get_ref()),
+            ));
         }
         let (kind, allowed): (JointKind, &[&str]) = match j.kind.get_ref().as_str() {
             "revolute" => (JointKind::Revolute, &["point", "axis", "x_axis", "initial_angle", "frame1", "frame2"]),
@@ -1025,11 +1272,20 @@ impl<'a> Resolver<'a> {
         let b2 = self.body_ref(&j.body2, &el, "body2")?;
         self.check_two_ends(b1, b2, j.body2.span(), &el)?;
         match kind {
-            JointKind::Revolute | JointKind::Prismatic | JointKind::Cylindrical | JointKind::Universal | JointKind::Fixed => {
+            JointKind::Revolute
+            | JointKind::Prismatic
+            | JointKind::Cylindrical
+            | JointKind::Universal
+            | JointKind::Fixed => {
                 self.check_rigid(b1, j.body1.span(), &el, &what)?;
                 self.check_rigid(b2, j.body2.span(), &el, &what)?;
             }
-            JointKind::Planar => self.check_rigid(b1, j.body1.span(), &el, "the plane of a planar joint (body1)")?,
+            JointKind::Planar => self.check_rigid(
+                b1,
+                j.body1.span(),
+                &el,
+                "the plane of a planar joint (body1)",
+            )?,
             JointKind::Spherical | JointKind::Distance => {}
         }
 
@@ -1043,34 +1299,76 @@ impl<'a> Resolver<'a> {
             length = Some(match &j.length {
                 Some(l) => self.positive_scalar(l, &el, "length", false, "m")?,
                 None => {
-                    self.ensure(d > 1e-12, p2.span(), &el, || "`point1` and `point2` coincide: give a rod `length` or separate the points".into())?;
+                    self.ensure(d > 1e-12, p2.span(), &el, || {
+                        "`point1` and `point2` coincide: give a rod `length` or separate the points"
+                            .into()
+                    })?;
                     Scalar::Const(d)
                 }
             });
             let (_, a1) = self.pose(b1);
             let (_, a2) = self.pose(b2);
             (
-                LocalFrame { origin: self.local_point(b1, g1), axes: a1.transpose() },
-                LocalFrame { origin: self.local_point(b2, g2), axes: a2.transpose() },
+                LocalFrame {
+                    origin: self.local_point(b1, g1),
+                    axes: a1.transpose(),
+                },
+                LocalFrame {
+                    origin: self.local_point(b2, g2),
+                    axes: a2.transpose(),
+                },
             )
         } else if j.frame1.is_some() || j.frame2.is_some() {
-            for (k, s) in [("point", j.point.as_ref().map(|x| x.span())), ("axis", j.axis.as_ref().map(|x| x.span())), ("x_axis", j.x_axis.as_ref().map(|x| x.span())), ("axis2", j.axis2.as_ref().map(|x| x.span())), ("initial_angle", j.initial_angle.as_ref().map(|x| x.span()))] {
+            for (k, s) in [
+                ("point", j.point.as_ref().map(|x| x.span())),
+                ("axis", j.axis.as_ref().map(|x| x.span())),
+                ("x_axis", j.x_axis.as_ref().map(|x| x.span())),
+                ("axis2", j.axis2.as_ref().map(|x| x.span())),
+                ("initial_angle", j.initial_angle.as_ref().map(|x| x.span())),
+            ] {
                 if let Some(s) = s {
                     return Err(self.err(s, &el, format!("key `{k}` cannot be combined with explicit `frame1`/`frame2`: give either the global point and axes or both frames")));
                 }
             }
-            let f1 = self.required(&j.frame1, jspan.clone(), &el, "frame1", "a joint with an explicit frame2")?;
-            let f2 = self.required(&j.frame2, jspan.clone(), &el, "frame2", "a joint with an explicit frame1")?;
+            let f1 = self.required(
+                &j.frame1,
+                jspan.clone(),
+                &el,
+                "frame1",
+                "a joint with an explicit frame2",
+            )?;
+            let f2 = self.required(
+                &j.frame2,
+                jspan.clone(),
+                &el,
+                "frame2",
+                "a joint with an explicit frame1",
+            )?;
             (self.explicit_frame(f1, &el)?, self.explicit_frame(f2, &el)?)
         } else {
             let p = self.required(&j.point, jspan.clone(), &el, "point", &what)?;
             let point = self.vec3(p, &el, "point")?;
-            let axis_needed = matches!(kind, JointKind::Revolute | JointKind::Prismatic | JointKind::Cylindrical | JointKind::Universal | JointKind::Planar);
+            let axis_needed = matches!(
+                kind,
+                JointKind::Revolute
+                    | JointKind::Prismatic
+                    | JointKind::Cylindrical
+                    | JointKind::Universal
+                    | JointKind::Planar
+            );
             if axis_needed {
                 self.required(&j.axis, jspan.clone(), &el, "axis", &what)?;
             }
-            let x_key = if kind == JointKind::Universal { "axis2" } else { "x_axis" };
-            let xa = if kind == JointKind::Universal { j.axis2.as_ref() } else { j.x_axis.as_ref() };
+            let x_key = if kind == JointKind::Universal {
+                "axis2"
+            } else {
+                "x_axis"
+            };
+            let xa = if kind == JointKind::Universal {
+                j.axis2.as_ref()
+            } else {
+                j.x_axis.as_ref()
+            };
             let rj = self.axes(j.axis.as_ref(), xa, &el, x_key)?;
             let theta0 = if kind == JointKind::Revolute {
                 match &j.initial_angle {
@@ -1082,8 +1380,17 @@ impl<'a> Resolver<'a> {
             };
             self.frames_from_global(b1, b2, point, rj, theta0)
         };
-        self.joint_index.insert(j.name.get_ref().clone(), self.joint_specs.len());
-        self.joint_specs.push(JointSpec { name: j.name.get_ref().clone(), kind, body1: b1, body2: b2, frame1, frame2, length });
+        self.joint_index
+            .insert(j.name.get_ref().clone(), self.joint_specs.len());
+        self.joint_specs.push(JointSpec {
+            name: j.name.get_ref().clone(),
+            kind,
+            body1: b1,
+            body2: b2,
+            frame1,
+            frame2,
+            length,
+        });
         Ok(())
     }
 
@@ -1093,7 +1400,11 @@ impl<'a> Resolver<'a> {
         let el = label("drivers", i, d.name.get_ref());
         self.check_name(&d.name, &el)?;
         if self.driver_index.contains_key(d.name.get_ref()) {
-            return Err(self.err(d.name.span(), &el, format!("duplicate driver name `{}`", d.name.get_ref())));
+            return Err(self.err(
+                d.name.span(),
+                &el,
+                format!("duplicate driver name `{}`", d.name.get_ref()),
+            ));
         }
         let target = match (&d.joint, &d.body) {
             (Some(jn), None) => {
@@ -1132,8 +1443,13 @@ impl<'a> Resolver<'a> {
             }
         };
         let motion = self.motion(&d.motion, &el, "motion")?;
-        self.driver_index.insert(d.name.get_ref().clone(), self.driver_specs.len());
-        self.driver_specs.push(DriverSpec { name: d.name.get_ref().clone(), target, motion });
+        self.driver_index
+            .insert(d.name.get_ref().clone(), self.driver_specs.len());
+        self.driver_specs.push(DriverSpec {
+            name: d.name.get_ref().clone(),
+            target,
+            motion,
+        });
         Ok(())
     }
 
@@ -1143,7 +1459,11 @@ impl<'a> Resolver<'a> {
         let el = label("forces", i, f.name.get_ref());
         self.check_name(&f.name, &el)?;
         if self.force_index.contains_key(f.name.get_ref()) {
-            return Err(self.err(f.name.span(), &el, format!("duplicate force name `{}`", f.name.get_ref())));
+            return Err(self.err(
+                f.name.span(),
+                &el,
+                format!("duplicate force name `{}`", f.name.get_ref()),
+            ));
         }
         let present = f.present_keys();
         let kname = f.kind.get_ref().as_str();
@@ -1321,12 +1641,22 @@ impl<'a> Resolver<'a> {
                 ))
             }
         };
-        self.force_index.insert(f.name.get_ref().clone(), self.force_specs.len());
-        self.force_specs.push(ForceSpec { name: f.name.get_ref().clone(), kind });
+        self.force_index
+            .insert(f.name.get_ref().clone(), self.force_specs.len());
+        self.force_specs.push(ForceSpec {
+            name: f.name.get_ref().clone(),
+            kind,
+        });
         Ok(())
     }
 
-    fn two_bodies(&self, f: &RawForce, el: &str, sp: Range<usize>, what: &str) -> Res<(BodyRef, BodyRef)> {
+    fn two_bodies(
+        &self,
+        f: &RawForce,
+        el: &str,
+        sp: Range<usize>,
+        what: &str,
+    ) -> Res<(BodyRef, BodyRef)> {
         let n1 = self.required(&f.body1, sp.clone(), el, "body1", what)?;
         let n2 = self.required(&f.body2, sp, el, "body2", what)?;
         let b1 = self.body_ref(n1, el, "body1")?;
@@ -1337,17 +1667,37 @@ impl<'a> Resolver<'a> {
 
     fn one_nonneg(&mut self, v: &S<NumOrList>, el: &str, field: &str, unit: &str) -> Res<Scalar> {
         match v.get_ref() {
-            NumOrList::One(n) => self.nonneg_scalar(&S::new(v.span(), n.clone()), el, field, true, unit),
-            NumOrList::List(_) => Err(self.err(v.span(), el, format!("`{field}` must be a single number here, not a list"))),
+            NumOrList::One(n) => {
+                self.nonneg_scalar(&S::new(v.span(), n.clone()), el, field, true, unit)
+            }
+            NumOrList::List(_) => Err(self.err(
+                v.span(),
+                el,
+                format!("`{field}` must be a single number here, not a list"),
+            )),
         }
     }
 
-    fn three_nonneg(&mut self, v: Option<&S<NumOrList>>, el: &str, field: &str, unit: &str) -> Res<[Scalar; 3]> {
-        let Some(v) = v else { return Ok([Scalar::Const(0.0); 3]) };
+    fn three_nonneg(
+        &mut self,
+        v: Option<&S<NumOrList>>,
+        el: &str,
+        field: &str,
+        unit: &str,
+    ) -> Res<[Scalar; 3]> {
+        let Some(v) = v else {
+            return Ok([Scalar::Const(0.0); 3]);
+        };
         match v.get_ref() {
-            NumOrList::One(_) => Err(self.err(v.span(), el, format!("`{field}` of a bushing is a list of 3 values (per axis of frame 1)"))),
+            NumOrList::One(_) => Err(self.err(
+                v.span(),
+                el,
+                format!("`{field}` of a bushing is a list of 3 values (per axis of frame 1)"),
+            )),
             NumOrList::List(items) => {
-                self.ensure(items.len() == 3, v.span(), el, || format!("`{field}` needs 3 components, got {}", items.len()))?;
+                self.ensure(items.len() == 3, v.span(), el, || {
+                    format!("`{field}` needs 3 components, got {}", items.len())
+                })?;
                 let mut out = [Scalar::Const(0.0); 3];
                 for (k, x) in items.iter().enumerate() {
                     out[k] = self.nonneg_scalar(x, el, field, true, unit)?;
@@ -1357,10 +1707,20 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    fn list_nonneg(&mut self, v: Option<&NumList>, el: &str, field: &str, unit: &str) -> Res<[Scalar; 3]> {
-        let Some(v) = v else { return Ok([Scalar::Const(0.0); 3]) };
+    fn list_nonneg(
+        &mut self,
+        v: Option<&NumList>,
+        el: &str,
+        field: &str,
+        unit: &str,
+    ) -> Res<[Scalar; 3]> {
+        let Some(v) = v else {
+            return Ok([Scalar::Const(0.0); 3]);
+        };
         let items = v.get_ref();
-        self.ensure(items.len() == 3, v.span(), el, || format!("`{field}` needs 3 components, got {}", items.len()))?;
+        self.ensure(items.len() == 3, v.span(), el, || {
+            format!("`{field}` needs 3 components, got {}", items.len())
+        })?;
         let mut out = [Scalar::Const(0.0); 3];
         for (k, x) in items.iter().enumerate() {
             out[k] = self.nonneg_scalar(x, el, field, true, unit)?;
@@ -1368,20 +1728,45 @@ impl<'a> Resolver<'a> {
         Ok(out)
     }
 
-    fn contact(&mut self, f: &RawForce, el: &str, sp: Range<usize>, present: &[(&'static str, Range<usize>)]) -> Res<ForceKind> {
-        let g = self.required(&f.geometry, sp.clone(), el, "geometry", "a contact force (sphere_plane or sphere_sphere)")?;
+    fn contact(
+        &mut self,
+        f: &RawForce,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<ForceKind> {
+        let g = self.required(
+            &f.geometry,
+            sp.clone(),
+            el,
+            "geometry",
+            "a contact force (sphere_plane or sphere_sphere)",
+        )?;
         let common = ["geometry", "law", "stiffness", "damping"];
         let law = match f.law.as_ref().map(|l| (l.get_ref().as_str(), l.span())) {
             None | Some(("linear", _)) => ContactLaw::Linear,
             Some(("hertz", _)) => ContactLaw::Hertz,
-            Some((other, s)) => return Err(self.err(s, el, format!("unknown contact law \"{other}\" (one of: linear, hertz)"))),
+            Some((other, s)) => {
+                return Err(self.err(
+                    s,
+                    el,
+                    format!("unknown contact law \"{other}\" (one of: linear, hertz)"),
+                ))
+            }
         };
         let geometry = match g.get_ref().as_str() {
             "sphere_plane" => {
                 let mut allowed = common.to_vec();
-                allowed.extend_from_slice(&["sphere", "center", "radius", "plane", "point", "normal"]);
+                allowed
+                    .extend_from_slice(&["sphere", "center", "radius", "plane", "point", "normal"]);
                 self.allowed_keys(el, "a sphere_plane contact", present, &allowed)?;
-                let sn = self.required(&f.sphere, sp.clone(), el, "sphere", "a sphere_plane contact")?;
+                let sn = self.required(
+                    &f.sphere,
+                    sp.clone(),
+                    el,
+                    "sphere",
+                    "a sphere_plane contact",
+                )?;
                 let sb = self.body_ref(sn, el, "sphere")?;
                 let pb = match &f.plane {
                     Some(p) => {
@@ -1399,13 +1784,25 @@ impl<'a> Resolver<'a> {
                     Some(c) => self.vec3(c, el, "center")?,
                     None => self.pose(sb).0,
                 };
-                let r = self.required(&f.radius, sp.clone(), el, "radius", "a sphere_plane contact")?;
+                let r = self.required(
+                    &f.radius,
+                    sp.clone(),
+                    el,
+                    "radius",
+                    "a sphere_plane contact",
+                )?;
                 let radius = self.positive_scalar(r, el, "radius", false, "m")?;
                 let p = match &f.point {
                     Some(p) => self.vec3(p, el, "point")?,
                     None => Vector3::zeros(),
                 };
-                let nl = self.required(&f.normal, sp.clone(), el, "normal", "a sphere_plane contact")?;
+                let nl = self.required(
+                    &f.normal,
+                    sp.clone(),
+                    el,
+                    "normal",
+                    "a sphere_plane contact",
+                )?;
                 let n = self.unit_vec3(nl, el, "normal")?;
                 let (_, ap) = self.pose(pb);
                 ContactGeometry::SpherePlane {
@@ -1419,7 +1816,9 @@ impl<'a> Resolver<'a> {
             }
             "sphere_sphere" => {
                 let mut allowed = common.to_vec();
-                allowed.extend_from_slice(&["body1", "body2", "center1", "center2", "radius1", "radius2"]);
+                allowed.extend_from_slice(&[
+                    "body1", "body2", "center1", "center2", "radius1", "radius2",
+                ]);
                 self.allowed_keys(el, "a sphere_sphere contact", present, &allowed)?;
                 let (b1, b2) = self.two_bodies(f, el, sp.clone(), "a sphere_sphere contact")?;
                 let c1 = match &f.center1 {
@@ -1430,9 +1829,21 @@ impl<'a> Resolver<'a> {
                     Some(c) => self.vec3(c, el, "center2")?,
                     None => self.pose(b2).0,
                 };
-                let r1 = self.required(&f.radius1, sp.clone(), el, "radius1", "a sphere_sphere contact")?;
+                let r1 = self.required(
+                    &f.radius1,
+                    sp.clone(),
+                    el,
+                    "radius1",
+                    "a sphere_sphere contact",
+                )?;
                 let radius1 = self.positive_scalar(r1, el, "radius1", false, "m")?;
-                let r2 = self.required(&f.radius2, sp.clone(), el, "radius2", "a sphere_sphere contact")?;
+                let r2 = self.required(
+                    &f.radius2,
+                    sp.clone(),
+                    el,
+                    "radius2",
+                    "a sphere_sphere contact",
+                )?;
                 let radius2 = self.positive_scalar(r2, el, "radius2", false, "m")?;
                 ContactGeometry::SphereSphere {
                     body1: b1,
@@ -1443,16 +1854,29 @@ impl<'a> Resolver<'a> {
                     radius2,
                 }
             }
-            other => return Err(self.err(g.span(), el, format!("unknown contact geometry \"{other}\" (one of: sphere_plane, sphere_sphere)"))),
+            other => return Err(self.err(
+                g.span(),
+                el,
+                format!(
+                    "unknown contact geometry \"{other}\" (one of: sphere_plane, sphere_sphere)"
+                ),
+            )),
         };
         let k = self.required(&f.stiffness, sp.clone(), el, "stiffness", "a contact force")?;
         let stiffness = self.one_nonneg(k, el, "stiffness", "N/m")?;
-        self.ensure(self.value_of(stiffness) > 0.0, k.span(), el, || "contact `stiffness` must be positive".into())?;
+        self.ensure(self.value_of(stiffness) > 0.0, k.span(), el, || {
+            "contact `stiffness` must be positive".into()
+        })?;
         let damping = match &f.damping {
             Some(c) => self.one_nonneg(c, el, "damping", "N s/m")?,
             None => Scalar::Const(0.0),
         };
-        Ok(ForceKind::Contact { geometry, law, stiffness, damping })
+        Ok(ForceKind::Contact {
+            geometry,
+            law,
+            stiffness,
+            damping,
+        })
     }
 
     fn output(&mut self, i: usize, o: &S<RawOutput>) -> Res<OutputSpec> {
@@ -1562,14 +1986,22 @@ impl<'a> Resolver<'a> {
         let scale = match &o.scale {
             Some(s) => {
                 let v = self.number(s, &el, "scale")?;
-                self.ensure(v != 0.0, s.span(), &el, || "`scale` must not be zero".into())?;
+                self.ensure(v != 0.0, s.span(), &el, || {
+                    "`scale` must not be zero".into()
+                })?;
                 v
             }
             None => 1.0,
         };
         Ok(OutputSpec {
             name: o.name.get_ref().clone(),
-            unit: o.unit.clone().unwrap_or_else(|| if scale.abs() == 1.0 { unit.to_string() } else { String::new() }),
+            unit: o.unit.clone().unwrap_or_else(|| {
+                if scale.abs() == 1.0 {
+                    unit.to_string()
+                } else {
+                    String::new()
+                }
+            }),
             description: o.description.clone().unwrap_or_default(),
             quantity,
             scale,
@@ -1598,7 +2030,11 @@ fn joint_kind_name(k: JointKind) -> &'static str {
 /// A unit vector perpendicular to `z`, chosen deterministically: global x projected onto the
 /// plane normal to `z`, or global y when `z` is within ~25° of global x.
 pub fn default_perpendicular(z: &Vector3<f64>) -> Vector3<f64> {
-    let e = if z.x.abs() < 0.9 { Vector3::x() } else { Vector3::y() };
+    let e = if z.x.abs() < 0.9 {
+        Vector3::x()
+    } else {
+        Vector3::y()
+    };
     (e - z * z.dot(&e)).normalize()
 }
 
