@@ -427,3 +427,380 @@ fn spherical_chain() {
     assert!((c(b.inertia[1], &s) - 0.005 / 12.0).abs() < 1e-15);
     assert!((c(b.inertia[0], &s) - 1.0025 / 12.0).abs() < 1e-15);
 }
+
+/// One element of every kind not in the gallery, with its resolved values checked by hand.
+const FEATURES: &str = r#"
+[model]
+name = "features"
+gravity = [0.0, "g_y", 0.0]
+
+[[parameters]]
+name = "g_y"
+value = -9.81
+
+[[parameters]]
+name = "L"
+value = 2.0
+description = "used only inside expressions: fixed"
+
+[[parameters]]
+name = "k"
+value = "1000*L"
+
+[[parameters]]
+name = "m"
+value = 3.0
+
+[[inputs]]
+name = "force_in"
+unit = "N"
+start = 5.0
+
+[[inputs]]
+name = "base_z"
+start = 0.25
+
+[[bodies]]
+name = "a"
+mass = "m"
+inertia = { xx = 2.0, yy = 3.0, zz = 4.0, xy = 0.5 }
+position = [0.0, 0.0, 0.0]
+orientation = { axis = [0.0, 0.0, 1.0], angle = 0.5 }
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [1.0, 1.0, 1.0]
+position = ["L", 0.0, 0.0]
+orientation = [0.9950041652780258, 0.0, 0.0, 0.09983341664682815]
+
+[[bodies]]
+name = "c"
+mass = 1.0
+inertia = [1.0, 1.0, 1.0]
+position = [0.0, 1.0, 0.0]
+orientation = { axis = [1.0, 0.0, 0.0], angle = 0.3 }
+
+[[frames]]
+name = "base"
+position = [{ type = "sine", amplitude = 0.1, frequency = 2.0 }, { type = "ramp", initial = 1.0, slope = 0.5, start = 1.0 }, "base_z"]
+
+[[joints]]
+name = "hinge_ab"
+type = "revolute"
+body1 = "a"
+body2 = "b"
+point = [1.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "hinge_x"
+type = "revolute"
+body1 = "ground"
+body2 = "c"
+point = [0.0, 1.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[joints]]
+name = "cardan"
+type = "universal"
+body1 = "a"
+body2 = "c"
+point = [0.0, 0.5, 0.0]
+axis = [0.0, 0.0, 1.0]
+axis2 = [1.0, 1.0, 0.0]
+
+[[joints]]
+name = "explicit"
+type = "cylindrical"
+body1 = "base"
+body2 = "b"
+frame1 = { origin = [1.0, 2.0, 3.0], axis = [0.0, 1.0, 0.0], x_axis = [0.0, 0.0, 1.0] }
+frame2 = { origin = [0.5, 0.0, 0.0] }
+
+[[drivers]]
+name = "lift"
+body = "b"
+point = [2.0, 1.0, 0.0]
+component = "y"
+motion = { type = "smooth_step", initial = 0.0, final = 0.2, start = 0.5, duration = 1.0 }
+
+[[forces]]
+name = "poly"
+type = "spring_damper"
+law = "polynomial"
+body1 = "base"
+body2 = "b"
+point2 = [2.0, 0.0, 1.0]
+coeffs = ["k", 0.0, 5e4]
+damping = 3.0
+actuator = { input = "force_in" }
+
+[[forces]]
+name = "torsion"
+type = "rotational_spring_damper"
+body1 = "a"
+body2 = "b"
+axis = [0.0, 0.0, 1.0]
+stiffness = "k"
+free_angle = 0.1
+
+[[forces]]
+name = "mount"
+type = "bushing"
+body1 = "a"
+body2 = "c"
+point = [0.0, 1.0, 0.0]
+stiffness = [1.0, 2.0, 3.0]
+rot_damping = [0.1, 0.2, 0.3]
+
+[[forces]]
+name = "bump"
+type = "contact"
+geometry = "sphere_plane"
+sphere = "c"
+center = [0.0, 1.0, 0.1]
+radius = 0.05
+plane = "a"
+point = [0.0, 0.0, -1.0]
+normal = [0.0, 0.0, 2.0]
+law = "hertz"
+stiffness = 1e9
+
+[[outputs]]
+name = "hinge_angle_deg"
+type = "joint_coordinate"
+joint = "hinge_ab"
+scale = "180/pi"
+
+[[outputs]]
+name = "reaction_y"
+type = "joint_force"
+joint = "cardan"
+component = "y"
+
+[[outputs]]
+name = "spring_len"
+type = "element_length"
+force = "poly"
+
+[[outputs]]
+name = "torsion_torque"
+type = "element_force"
+force = "torsion"
+"#;
+
+#[test]
+fn every_element_kind_resolves() {
+    let s = mbsfmu::mbs::load_model_str(FEATURES, Path::new("features.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    check_frames_except(&s, "explicit");
+    let p = |n: &str| s.parameters.iter().find(|p| p.name == n).unwrap();
+    // Parameter expressions use earlier defaults; tunability follows the uses.
+    assert_eq!(p("k").value, 2000.0);
+    assert!(p("g_y").tunable && p("k").tunable);
+    assert!(!p("L").tunable, "used only in expressions");
+    assert!(!p("m").tunable, "a mass");
+    assert_eq!(s.gravity[1], Scalar::Param(0));
+    assert_eq!(s.bodies[0].mass, Scalar::Param(3));
+    assert_eq!(s.bodies[1].position.x, 2.0);
+    // Full inertia: xx yy zz xy xz yz.
+    assert_eq!(
+        s.bodies[0].inertia.map(|x| c(x, &s)),
+        [2.0, 3.0, 4.0, 0.5, 0.0, 0.0]
+    );
+
+    // Revolute between two rotated bodies: θ0 = 0.2 − 0.5 (body b's quaternion is 0.2 about z).
+    let j = joint(&s, "hinge_ab");
+    let (_, f1) = global(&s, j.body1, &j.frame1);
+    let (_, f2) = global(&s, j.body2, &j.frame2);
+    assert!((frame_angle(&f1, &f2) - (0.2 - 0.5)).abs() < 1e-12);
+    // Revolute about global x: θ0 = body c's rotation 0.3 about x, with z1 = z2 = global x.
+    let j = joint(&s, "hinge_x");
+    let (_, f1) = global(&s, j.body1, &j.frame1);
+    let (_, f2) = global(&s, j.body2, &j.frame2);
+    assert!((f1.column(2) - Vector3::x()).norm() < 1e-12);
+    assert!((frame_angle(&f1, &f2) - 0.3).abs() < 1e-12);
+
+    // Universal: frame1.z = axis, frame2.x = axis2 (normalized), both global at t0.
+    let j = joint(&s, "cardan");
+    let (_, f1) = global(&s, j.body1, &j.frame1);
+    let (_, f2) = global(&s, j.body2, &j.frame2);
+    assert!((f1.column(2) - Vector3::z()).norm() < 1e-12);
+    assert!((f2.column(0) - Vector3::new(1.0, 1.0, 0.0).normalize()).norm() < 1e-12);
+
+    // Explicit frames are taken as given (axes completed to a right-handed frame).
+    let j = joint(&s, "explicit");
+    assert_eq!(j.body1, BodyRef::Frame(0));
+    assert_eq!(j.frame1.origin, Vector3::new(1.0, 2.0, 3.0));
+    assert_eq!(
+        j.frame1.axes,
+        Matrix3::from_columns(&[Vector3::z(), Vector3::x(), Vector3::y()])
+    );
+    assert_eq!(j.frame2.axes, Matrix3::identity());
+
+    // Motions.
+    let base = &s.frames[0];
+    assert_eq!(
+        base.position[0],
+        Motion::Sine {
+            offset: 0.0.into(),
+            amplitude: 0.1.into(),
+            frequency: 2.0.into(),
+            phase: 0.0.into()
+        }
+    );
+    assert_eq!(
+        base.position[1],
+        Motion::Ramp {
+            initial: 1.0.into(),
+            slope: 0.5.into(),
+            start: 1.0.into()
+        }
+    );
+    assert_eq!(base.position[2], Motion::Input(1));
+    let d = &s.drivers[0];
+    // Point (2, 1, 0) on body b (at (2, 0, 0), rotated 0.2 about z) in body coordinates.
+    let local = Vector3::new(0.2f64.sin(), 0.2f64.cos(), 0.0);
+    match d.target {
+        DriverTarget::PointComponent {
+            body,
+            point,
+            component,
+        } => {
+            assert_eq!((body, component), (1, 1));
+            assert!((point - local).norm() < 1e-12);
+        }
+        ref t => panic!("{t:?}"),
+    }
+    assert_eq!(
+        d.motion,
+        Motion::SmoothStep {
+            initial: 0.0.into(),
+            final_value: 0.2.into(),
+            start: 0.5.into(),
+            duration: 1.0.into()
+        }
+    );
+
+    // Polynomial spring from the moving frame's origin; its point on the frame is relative to
+    // the frame's position at t0: (sin 0 · 0.1, 1.0, 0.25).
+    match &s.forces[0].kind {
+        ForceKind::SpringDamper {
+            body1,
+            point1,
+            body2,
+            point2,
+            free_length,
+            law,
+            actuator,
+        } => {
+            assert_eq!((*body1, *body2), (BodyRef::Frame(0), BodyRef::Body(1)));
+            assert!(point1.norm() < 1e-15);
+            let p2 = Vector3::new(2.0, 0.0, 1.0) - Vector3::new(2.0, 0.0, 0.0);
+            let r = nalgebra::Rotation3::from_axis_angle(&Vector3::z_axis(), 0.2);
+            assert!((point2 - r.inverse() * p2).norm() < 1e-12);
+            let l0: f64 = (Vector3::<f64>::new(2.0, 0.0, 1.0) - Vector3::new(0.0, 1.0, 0.25)).norm();
+            assert!((c(*free_length, &s) - l0).abs() < 1e-12);
+            assert_eq!(
+                *law,
+                ForceLaw::Polynomial {
+                    coeffs: vec![Scalar::Param(2), 0.0.into(), 5e4.into()],
+                    damping: 3.0.into()
+                }
+            );
+            assert_eq!(*actuator, Some(Motion::Input(0)));
+        }
+        k => panic!("{k:?}"),
+    }
+    // Rotational spring between bodies: frames like a revolute at body b's centre, angle
+    // starting at the relative rotation −0.3.
+    match &s.forces[1].kind {
+        ForceKind::RotationalSpringDamper {
+            body1,
+            frame1,
+            body2,
+            frame2,
+            stiffness,
+            free_angle,
+            ..
+        } => {
+            let (p1, a1) = global(&s, *body1, frame1);
+            let (p2, a2) = global(&s, *body2, frame2);
+            assert!((p1 - Vector3::new(2.0, 0.0, 0.0)).norm() < 1e-12 && (p2 - p1).norm() < 1e-12);
+            assert!((frame_angle(&a1, &a2) + 0.3).abs() < 1e-12);
+            assert_eq!((*stiffness, *free_angle), (Scalar::Param(2), 0.1.into()));
+        }
+        k => panic!("{k:?}"),
+    }
+    match &s.forces[2].kind {
+        ForceKind::Bushing {
+            frame1,
+            frame2,
+            body1,
+            body2,
+            stiffness,
+            damping,
+            rot_stiffness,
+            rot_damping,
+        } => {
+            let (p1, a1) = global(&s, *body1, frame1);
+            let (p2, a2) = global(&s, *body2, frame2);
+            assert!((p1 - p2).norm() < 1e-12 && (a1 - a2).norm() < 1e-12);
+            assert_eq!(*stiffness, [1.0.into(), 2.0.into(), 3.0.into()]);
+            assert_eq!(*damping, [0.0.into(); 3]);
+            assert_eq!(*rot_stiffness, [0.0.into(); 3]);
+            assert_eq!(*rot_damping, [0.1.into(), 0.2.into(), 0.3.into()]);
+        }
+        k => panic!("{k:?}"),
+    }
+    // Contact: centre and plane in body coordinates of c and a, normal normalized.
+    match &s.forces[3].kind {
+        ForceKind::Contact {
+            geometry:
+                ContactGeometry::SpherePlane {
+                    sphere_body,
+                    center,
+                    radius,
+                    plane_body,
+                    point,
+                    normal,
+                },
+            law,
+            ..
+        } => {
+            assert_eq!(
+                (*sphere_body, *plane_body, *law),
+                (BodyRef::Body(2), BodyRef::Body(0), ContactLaw::Hertz)
+            );
+            let rc = nalgebra::Rotation3::from_axis_angle(&Vector3::x_axis(), 0.3);
+            assert!((center - rc.inverse() * Vector3::new(0.0, 0.0, 0.1)).norm() < 1e-12);
+            assert_eq!(c(*radius, &s), 0.05);
+            assert!((point - Vector3::new(0.0, 0.0, -1.0)).norm() < 1e-12); // a's z is global z
+            assert!((normal - Vector3::z()).norm() < 1e-12);
+        }
+        k => panic!("{k:?}"),
+    }
+    // Outputs: units by kind, scale.
+    let o = &s.outputs;
+    assert!((o[0].scale - 180.0 / PI).abs() < 1e-12);
+    assert_eq!(o[0].unit, "");
+    assert_eq!(
+        (o[1].unit.as_str(), o[1].quantity.clone()),
+        (
+            "N",
+            OutputQuantity::JointForce {
+                joint: 2,
+                component: 1
+            }
+        )
+    );
+    assert_eq!(o[2].unit, "m");
+    assert_eq!(o[3].unit, "N.m");
+}
+
+fn check_frames_except(spec: &ModelSpec, skip: &str) {
+    let mut s = spec.clone();
+    s.joints.retain(|j| j.name != skip);
+    check_frames(&s);
+}
