@@ -700,7 +700,8 @@ fn every_element_kind_resolves() {
             let p2 = Vector3::new(2.0, 0.0, 1.0) - Vector3::new(2.0, 0.0, 0.0);
             let r = nalgebra::Rotation3::from_axis_angle(&Vector3::z_axis(), 0.2);
             assert!((point2 - r.inverse() * p2).norm() < 1e-12);
-            let l0: f64 = (Vector3::<f64>::new(2.0, 0.0, 1.0) - Vector3::new(0.0, 1.0, 0.25)).norm();
+            let l0: f64 =
+                (Vector3::<f64>::new(2.0, 0.0, 1.0) - Vector3::new(0.0, 1.0, 0.25)).norm();
             assert!((c(*free_length, &s) - l0).abs() < 1e-12);
             assert_eq!(
                 *law,
