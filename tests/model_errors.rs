@@ -307,7 +307,7 @@ fn joint_names_a_body_that_does_not_exist() {
     expect(
         &replace("body2 = \"b\"\npoint", "body2 = §\"c\"\npoint"),
         "joints[1] \"ball\"",
-        "`body2`: no body or frame named `c`",
+        "`body2`: no body or frame named `c` (the fixed world is \"ground\")",
     );
 }
 
@@ -316,7 +316,7 @@ fn driver_names_a_joint_that_does_not_exist() {
     expect(
         &replace("joint = \"pivot\"", "joint = §\"pivt\""),
         "drivers[0] \"drive\"",
-        "no joint named `pivt`",
+        "no joint named `pivt` (did you mean `pivot`?)",
     );
 }
 
@@ -368,7 +368,7 @@ fn output_names_an_unknown_force() {
     expect(
         &append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = §\"sprng\"\n"),
         "outputs[0] \"f\"",
-        "no force element named `sprng`",
+        "no force element named `sprng` (did you mean `spring`?)",
     );
 }
 

@@ -494,7 +494,10 @@ impl<'a> Resolver<'a> {
             self.err(
                 name.span(),
                 el,
-                format!("`{field}`: no body or frame named `{n}` (the fixed world is \"ground\")"),
+                format!(
+                    "`{field}`: no body or frame named `{n}`{} (the fixed world is \"ground\")",
+                    did_you_mean(n, self.bodies_by_name.keys())
+                ),
             )
         })
     }
@@ -538,7 +541,11 @@ impl<'a> Resolver<'a> {
             None => Err(self.err(
                 name.span(),
                 el,
-                format!("no input named `{}`", name.get_ref()),
+                format!(
+                    "no input named `{}`{}",
+                    name.get_ref(),
+                    did_you_mean(name.get_ref(), self.input_index.keys())
+                ),
             )),
         }
     }
@@ -551,7 +558,11 @@ impl<'a> Resolver<'a> {
                 self.err(
                     name.span(),
                     el,
-                    format!("no joint named `{}`", name.get_ref()),
+                    format!(
+                        "no joint named `{}`{}",
+                        name.get_ref(),
+                        did_you_mean(name.get_ref(), self.joint_index.keys())
+                    ),
                 )
             })
     }
@@ -1854,13 +1865,15 @@ impl<'a> Resolver<'a> {
                     radius2,
                 }
             }
-            other => return Err(self.err(
-                g.span(),
-                el,
-                format!(
+            other => {
+                return Err(self.err(
+                    g.span(),
+                    el,
+                    format!(
                     "unknown contact geometry \"{other}\" (one of: sphere_plane, sphere_sphere)"
                 ),
-            )),
+                ))
+            }
         };
         let k = self.required(&f.stiffness, sp.clone(), el, "stiffness", "a contact force")?;
         let stiffness = self.one_nonneg(k, el, "stiffness", "N/m")?;
@@ -1956,14 +1969,20 @@ impl<'a> Resolver<'a> {
             "driver_force" => {
                 self.allowed_keys(&el, &what, &present, &["driver"])?;
                 let dn = self.required(&o.driver, sp.clone(), &el, "driver", &what)?;
-                let driver = *self.driver_index.get(dn.get_ref()).ok_or_else(|| self.err(dn.span(), &el, format!("no driver named `{}`", dn.get_ref())))?;
+                let driver = *self.driver_index.get(dn.get_ref()).ok_or_else(|| {
+                    let hint = did_you_mean(dn.get_ref(), self.driver_index.keys());
+                    self.err(dn.span(), &el, format!("no driver named `{}`{hint}", dn.get_ref()))
+                })?;
                 let rot = matches!(self.driver_specs[driver].target, DriverTarget::JointCoordinate(j) if self.joint_specs[j].kind == JointKind::Revolute);
                 (OutputQuantity::DriverForce { driver }, if rot { "N.m" } else { "N" })
             }
             "element_force" | "element_length" => {
                 self.allowed_keys(&el, &what, &present, &["force"])?;
                 let fnm = self.required(&o.force, sp.clone(), &el, "force", &what)?;
-                let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| self.err(fnm.span(), &el, format!("no force element named `{}`", fnm.get_ref())))?;
+                let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| {
+                    let hint = did_you_mean(fnm.get_ref(), self.force_index.keys());
+                    self.err(fnm.span(), &el, format!("no force element named `{}`{hint}", fnm.get_ref()))
+                })?;
                 let rot = matches!(self.force_specs[force].kind, ForceKind::RotationalSpringDamper { .. });
                 if kname == "element_force" {
                     (OutputQuantity::ElementForce { force }, if rot { "N.m" } else { "N" })
@@ -2007,6 +2026,39 @@ impl<'a> Resolver<'a> {
             scale,
         })
     }
+}
+
+/// ` (did you mean `x`?)` for the closest candidate within a small edit distance, else "".
+fn did_you_mean<'b>(name: &str, candidates: impl Iterator<Item = &'b String>) -> String {
+    let limit = (name.chars().count() / 3).clamp(1, 3);
+    let mut best: Option<(usize, &String)> = None;
+    for c in candidates {
+        let d = edit_distance(name, c);
+        if d <= limit
+            && d < name.chars().count()
+            && best.is_none_or(|(bd, bc)| d < bd || (d == bd && c < bc))
+        {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 /// `x` rounded to 6 significant digits, printed without trailing zeros.
