@@ -592,6 +592,15 @@ fn driver_on_a_joint_without_a_coordinate() {
 }
 
 #[test]
+fn two_drivers_on_one_joint() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\njoint = §\"pivot\"\nmotion = 0.0\n"),
+        "drivers[1] \"d2\"",
+        "driver `drive` already prescribes this coordinate",
+    );
+}
+
+#[test]
 fn driver_with_joint_and_body() {
     expect(
         &append("[[drivers]]\nname = \"d2\"\njoint = \"pivot\"\nbody = §\"p\"\nmotion = 0.0\n"),

@@ -406,6 +406,20 @@ impl Resolver<'_> {
                 return Err(self.err(dspan, &el, "missing key `joint` or `body`: a driver prescribes a joint coordinate or a point component"))
             }
         };
+        // Two drivers on one coordinate over-determine it (or contradict each other).
+        if let Some(other) = self.driver_specs.iter().find(|o| o.target == target) {
+            let span = d
+                .joint
+                .as_ref()
+                .or(d.body.as_ref())
+                .map(|x| x.span())
+                .unwrap_or(dspan);
+            return Err(self.err(
+                span,
+                &el,
+                format!("driver `{}` already prescribes this coordinate", other.name),
+            ));
+        }
         let motion = self.motion(&d.motion, &el, "motion")?;
         self.driver_index
             .insert(d.name.get_ref().clone(), self.driver_specs.len());
