@@ -94,8 +94,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                     body: BodyRef::Body(0),
                     point: Vector3::zeros(),
                     component: 0,
-                },
-            },
+                }, scale: 1.0, },
             OutputSpec {
                 name: "a".into(),
                 unit: "m/s2".into(),
@@ -104,14 +103,12 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                     body: BodyRef::Body(0),
                     point: Vector3::zeros(),
                     component: 0,
-                },
-            },
+                }, scale: 1.0, },
             OutputSpec {
                 name: "f".into(),
                 unit: "N".into(),
                 description: "Spring force".into(),
-                quantity: OutputQuantity::ElementForce { force: 0 },
-            },
+                quantity: OutputQuantity::ElementForce { force: 0 }, scale: 1.0, },
         ],
         source_files,
     }
