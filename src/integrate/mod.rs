@@ -6,6 +6,7 @@
 
 pub mod dense;
 pub mod explicit;
+pub mod half_implicit;
 pub mod step_control;
 pub mod system;
 pub mod test_systems;
