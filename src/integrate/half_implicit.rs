@@ -227,7 +227,10 @@ impl HalfImplicit {
             (1e-12 * dense::inf_norm(q).max(1.0), phi_tol)
         } else {
             // Far below the local error the step is accepted with.
-            (1e-3 * (self.settings.atol + self.settings.rtol * dense::inf_norm(q)), phi_tol)
+            (
+                1e-3 * (self.settings.atol + self.settings.rtol * dense::inf_norm(q)),
+                phi_tol,
+            )
         }
     }
 
