@@ -201,6 +201,76 @@ impl Constrained {
         Ok(())
     }
 
+    /// Mass-orthogonal velocity projection followed by the consistent accelerations and
+    /// multipliers, with one factorization of `[M Φqᵀ; Φq 0]` at `q`:
+    /// `[M Φqᵀ; Φq 0][Δv; μ] = [0; −(Φq v + Φt)]`, then `[a; λ]` from `[f(v); γ(v)]`.
+    /// One right-hand-side evaluation (the caller counts it and the factorization).
+    #[allow(clippy::too_many_arguments)]
+    pub fn project_velocities_and_accelerations<S: Mechanical + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+        v: &mut [f64],
+        a: &mut [f64],
+        lambda: &mut [f64],
+    ) -> Result<(), IntegrateError> {
+        let (nq, nc) = (self.nq, self.nc);
+        sys.mass_matrix(t, q, &mut self.m);
+        if nc > 0 {
+            sys.constraint_jacobian(t, q, &mut self.jac);
+            sys.constraint_time_derivative(t, q, &mut self.phi_t);
+        }
+        self.form_saddle();
+        self.saddle.factor().map_err(|k| IntegrateError::Singular {
+            t,
+            what: format!("saddle-point matrix [M Φqᵀ; Φq 0], pivot {k}"),
+        })?;
+        if nc > 0 {
+            self.rhs[..nq].fill(0.0);
+            for i in 0..nc {
+                let mut r = self.phi_t[i];
+                for j in 0..nq {
+                    r += self.jac[(i, j)] * v[j];
+                }
+                self.rhs[nq + i] = -r;
+            }
+            self.saddle.solve(&mut self.rhs);
+            axpy(v, 1.0, &self.rhs[..nq]);
+        }
+        sys.forces(t, q, v, &mut self.f);
+        if nc > 0 {
+            sys.acceleration_rhs(t, q, v, &mut self.gamma);
+        }
+        self.rhs[..nq].copy_from_slice(&self.f);
+        self.rhs[nq..].copy_from_slice(&self.gamma);
+        self.saddle.solve(&mut self.rhs);
+        if !all_finite(&self.rhs) || !all_finite(v) {
+            return Err(IntegrateError::NonFinite {
+                t,
+                what: "projected velocities / accelerations".into(),
+            });
+        }
+        a.copy_from_slice(&self.rhs[..nq]);
+        lambda.copy_from_slice(&self.rhs[nq..]);
+        Ok(())
+    }
+
+    /// `[M Φqᵀ; Φq 0]` from `self.m`, `self.jac` into `self.saddle.a`.
+    fn form_saddle(&mut self) {
+        let (nq, nc) = (self.nq, self.nc);
+        let s = &mut self.saddle.a;
+        s.fill(0.0);
+        s.view_mut((0, 0), (nq, nq)).copy_from(&self.m);
+        for i in 0..nc {
+            for j in 0..nq {
+                let x = self.jac[(i, j)];
+                s[(nq + i, j)] = x;
+                s[(j, nq + i)] = x;
+            }
+        }
+    }
+
     /// Factor `Φq Φqᵀ` for the current `self.jac`.
     fn factor_jjt(&mut self, t: f64) -> Result<(), IntegrateError> {
         let nc = self.nc;
