@@ -11,6 +11,7 @@ use mbsfmu::integrate::dense::Constrained;
 use mbsfmu::integrate::explicit::Dopri5;
 use mbsfmu::integrate::half_implicit::HalfImplicit;
 use mbsfmu::integrate::newmark::Newmark;
+use mbsfmu::integrate::sdirk::Sdirk;
 use mbsfmu::integrate::test_systems::{CartesianChain, Oscillator};
 use mbsfmu::integrate::{Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 
@@ -22,6 +23,7 @@ const METHODS: &[(Method, f64)] = &[
     (Method::Newmark, 1.0),
     (Method::Hht, 2.0),
     (Method::GeneralizedAlpha, 2.0),
+    (Method::Sdirk, 3.0),
 ];
 
 fn make<S: MultibodySystem>(
@@ -34,6 +36,7 @@ fn make<S: MultibodySystem>(
     match method {
         Method::Dopri5 => Box::new(Dopri5::new(s, nq, nc)),
         Method::HalfImplicit => Box::new(HalfImplicit::new(s, nq, nc)),
+        Method::Sdirk => Box::new(Sdirk::new(s, nq, nc)),
         Method::Trapezoidal | Method::Newmark | Method::Hht | Method::GeneralizedAlpha => {
             Box::new(Newmark::new(s, nq, nc))
         }

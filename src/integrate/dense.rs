@@ -342,6 +342,55 @@ impl Constrained {
         })
     }
 
+    /// Project `q` onto `Φ(q, t) = 0` mass-orthogonally (paper 001's eq. (3) in the limit of a
+    /// large penalty): Newton steps `[M Φqᵀ; Φq 0][Δq; μ] = [0; −Φ]`, matrix refreshed each
+    /// iteration, until `‖Φ‖∞ ≤ tol`. Returns the number of factorizations.
+    pub fn project_positions_mass<S: Mechanical + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &mut [f64],
+        tol: f64,
+    ) -> Result<usize, IntegrateError> {
+        let nq = self.nq;
+        if self.nc == 0 {
+            return Ok(0);
+        }
+        for it in 0..=PROJECTION_ITERS {
+            sys.constraints(t, q, &mut self.phi);
+            let r = inf_norm(&self.phi);
+            if !r.is_finite() {
+                return Err(IntegrateError::NonFinite {
+                    t,
+                    what: "constraint residual in projection".into(),
+                });
+            }
+            if r <= tol {
+                return Ok(it);
+            }
+            if it == PROJECTION_ITERS {
+                break;
+            }
+            sys.mass_matrix(t, q, &mut self.m);
+            sys.constraint_jacobian(t, q, &mut self.jac);
+            self.form_saddle();
+            self.saddle.factor().map_err(|k| IntegrateError::Singular {
+                t,
+                what: format!("saddle-point matrix in the position projection, pivot {k}"),
+            })?;
+            self.rhs[..nq].fill(0.0);
+            for i in 0..self.nc {
+                self.rhs[nq + i] = -self.phi[i];
+            }
+            self.saddle.solve(&mut self.rhs);
+            axpy(q, 1.0, &self.rhs[..nq]);
+        }
+        Err(IntegrateError::NewtonFailed {
+            t,
+            failures: PROJECTION_ITERS as u32,
+        })
+    }
+
     /// Project `v` onto `Φq v + Φt = 0` (minimal-norm correction) at positions `q`.
     pub fn project_velocities<S: Mechanical + ?Sized>(
         &mut self,
