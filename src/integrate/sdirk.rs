@@ -202,10 +202,8 @@ impl Sdirk {
             self.rhs[i] = s;
         }
         self.g.solve(&mut self.rhs);
-        for i in 0..nq {
-            rv[i] = self.rhs[i];
-            rq[i] += gh * rv[i];
-        }
+        rv.copy_from_slice(&self.rhs);
+        dense::axpy(rq, gh, rv);
     }
 
     /// Stage `i` by simplified Newton; on success `fs[i]` holds the stage derivative.
