@@ -11,6 +11,7 @@ use mbsfmu::integrate::dense::Constrained;
 use mbsfmu::integrate::explicit::Dopri5;
 use mbsfmu::integrate::half_implicit::HalfImplicit;
 use mbsfmu::integrate::newmark::Newmark;
+use mbsfmu::integrate::rosenbrock::RosenbrockNystrom;
 use mbsfmu::integrate::sdirk::Sdirk;
 use mbsfmu::integrate::test_systems::{CartesianChain, Oscillator};
 use mbsfmu::integrate::{Integrator, MechState, Method, MultibodySystem, Settings, Stats};
@@ -24,6 +25,8 @@ const METHODS: &[(Method, f64)] = &[
     (Method::Hht, 2.0),
     (Method::GeneralizedAlpha, 2.0),
     (Method::Sdirk, 3.0),
+    (Method::RosenbrockNystrom, 4.0),
+    (Method::WMethod, 2.0),
 ];
 
 fn make<S: MultibodySystem>(
@@ -37,6 +40,7 @@ fn make<S: MultibodySystem>(
         Method::Dopri5 => Box::new(Dopri5::new(s, nq, nc)),
         Method::HalfImplicit => Box::new(HalfImplicit::new(s, nq, nc)),
         Method::Sdirk => Box::new(Sdirk::new(s, nq, nc)),
+        Method::RosenbrockNystrom | Method::WMethod => Box::new(RosenbrockNystrom::new(s, nq, nc)),
         Method::Trapezoidal | Method::Newmark | Method::Hht | Method::GeneralizedAlpha => {
             Box::new(Newmark::new(s, nq, nc))
         }

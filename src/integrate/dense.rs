@@ -100,6 +100,31 @@ impl Lu {
     }
 }
 
+impl Lu {
+    /// Solve `Aᵀ x = b` in place with the factorization of `A`.
+    pub fn solve_transpose(&self, b: &mut [f64]) {
+        let n = self.dim();
+        // A = Pᵀ L U (row swaps in order), so Aᵀ = Uᵀ Lᵀ P.
+        for j in 0..n {
+            let mut s = b[j];
+            for i in 0..j {
+                s -= self.a[(i, j)] * b[i];
+            }
+            b[j] = s / self.a[(j, j)];
+        }
+        for j in (0..n).rev() {
+            let mut s = b[j];
+            for i in j + 1..n {
+                s -= self.a[(i, j)] * b[i];
+            }
+            b[j] = s;
+        }
+        for k in (0..n).rev() {
+            b.swap(k, self.piv[k]);
+        }
+    }
+}
+
 /// `y += a·x`.
 pub fn axpy(y: &mut [f64], a: f64, x: &[f64]) {
     for (yi, xi) in y.iter_mut().zip(x) {
@@ -564,6 +589,12 @@ mod tests {
         let b = &a * nalgebra::DVector::from_row_slice(&x);
         let mut y = b.as_slice().to_vec();
         lu.solve(&mut y);
+        for i in 0..3 {
+            assert!((y[i] - x[i]).abs() < 1e-14);
+        }
+        let bt = a.transpose() * nalgebra::DVector::from_row_slice(&x);
+        let mut y = bt.as_slice().to_vec();
+        lu.solve_transpose(&mut y);
         for i in 0..3 {
             assert!((y[i] - x[i]).abs() < 1e-14);
         }

@@ -8,6 +8,7 @@ pub mod dense;
 pub mod explicit;
 pub mod half_implicit;
 pub mod newmark;
+pub mod rosenbrock;
 pub mod sdirk;
 pub mod step_control;
 pub mod system;
