@@ -7,6 +7,7 @@
 pub mod dense;
 pub mod explicit;
 pub mod half_implicit;
+pub mod local_linearization;
 pub mod newmark;
 pub mod rosenbrock;
 pub mod sdirk;
