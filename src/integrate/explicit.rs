@@ -365,3 +365,54 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Dopri5 {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::integrate::test_systems::Oscillator;
+
+    /// The continuous extension against the closed form inside a step, and at its ends.
+    #[test]
+    fn dense_output_is_fourth_order_inside_the_step() {
+        let mut errs = vec![];
+        for h in [0.2, 0.1] {
+            let mut sys = Oscillator {
+                m: 1.0,
+                k: 4.0,
+                c: 0.0,
+            };
+            let x0 = MechState {
+                t: 0.0,
+                q: vec![1.0],
+                v: vec![0.5],
+                lambda: vec![],
+            };
+            let mut integ = Dopri5::new(
+                Settings {
+                    fixed_step: Some(h),
+                    ..Settings::default()
+                },
+                1,
+                0,
+            );
+            integ.initialize(&mut sys, &x0).unwrap();
+            let t1 = integ.step(&mut sys, 10.0).unwrap();
+            assert_eq!(t1, h);
+            let (mut q, mut v) = ([0.0], [0.0]);
+            integ.dense_output(t1, &mut q, &mut v);
+            assert!((q[0] - Integrator::<Oscillator>::state(&integ).q[0]).abs() < 1e-15);
+            integ.dense_output(0.0, &mut q, &mut v);
+            assert!((q[0] - 1.0).abs() < 1e-15 && (v[0] - 0.5).abs() < 1e-15);
+            let mut worst = 0.0f64;
+            for k in 1..10 {
+                let t = h * k as f64 / 10.0;
+                integ.dense_output(t, &mut q, &mut v);
+                let (xe, ve) = sys.exact(1.0, 0.5, t);
+                worst = worst.max((q[0] - xe).abs()).max((v[0] - ve).abs());
+            }
+            errs.push(worst);
+        }
+        // Local error of an order-4 interpolant: O(h^5), ratio 32 when h halves.
+        assert!(errs[0] < 1e-4 && errs[0] / errs[1] > 20.0, "{errs:?}");
+    }
+}

@@ -950,8 +950,12 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
             }
             // Step 14: keep the partition while cond(Φu) grew by at most 25 %.
             if self.nc > 0 && self.cond_last > 1.25 * self.part.cond_ref {
-                let q = self.state.q.clone();
-                self.choose_partition(sys, t1, &q)?;
+                // q0 is free here (start data is rebuilt below).
+                self.q0.copy_from_slice(&self.state.q);
+                let q = std::mem::take(&mut self.q0);
+                let r = self.choose_partition(sys, t1, &q);
+                self.q0 = q;
+                r?;
                 self.start_data(sys)?;
             } else {
                 self.q0.copy_from_slice(&self.qe);
