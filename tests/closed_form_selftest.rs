@@ -169,6 +169,14 @@ fn slider_crank_torque_matches_newton_euler() {
             "theta {th}: {tau} vs {}",
             d.torque
         );
+        for j in 0..2 {
+            assert!((d.slider_on_rod[j] - fb[j]).abs() < 1e-12);
+            assert!((d.crank_on_rod[j] - fa[j]).abs() < 1e-12);
+        }
+        // crank force balance: ground + rod's reaction + weight = m1 a_G1
+        let fo = d.ground_on_crank;
+        assert!((fo[0] - fa[0] - 0.12 * acc_g1[0]).abs() < 1e-12);
+        assert!((fo[1] - fa[1] - 0.12 * 9.81 - 0.12 * acc_g1[1]).abs() < 1e-12);
     }
 }
 
@@ -288,6 +296,8 @@ fn agrees_with_committed_tables() {
             assert!((d.kin.x - tab.data[ix][i]).abs() < 1e-12, "{file} t={t}");
             assert!((d.torque - tab.data[itau][i]).abs() < 1e-10, "{file} t={t}");
             assert!((d.normal - tab.data[inn][i]).abs() < 1e-10, "{file} t={t}");
+            let fo = tab.data[tab.column_index("ground_on_crank_y").unwrap()][i];
+            assert!((d.ground_on_crank[1] - fo).abs() < 1e-10, "{file} t={t}");
         }
     }
     for (file, motion) in [

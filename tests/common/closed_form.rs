@@ -139,6 +139,11 @@ pub mod slider_crank {
         pub friction: f64,
         /// Torque about +z the driver applies to the crank.
         pub torque: f64,
+        /// Pin forces (global x, y): ground on crank at O, crank on rod at A, slider on rod
+        /// at B.
+        pub ground_on_crank: [f64; 2],
+        pub crank_on_rod: [f64; 2],
+        pub slider_on_rod: [f64; 2],
     }
 
     /// Crank torque by virtual work in the crank angle; the slider's normal force (needed for
@@ -171,6 +176,12 @@ pub mod slider_crank {
             r / (d[0] - d[1] * p.mu * s)
         };
         let friction = -p.mu * normal.abs() * s;
+        let slider_on_rod = [
+            friction - p.slider_mass * k.ddx,
+            normal - p.slider_mass * p.g,
+        ];
+        let crank_on_rod = [inert2[0] - slider_on_rod[0], inert2[1] - slider_on_rod[1]];
+        let ground_on_crank = [inert1[0] + crank_on_rod[0], inert1[1] + crank_on_rod[1]];
         let dbeta_dth = -a * th.cos() / (p.rod_len * k.beta.cos());
         let dx_dth = -a * th.sin() - p.rod_len * k.beta.sin() * dbeta_dth;
         let j1 = [0.5 * a * ep[0], 0.5 * a * ep[1]];
@@ -185,6 +196,9 @@ pub mod slider_crank {
             normal,
             friction,
             torque,
+            ground_on_crank,
+            crank_on_rod,
+            slider_on_rod,
         }
     }
 

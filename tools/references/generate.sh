@@ -26,6 +26,8 @@ run $r/pendulum_chain.py --links 16 --fixed --phi0 0.1 --t-end 20 --dt 0.02 --ve
 
 # Stiff double pendulum (paper 000), 2 s.
 run $r/double_pendulum_stiff.py --t-end 2 --dt 0.001 --out $d/double_pendulum_stiff.csv
+# The same bars without springs (conservative, non-stiff, for convergence orders), 3 s.
+run $r/double_pendulum_stiff.py --springs 0 0 0 0 --method DOP853 --rtol 1e-13 --atol 1e-14 --t-end 3 --dt 0.002 --out $d/double_pendulum_free.csv
 
 # Slider-crank (paper 004): 1 rev/s, smooth start, and Coulomb friction mu = 0.4.
 run $r/slider_crank.py --t-end 8 --dt 0.01 --out $d/slider_crank.csv
