@@ -20,7 +20,10 @@ run $r/pendulum_chain.py --links 32 --t-end 200 --dt 0.25 --out $d/pendulum_chai
 run $r/pendulum_chain.py --links 64 --t-end 200 --dt 0.5 --out $d/pendulum_chain_n64.csv
 # Same with the velocities of a Cartesian code started "at rest" (minimal-norm projection).
 run $r/pendulum_chain.py --links 4 --init projected --t-end 200 --dt 0.1 --out $d/pendulum_chain_n4_projected.csv
+run $r/pendulum_chain.py --links 8 --init projected --t-end 200 --dt 0.1 --out $d/pendulum_chain_n8_projected.csv
 run $r/pendulum_chain.py --links 16 --init projected --t-end 200 --dt 0.1 --out $d/pendulum_chain_n16_projected.csv
+run $r/pendulum_chain.py --links 32 --init projected --t-end 200 --dt 0.25 --out $d/pendulum_chain_n32_projected.csv
+run $r/pendulum_chain.py --links 64 --init projected --t-end 200 --dt 0.5 --out $d/pendulum_chain_n64_projected.csv
 # Fixed suspension, chain released straight at 0.1 rad (energy conserved).
 run $r/pendulum_chain.py --links 16 --fixed --phi0 0.1 --t-end 20 --dt 0.02 --velocities --out $d/pendulum_chain_fixed_n16.csv
 
