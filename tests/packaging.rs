@@ -1173,3 +1173,56 @@ fn cli_user_errors_exit_1_and_name_the_file() {
             && out.contains("check")
     );
 }
+
+/// A second, independent reader: the fmi-schema crate (strict about unknown attributes and
+/// elements) parses both versions and sees the same names, tokens, flags and counts.
+#[test]
+fn fmi_schema_crate_parses_both_versions() {
+    use fmi_schema::traits::FmiModelDescription;
+    let md3 = description(FmiVersion::Fmi3);
+    // fmi-schema 0.8.0 does not know the `unit` attribute of Float64 variables (it is in the
+    // standard's fmi3RealBaseAttributes, and fmpy's XSD check accepts it): strip it for this
+    // reader only.
+    let mut xml3 = md3.to_xml().unwrap();
+    while let Some(p) = xml3.find(" unit=\"") {
+        let end = p + 7 + xml3[p + 7..].find('"').unwrap() + 1;
+        xml3.replace_range(p..end, "");
+    }
+    let x3 = fmi_schema::fmi3::Fmi3ModelDescription::deserialize(&xml3).unwrap();
+    assert_eq!(x3.model_name, "slider");
+    assert_eq!(x3.instantiation_token, TOKEN);
+    let cs = x3.co_simulation.as_ref().unwrap();
+    assert_eq!(cs.model_identifier, "slider");
+    assert_eq!(cs.provides_intermediate_update, Some(true));
+    assert_eq!(cs.can_get_and_set_fmu_state, Some(true));
+    assert_eq!(cs.might_return_early_from_do_step, Some(false));
+    // fmi-schema 0.8.0 has no FMI 3 Enumeration variables either; it skips the two solver
+    // enumerations.
+    let n_enum = md3
+        .variables
+        .iter()
+        .filter(|v| {
+            matches!(
+                v.var_type,
+                mbsfmu::description::xml::XmlType::Enumeration(_)
+            )
+        })
+        .count();
+    assert_eq!(n_enum, 2);
+    assert_eq!(x3.model_variables.len(), md3.variables.len() - n_enum);
+    assert_eq!(
+        x3.model_structure.unknowns.len(),
+        md3.outputs.len() + md3.initial_unknowns.len()
+    );
+    assert_eq!(x3.default_experiment.as_ref().unwrap().stop_time, Some(2.0));
+
+    let md2 = description(FmiVersion::Fmi2);
+    let x2 = fmi_schema::fmi2::Fmi2ModelDescription::deserialize(&md2.to_xml().unwrap()).unwrap();
+    assert_eq!(x2.guid, TOKEN);
+    let cs = x2.co_simulation.as_ref().unwrap();
+    assert_eq!(cs.can_interpolate_inputs, Some(true));
+    assert_eq!(cs.provides_directional_derivative, Some(true));
+    assert_eq!(x2.num_variables(), md2.variables.len());
+    assert_eq!(x2.model_structure.outputs.unknowns.len(), 3);
+    assert_eq!(x2.model_structure.initial_unknowns.unknowns.len(), 3);
+}
