@@ -284,6 +284,10 @@ fn start_str(s: &StartValue) -> String {
     }
 }
 
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `documentation/index.html`: what the model is, its interface, parameters and solver options.
 pub fn documentation_html(
     spec: &ModelSpec,
@@ -313,13 +317,13 @@ pub fn documentation_html(
         esc(&md.token)
     ));
     h.push_str(&format!(
-        "<p>A multibody model with {} bodies, {} joints, {} drivers, {} force elements and {} moving frames. \
-         The FMU integrates it with its own variable-step integrators inside each communication step.</p>\n",
-        spec.bodies.len(),
-        spec.joints.len(),
-        spec.drivers.len(),
-        spec.forces.len(),
-        spec.frames.len()
+        "<p>A multibody model with {}, {}, {}, {} and {}. The FMU integrates it with its own \
+         variable-step integrators inside each communication step.</p>\n",
+        count(spec.bodies.len(), "body", "bodies"),
+        count(spec.joints.len(), "joint", "joints"),
+        count(spec.drivers.len(), "driver", "drivers"),
+        count(spec.forces.len(), "force element", "force elements"),
+        count(spec.frames.len(), "moving frame", "moving frames")
     ));
     let e = &spec.experiment;
     h.push_str(&format!(
@@ -376,7 +380,21 @@ pub fn documentation_html(
                 esc(&v.description),
             ]));
         }
-        h.push_str("</table>\n<p>Inputs are interpolated inside a communication step when the importer provides derivatives (FMI 2) or intermediate updates (FMI 3); otherwise they are held constant.</p>\n");
+        h.push_str("</table>\n");
+        let c = &md.capabilities;
+        h.push_str(match md.fmi_version {
+            FmiVersion::Fmi2 if c.can_interpolate_inputs => {
+                "<p>Inside a communication step the inputs follow the derivatives the importer \
+                 sets with <code>fmi2SetRealInputDerivatives</code>; without them they are held \
+                 constant.</p>\n"
+            }
+            FmiVersion::Fmi3 if c.provides_intermediate_update => {
+                "<p>Inside a communication step the FMU asks the importer for current input \
+                 values through the intermediate-update callback; without it the inputs are \
+                 held constant.</p>\n"
+            }
+            _ => "<p>Inputs are held constant over a communication step.</p>\n",
+        });
     }
 
     h.push_str("<h2>Outputs</h2>\n");
