@@ -20,6 +20,9 @@ pub const TEMPLATE: &[(&str, &[u8])] = &[
     ),
 ];
 
+/// Name of the model file inside `resources/` (what the runtime loads).
+pub const MODEL_RESOURCE: &str = "model.toml";
+
 #[derive(Debug, Error)]
 pub enum PackageError {
     #[error("{file}: cannot read: {reason}")]
@@ -95,7 +98,7 @@ pub fn collect_resources(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let mut files = vec![("model.toml".to_string(), read(model_file)?)];
+    let mut files = vec![(MODEL_RESOURCE.to_string(), read(model_file)?)];
     for f in &spec.source_files {
         // Relative references are relative to the model file's directory.
         let f = if f.is_relative() && !f.exists() {
@@ -118,7 +121,7 @@ pub fn collect_resources(
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
         let rel = rel.join("/");
-        if rel == "model.toml" {
+        if rel == MODEL_RESOURCE {
             return Err(PackageError::Read { file: f, reason: "a referenced file may not be named model.toml next to the model (the model itself is packed under that name)".into() });
         }
         if !files.iter().any(|(p, _)| *p == rel) {
