@@ -1017,6 +1017,14 @@ fn packaging_errors_name_the_file() {
         e.to_string().contains("libfake.so") && e.to_string().contains("ELF"),
         "{e}"
     );
+    // A parameter named like a reserved variable.
+    let mut spec = small_model(vec![]);
+    spec.parameters[0].name = "solver.rtol".into();
+    let e = build_fmu(&spec, &model, &opts).unwrap_err();
+    assert!(
+        e.to_string().contains("\"solver.rtol\" is used twice") && e.is_user_error(),
+        "{e}"
+    );
     // Bad extra platform.
     opts = options(&dir, FmiVersion::Fmi2);
     opts.extra_binaries = vec![("../x".into(), opts.library.clone())];

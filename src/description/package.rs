@@ -39,6 +39,8 @@ pub enum PackageError {
     },
     #[error("{file}: cannot write the FMU: {reason}")]
     Write { file: PathBuf, reason: String },
+    #[error("model {model:?}: the variable name {name:?} is used twice (names must be unique; `time`, `solver.*` and `stats.*` are reserved)")]
+    DuplicateName { model: String, name: String },
     #[error(transparent)]
     Xml(#[from] XmlError),
     #[error("zip: {0}")]
@@ -166,6 +168,17 @@ pub fn build_fmu(
     let resources = collect_resources(spec, model_file)?;
     let token = model_token(&resources);
     let table = VariableTable::from_spec(spec);
+    let mut seen = std::collections::HashSet::new();
+    if let Some(v) = table
+        .variables
+        .iter()
+        .find(|v| !seen.insert(v.name.as_str()))
+    {
+        return Err(PackageError::DuplicateName {
+            model: spec.name.clone(),
+            name: v.name.clone(),
+        });
+    }
     let md = ModelDescription::new(
         spec,
         &table,
