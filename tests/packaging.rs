@@ -971,6 +971,18 @@ fn fmu_layout_resources_and_token() {
 }
 
 #[test]
+fn same_inputs_give_identical_fmu_bytes() {
+    let dir = temp_dir("repro");
+    let model = dir.join("m.toml");
+    std::fs::write(&model, "k = 1\n").unwrap();
+    let opts = options(&dir, FmiVersion::Fmi2);
+    let a = build_fmu(&small_model(vec![]), &model, &opts).unwrap().0;
+    let b = build_fmu(&small_model(vec![]), &model, &opts).unwrap().0;
+    assert!(a == b, "two builds differ");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn changed_model_changes_token() {
     let dir = temp_dir("token");
     let model = dir.join("m.toml");
