@@ -90,6 +90,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 name: "x".into(),
                 unit: "m".into(),
                 description: "Position".into(),
+                scale: 1.0,
                 quantity: OutputQuantity::Position {
                     body: BodyRef::Body(0),
                     point: Vector3::zeros(),
@@ -100,6 +101,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 name: "a".into(),
                 unit: "m/s2".into(),
                 description: "Acceleration".into(),
+                scale: 1.0,
                 quantity: OutputQuantity::Acceleration {
                     body: BodyRef::Body(0),
                     point: Vector3::zeros(),
@@ -110,6 +112,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 name: "f".into(),
                 unit: "N".into(),
                 description: "Spring force".into(),
+                scale: 1.0,
                 quantity: OutputQuantity::ElementForce { force: 0 },
             },
         ],

@@ -7,7 +7,8 @@ use std::path::Path;
 
 /// HOOK (lead, `mbs::system::System`): the assembly report — degrees of freedom, redundant
 /// constraints, initial constraint residuals after consistent initialization. Return
-/// `Some(Err(message))` for a model that cannot be assembled (reported as a user error).
+/// `Some(Err(message))` for a model that cannot be assembled (a user error; the engine's
+/// `ModelError` text already names the file).
 /// Until the engine lands this returns `None` and `check` says so.
 fn assembly_report(_spec: &ModelSpec) -> Option<Result<String, String>> {
     None
@@ -54,7 +55,7 @@ pub fn summary(spec: &ModelSpec) -> String {
             "parameters",
             spec.parameters
                 .iter()
-                .map(|p| format!("{} = {} {}", p.name, p.value, p.unit))
+                .map(|p| format!("{} = {:?} {}", p.name, p.value, p.unit))
                 .collect(),
         ),
     ] {
@@ -64,11 +65,11 @@ pub fn summary(spec: &ModelSpec) -> String {
     }
     let e = &spec.experiment;
     s.push_str(&format!(
-        "  experiment: {} .. {} s, step {} s, tolerance {}\n",
+        "  experiment: {:?} .. {:?} s, step {:?} s, tolerance {:?}\n",
         e.start, e.stop, e.step, e.tolerance
     ));
     s.push_str(&format!(
-        "  solver: {} (jacobian {}), rtol {}, atol {}\n",
+        "  solver: {} (jacobian {}), rtol {:?}, atol {:?}\n",
         spec.solver.method.name(),
         spec.solver.jacobian.name(),
         spec.solver.rtol,
@@ -83,7 +84,7 @@ pub fn run(model: &Path) -> CliResult {
     println!("  loads without errors");
     match assembly_report(&spec) {
         Some(Ok(report)) => println!("{report}"),
-        Some(Err(message)) => return Err(super::CliError::User(format!("{}: {message}", model.display()))),
+        Some(Err(message)) => return Err(super::CliError::User(message)),
         None => println!("  NOTE: assembly (degrees of freedom, redundant constraints, initial residuals) is not checked yet: the engine hook is not wired"),
     }
     Ok(())
