@@ -947,11 +947,8 @@ fn fmu_layout_resources_and_token() {
         assert_eq!(files[&so], b"\x7fELF fake runtime");
         assert_eq!(files["resources/model.toml"], b"# model text\n");
         assert!(files["model.png"].starts_with(b"\x89PNG"));
-        // The token is the hash of exactly the resources/ files.
-        let token = model_token(&[
-            ("model.toml".into(), b"# model text\n".to_vec()),
-            ("tables/spring.csv".into(), b"0,0\n1,100\n".to_vec()),
-        ]);
+        // The token is the runtime's: model file, then the referenced files in order.
+        let token = model_token([b"# model text\n".as_slice(), b"0,0\n1,100\n".as_slice()]);
         assert_eq!(packed.description.token, token);
         let md = ModelDescription::from_xml(
             std::str::from_utf8(&files["modelDescription.xml"]).unwrap(),

@@ -3,7 +3,7 @@
 
 use super::capabilities::Capabilities;
 use super::deps::output_dependencies;
-use super::token::model_token;
+use super::token::model_token_of;
 use super::xml::{fmt_f64, FmiVersion, ModelDescription, XmlError};
 use super::{Causality, StartValue, VarKind, VariableTable};
 use crate::mbs::spec::ModelSpec;
@@ -102,12 +102,7 @@ pub fn collect_resources(
         .unwrap_or_default();
     let mut files = vec![(MODEL_RESOURCE.to_string(), read(model_file)?)];
     for f in &spec.source_files {
-        // Relative references are relative to the model file's directory.
-        let f = if f.is_relative() && !f.exists() {
-            dir.join(f)
-        } else {
-            f.clone()
-        };
+        let f = resolve(f, model_file);
         let c = canon(&f)?;
         if c == model_canon {
             continue;
@@ -134,6 +129,42 @@ pub fn collect_resources(
     Ok(files)
 }
 
+/// A referenced file as the loader opened it (absolute, or relative to the working
+/// directory); a relative path that does not exist there is taken relative to the model's
+/// directory (hand-built specs).
+fn resolve(f: &Path, model_file: &Path) -> PathBuf {
+    if f.is_relative() && !f.exists() {
+        model_file.parent().unwrap_or(Path::new("")).join(f)
+    } else {
+        f.to_path_buf()
+    }
+}
+
+/// Every regular file under `dir` (recursively) as `(relative path with '/', content)`,
+/// sorted by path.
+pub fn read_tree(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                walk(root, &path, out)?;
+            } else if path.is_file() {
+                let rel = path.strip_prefix(root).expect("walk stays under its root");
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.push((parts.join("/"), std::fs::read(&path)?));
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
 fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
     match dir {
         None => Ok(TEMPLATE
@@ -141,7 +172,7 @@ fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, Packa
             .map(|(p, c)| (p.to_string(), c.to_vec()))
             .collect()),
         Some(d) => {
-            let files = super::token::read_tree(d).map_err(|e| PackageError::Read {
+            let files = read_tree(d).map_err(|e| PackageError::Read {
                 file: d.clone(),
                 reason: e.to_string(),
             })?;
@@ -166,7 +197,17 @@ pub fn build_fmu(
     opts: &PackageOptions,
 ) -> Result<(Vec<u8>, Packed), PackageError> {
     let resources = collect_resources(spec, model_file)?;
-    let token = model_token(&resources);
+    // The runtime recomputes this from resources/model.toml and the files its loader reads
+    // (same contents, same order), so the token is computed by the same function.
+    let sources: Vec<PathBuf> = spec
+        .source_files
+        .iter()
+        .map(|f| resolve(f, model_file))
+        .collect();
+    let token = model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
+        file,
+        reason: e.to_string(),
+    })?;
     let table = VariableTable::from_spec(spec);
     let mut seen = std::collections::HashSet::new();
     if let Some(v) = table
