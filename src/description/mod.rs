@@ -2,6 +2,8 @@
 //! (mapping value references to model quantities) and the packager (writing
 //! `modelDescription.xml`). One source of truth: both call [`VariableTable::from_spec`].
 
+pub mod token;
+
 use crate::integrate::{JacobianStrategy, Method};
 use crate::mbs::spec::ModelSpec;
 

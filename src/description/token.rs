@@ -1,0 +1,79 @@
+//! The model token: the FMI 2 GUID / FMI 3 instantiationToken of an FMU, a hash of the packed
+//! model (the model file and every file it references). The packager writes it into
+//! `modelDescription.xml`; the runtime recomputes it from `resources/` at instantiation and
+//! refuses a mismatch (a model description that does not belong to the packed model).
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Token of the packed model: SHA-256 over the files' contents in the given order (the model
+/// file first, then the referenced files in `ModelSpec::source_files` order), each prefixed by
+/// its length so that moving bytes between files changes the hash. File names are not hashed:
+/// the packager may place files differently in `resources/` than they were on disk.
+///
+/// Format: `{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}`, the first 128 bits of the digest in
+/// UUID layout (FMI 2 tools expect a GUID-shaped string).
+pub fn model_token<'a, I>(files: I) -> String
+where
+    I: IntoIterator<Item = &'a [u8]>,
+{
+    let mut h = Sha256::new();
+    h.update(b"mbsfmu-model-token-v1");
+    for bytes in files {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    let d = h.finalize();
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{{{}-{}-{}-{}-{}}}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// [`model_token`] of files on disk, in the given order.
+pub fn model_token_of_files(paths: &[PathBuf]) -> Result<String, (PathBuf, std::io::Error)> {
+    let mut contents = Vec::with_capacity(paths.len());
+    for p in paths {
+        contents.push(std::fs::read(p).map_err(|e| (p.clone(), e))?);
+    }
+    Ok(model_token(contents.iter().map(|c| c.as_slice())))
+}
+
+/// Whether `s` has the token format (used to give a clearer message for garbage input).
+pub fn looks_like_token(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 38
+        && b[0] == b'{'
+        && b[37] == b'}'
+        && s[1..37].char_indices().all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() })
+}
+
+/// Convenience for callers holding paths: the model file first, then `others`.
+pub fn model_token_of(model_file: &Path, others: &[PathBuf]) -> Result<String, (PathBuf, std::io::Error)> {
+    let mut all = vec![model_file.to_path_buf()];
+    all.extend(others.iter().filter(|p| p.as_path() != model_file).cloned());
+    model_token_of_files(&all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_has_guid_shape_and_depends_on_every_byte_and_boundary() {
+        let a = model_token([b"abc".as_slice(), b"def".as_slice()]);
+        assert!(looks_like_token(&a), "{a}");
+        // Independent check of the digest layout against sha2 directly.
+        let mut h = Sha256::new();
+        h.update(b"mbsfmu-model-token-v1");
+        h.update(3u64.to_le_bytes());
+        h.update(b"abc");
+        h.update(3u64.to_le_bytes());
+        h.update(b"def");
+        let d = h.finalize();
+        assert_eq!(&a[1..9], format!("{:02x}{:02x}{:02x}{:02x}", d[0], d[1], d[2], d[3]));
+        assert_ne!(a, model_token([b"abd".as_slice(), b"def".as_slice()]));
+        assert_ne!(a, model_token([b"abcd".as_slice(), b"ef".as_slice()]));
+        assert_ne!(a, model_token([b"abcdef".as_slice()]));
+        assert_eq!(a, model_token([b"abc".as_slice(), b"def".as_slice()]));
+        assert!(!looks_like_token("{not-a-token}"));
+    }
+}
