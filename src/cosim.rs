@@ -641,19 +641,20 @@ impl<E: Engine> Simulation<E> {
     /// Go back to a saved state. Fails (and changes nothing) if the state has the wrong
     /// dimensions for this model.
     pub fn restore(&mut self, s: &SimState<E>) -> Result<(), CosimError> {
-        self.check_state(s)?;
+        self.validate_state(s)?;
         self.st = s.clone();
         Ok(())
     }
 
     /// Like [`Simulation::restore`] but consumes the state.
     pub fn restore_owned(&mut self, s: SimState<E>) -> Result<(), CosimError> {
-        self.check_state(&s)?;
+        self.validate_state(&s)?;
         self.st = s;
         Ok(())
     }
 
-    fn check_state(&self, s: &SimState<E>) -> Result<(), CosimError> {
+    /// Whether a saved state fits this model (dimensions, consistency).
+    pub fn validate_state(&self, s: &SimState<E>) -> Result<(), CosimError> {
         let bad = |what: &str| Err(CosimError::ForeignState(what.into()));
         if s.params.len() != self.spec.parameters.len() {
             return bad("parameter count");
