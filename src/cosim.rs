@@ -19,7 +19,8 @@
 //!    asked for the inputs at `t_k`; those samples join the history, so the spacing becomes
 //!    the internal step size and the errors above shrink accordingly.
 
-#[cfg(feature = "standin")]
+/// TEMPORARY stand-in engine (see its documentation); selected only in `standin` builds.
+#[doc(hidden)]
 pub mod standin;
 
 use crate::description::{Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable};

@@ -1,4 +1,4 @@
-//! TEMPORARY stand-in engine, compiled only with the `standin` feature: a base-excited
+//! TEMPORARY stand-in engine, selectable only in builds with the `standin` feature: a base-excited
 //! spring–mass–damper `m ẍ = −k (x − u) − c (ẋ − u̇)` with one input `u` (base position), so
 //! the co-simulation layer and the C ABI can be exercised end to end before the multibody
 //! engine (`mbs::system::System`) and the model reader exist. Not a deliverable: it is selected
