@@ -277,12 +277,13 @@ impl Instance {
 
     fn log_cat(&self, status: Status, cat: u32, msg: &str) {
         let on = self.logging_on.load(Ordering::Relaxed);
-        // Error and Fatal messages are always passed to the importer's callback (otherwise a
-        // user never learns why a call failed, and fmpy and others instantiate with logging
-        // off); events and warnings follow loggingOn and the categories. This deviates from
-        // FMI 3's "loggingOn = false disables all logging" for errors only.
+        // Status messages (Warning, Discard, Error, Fatal) go to the importer's callback
+        // whenever their category is on, also with loggingOn = false: otherwise a user never
+        // learns why a call failed (fmpy and others instantiate with logging off). Only the
+        // debug category logEvents follows loggingOn. (FMI 3 says loggingOn = false disables
+        // all logging; this deviates for status messages on purpose.)
         let enabled = self.categories.load(Ordering::Relaxed) & cat != 0;
-        let allowed = enabled && (on || status >= Status::Error);
+        let allowed = enabled && (on || status > Status::Ok);
         if allowed {
             emit(&self.logger, &self.name, status, cat_name(cat), msg);
         }
