@@ -19,10 +19,6 @@
 //!    asked for the inputs at `t_k`; those samples join the history, so the spacing becomes
 //!    the internal step size and the errors above shrink accordingly.
 
-/// TEMPORARY stand-in engine (see its documentation); selected only in `standin` builds.
-#[doc(hidden)]
-pub mod standin;
-
 use crate::description::{Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable};
 use crate::integrate::any::AnyIntegrator;
 use crate::integrate::{IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings, Stats};
@@ -33,15 +29,39 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use thiserror::Error;
 
-/// What the co-simulation layer needs from the engine beyond the integrator traits.
-/// `mbs::system::System` implements it; so does the temporary stand-in.
+/// What the co-simulation layer needs from the engine beyond the integrator traits
+/// (implemented by `mbs::system::System`; generic so the layer can be tested with small
+/// systems).
 pub trait Engine: MultibodySystem + Clone + Serialize + DeserializeOwned + Send + 'static {
     fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError>;
     fn inputs_mut(&mut self) -> &mut InputSignals;
     /// A consistent state at `t0` for the current parameters and inputs.
     fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError>;
     fn n_outputs(&self) -> usize;
-    fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]);
+    fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError>;
+    /// Accelerations and multipliers at a state (saddle-point system).
+    fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), ModelError>;
+}
+
+impl Engine for crate::mbs::system::System {
+    fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
+        crate::mbs::system::System::set_parameter(self, i, value)
+    }
+    fn inputs_mut(&mut self) -> &mut InputSignals {
+        crate::mbs::system::System::inputs_mut(self)
+    }
+    fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
+        crate::mbs::system::System::initial_state(self, t0)
+    }
+    fn n_outputs(&self) -> usize {
+        crate::mbs::system::System::n_outputs(self)
+    }
+    fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError> {
+        crate::mbs::system::System::evaluate_outputs(self, x, out)
+    }
+    fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        crate::mbs::system::System::accelerations(self, t, q, v)
+    }
 }
 
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -474,7 +494,7 @@ impl<E: Engine> Simulation<E> {
         self.ensure_state()?;
         self.refresh_inputs();
         let x = self.st.x.as_ref().expect("state ensured");
-        self.st.engine.evaluate_outputs(x, &mut self.st.outputs);
+        self.st.engine.evaluate_outputs(x, &mut self.st.outputs)?;
         self.st.outputs_valid = true;
         Ok(())
     }
@@ -570,29 +590,12 @@ impl<E: Engine> Simulation<E> {
         result
     }
 
-    /// Accelerations and multipliers at a state, from the saddle-point system
-    /// `[M Φqᵀ; Φq 0] [a; λ] = [f; γ]` (dense; used for output derivatives only).
     fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), CosimError> {
-        let sys = &mut self.st.engine;
-        let (nq, nc) = (sys.n_q(), sys.n_c());
-        let mut m = nalgebra::DMatrix::zeros(nq, nq);
-        let mut jac = nalgebra::DMatrix::zeros(nc, nq);
-        let mut f = vec![0.0; nq];
-        let mut gamma = vec![0.0; nc];
-        sys.mass_matrix(t, q, &mut m);
-        sys.constraint_jacobian(t, q, &mut jac);
-        sys.forces(t, q, v, &mut f);
-        sys.acceleration_rhs(t, q, v, &mut gamma);
-        let mut a = nalgebra::DMatrix::zeros(nq + nc, nq + nc);
-        a.view_mut((0, 0), (nq, nq)).copy_from(&m);
-        a.view_mut((0, nq), (nq, nc)).copy_from(&jac.transpose());
-        a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
-        let rhs = nalgebra::DVector::from_iterator(nq + nc, f.iter().chain(gamma.iter()).copied());
-        let x = a.lu().solve(&rhs).ok_or_else(|| CosimError::OutputDerivative { order: 1, reason: format!("singular saddle-point matrix at t = {t}") })?;
-        if x.iter().any(|z| !z.is_finite()) {
+        let (a, l) = self.st.engine.accelerations(t, q, v)?;
+        if a.iter().chain(l.iter()).any(|z| !z.is_finite()) {
             return Err(CosimError::OutputDerivative { order: 1, reason: format!("non-finite accelerations at t = {t}") });
         }
-        Ok((x.rows(0, nq).as_slice().to_vec(), x.rows(nq, nc).as_slice().to_vec()))
+        Ok((a, l))
     }
 
     /// Outputs at the point `s` along the Taylor path `q + s v + s²/2 a + s³/6 j`,
@@ -602,7 +605,7 @@ impl<E: Engine> Simulation<E> {
         let v: Vec<f64> = (0..x.v.len()).map(|i| x.v[i] + s * a[i] + s * s / 2.0 * j[i]).collect();
         let t = x.t + s;
         let (_, lambda) = self.accelerations(t, &q, &v)?;
-        self.st.engine.evaluate_outputs(&MechState { t, q, v, lambda }, out);
+        self.st.engine.evaluate_outputs(&MechState { t, q, v, lambda }, out)?;
         Ok(())
     }
 
@@ -679,10 +682,12 @@ impl<E: Engine> Simulation<E> {
             let u = self.st.engine.inputs_mut().segments[j].coeffs[0];
             let d = f64::EPSILON.cbrt() * u.abs().max(1.0);
             self.st.engine.inputs_mut().segments[j].coeffs[0] = u + d;
-            self.st.engine.evaluate_outputs(&x, &mut yp);
+            let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
             self.st.engine.inputs_mut().segments[j].coeffs[0] = u - d;
-            self.st.engine.evaluate_outputs(&x, &mut ym);
+            let rm = self.st.engine.evaluate_outputs(&x, &mut ym);
             self.st.engine.inputs_mut().segments[j].coeffs[0] = u;
+            rp?;
+            rm?;
             for (r, &i) in rows.iter().enumerate() {
                 jac[(r, c)] = (yp[i] - ym[i]) / (2.0 * d);
             }

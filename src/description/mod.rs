@@ -2,7 +2,15 @@
 //! (mapping value references to model quantities) and the packager (writing
 //! `modelDescription.xml`). One source of truth: both call [`VariableTable::from_spec`].
 
+pub mod capabilities;
+pub mod deps;
+pub mod package;
 pub mod token;
+pub mod units;
+pub mod xml;
+
+pub use capabilities::Capabilities;
+pub use xml::{FmiVersion, ModelDescription};
 
 use crate::integrate::{JacobianStrategy, Method};
 use crate::mbs::spec::ModelSpec;
@@ -227,7 +235,9 @@ impl VariableTable {
         ];
         for (name, desc, kind) in stats {
             let (ty, unit) = if kind == StatKind::CpuTime { (VarType::Float64, "s") } else { (VarType::Int64, "") };
-            push(name.into(), desc.into(), Causality::Local, Variability::Continuous, Some(Initial::Calculated), ty, unit.into(), StartValue::None, VarKind::Stat(kind));
+            // Discrete: statistics change only at communication points, and FMI forbids
+            // continuous integer variables.
+            push(name.into(), desc.into(), Causality::Local, Variability::Discrete, Some(Initial::Calculated), ty, unit.into(), StartValue::None, VarKind::Stat(kind));
         }
         VariableTable { variables: vars }
     }

@@ -28,10 +28,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
-/// The engine the FMU runs. TEMPORARY: the stand-in until `mbs::system::System` exists; in a
-/// build without the `standin` feature it is never selected (instantiation reports that the
-/// engine is missing).
-pub(crate) type ActiveEngine = crate::cosim::standin::StandInEngine;
+/// The engine the FMU runs.
+pub(crate) type ActiveEngine = crate::mbs::system::System;
 
 /// Log categories (name, description), for `modelDescription.xml` and `SetDebugLogging`.
 pub const LOG_CATEGORIES: [(&str, &str); 6] = [
@@ -174,33 +172,17 @@ pub(crate) struct LoadedModel {
 }
 
 /// Load `model.toml` (and what it references) from the resources folder and compute its
-/// token.
+/// token (the hash of everything in `resources/`, as the packager computed it).
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
         return Err(format!("the resources folder {} has no model.toml", resource_dir.display()));
     }
-    #[cfg(feature = "standin")]
-    {
-        let first = std::fs::read_to_string(&model_file).map_err(|e| format!("{}: {e}", model_file.display()))?;
-        if first.lines().next() == Some(crate::cosim::standin::STANDIN_MARKER) {
-            let spec = Arc::new(crate::cosim::standin::standin_spec(&model_file));
-            let table = Arc::new(VariableTable::from_spec(&spec));
-            let engine = crate::cosim::standin::StandInEngine::new(&spec);
-            let token = token_of(&model_file, &spec)?;
-            return Ok(LoadedModel { spec, table, engine, token });
-        }
-    }
-    let spec = crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?;
-    let token = token_of(&model_file, &spec)?;
-    let spec = Arc::new(spec);
+    let token = crate::description::token::resources_token(resource_dir).map_err(|e| format!("cannot read the resources folder {}: {e}", resource_dir.display()))?;
+    let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
     let table = Arc::new(VariableTable::from_spec(&spec));
-    let _ = (table, token);
-    Err("the multibody engine (mbs::system::System) is not part of this build yet".into())
-}
-
-fn token_of(model_file: &Path, spec: &ModelSpec) -> Result<String, String> {
-    crate::description::token::model_token_of(model_file, &spec.source_files).map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))
+    let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
+    Ok(LoadedModel { spec, table, engine, token })
 }
 
 impl Instance {

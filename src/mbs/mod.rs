@@ -2,10 +2,18 @@
 //! assembly. Knows nothing of integrators or FMI (it implements the traits of
 //! `integrate::system`, which are plain equations).
 
+pub mod assembly;
 pub mod error;
+pub mod expr;
 pub mod inputs;
+pub mod kin;
 pub mod loader;
+pub mod math;
+pub mod model_file;
+pub mod motion;
 pub mod spec;
+pub mod system;
+pub mod table;
 
 pub use error::ModelError;
 pub use loader::{load_model, load_model_str};

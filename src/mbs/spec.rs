@@ -291,6 +291,9 @@ pub struct OutputSpec {
     pub unit: String,
     pub description: String,
     pub quantity: OutputQuantity,
+    /// The output's value is `scale × quantity` (e.g. −1 for a compression-positive spring
+    /// force, `180/π` for degrees). 1 unless the model file says otherwise.
+    pub scale: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

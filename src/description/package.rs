@@ -1,0 +1,532 @@
+//! Writing the `.fmu`: resources, token, `modelDescription.xml`, binaries, documentation and
+//! the template files, zipped.
+
+use super::capabilities::Capabilities;
+use super::deps::output_dependencies;
+use super::token::model_token;
+use super::xml::{fmt_f64, FmiVersion, ModelDescription, XmlError};
+use super::{Causality, StartValue, VarKind, VariableTable};
+use crate::mbs::spec::ModelSpec;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// The files of `fmu-template/` compiled into the tool: `(path in the FMU, content)`.
+pub const TEMPLATE: &[(&str, &[u8])] = &[
+    ("model.png", include_bytes!("../../fmu-template/model.png")),
+    (
+        "documentation/licenses/LICENSE.txt",
+        include_bytes!("../../fmu-template/documentation/licenses/LICENSE.txt"),
+    ),
+];
+
+#[derive(Debug, Error)]
+pub enum PackageError {
+    #[error("{file}: cannot read: {reason}")]
+    Read { file: PathBuf, reason: String },
+    #[error("{file}: referenced by the model but outside its directory {dir}; move it under the model's directory so its relative path can be kept inside resources/")]
+    OutsideModelDir { file: PathBuf, dir: PathBuf },
+    #[error("{file}: not a Linux shared library (no ELF header); build it with `cargo build --release --lib` or pass --library PATH")]
+    NotElf { file: PathBuf },
+    #[error("--extra-binary {platform}={file}: {reason}")]
+    ExtraBinary {
+        platform: String,
+        file: PathBuf,
+        reason: String,
+    },
+    #[error("{file}: cannot write the FMU: {reason}")]
+    Write { file: PathBuf, reason: String },
+    #[error(transparent)]
+    Xml(#[from] XmlError),
+    #[error("zip: {0}")]
+    Zip(String),
+}
+
+impl PackageError {
+    /// Errors the user can fix (files, paths, arguments) as opposed to internal failures.
+    pub fn is_user_error(&self) -> bool {
+        !matches!(self, PackageError::Xml(_) | PackageError::Zip(_))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PackageOptions {
+    pub version: FmiVersion,
+    /// The runtime cdylib for 64-bit Linux.
+    pub library: PathBuf,
+    /// `(platform folder, library)` built elsewhere, e.g. `("x86_64-windows", "mbsfmu.dll")`.
+    pub extra_binaries: Vec<(String, PathBuf)>,
+    /// A directory laid out like `fmu-template/`; `None`: the compiled-in [`TEMPLATE`].
+    pub template_dir: Option<PathBuf>,
+    pub generation_date_and_time: String,
+    pub capabilities: Capabilities,
+}
+
+/// What was written.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    pub description: ModelDescription,
+    /// Archive entry names in order.
+    pub entries: Vec<String>,
+}
+
+fn read(file: &Path) -> Result<Vec<u8>, PackageError> {
+    std::fs::read(file).map_err(|e| PackageError::Read {
+        file: file.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// The files for `resources/`: the model as `model.toml` and every other file the model
+/// references at its path relative to the model's directory (so the runtime's loader finds
+/// them from `resources/model.toml`).
+pub fn collect_resources(
+    spec: &ModelSpec,
+    model_file: &Path,
+) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
+    let canon = |p: &Path| {
+        p.canonicalize().map_err(|e| PackageError::Read {
+            file: p.to_path_buf(),
+            reason: e.to_string(),
+        })
+    };
+    let model_canon = canon(model_file)?;
+    let dir = model_canon
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut files = vec![("model.toml".to_string(), read(model_file)?)];
+    for f in &spec.source_files {
+        // Relative references are relative to the model file's directory.
+        let f = if f.is_relative() && !f.exists() {
+            dir.join(f)
+        } else {
+            f.clone()
+        };
+        let c = canon(&f)?;
+        if c == model_canon {
+            continue;
+        }
+        let rel = c
+            .strip_prefix(&dir)
+            .map_err(|_| PackageError::OutsideModelDir {
+                file: f.clone(),
+                dir: dir.clone(),
+            })?;
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let rel = rel.join("/");
+        if rel == "model.toml" {
+            return Err(PackageError::Read { file: f, reason: "a referenced file may not be named model.toml next to the model (the model itself is packed under that name)".into() });
+        }
+        if !files.iter().any(|(p, _)| *p == rel) {
+            files.push((rel, read(&c)?));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
+    match dir {
+        None => Ok(TEMPLATE
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_vec()))
+            .collect()),
+        Some(d) => {
+            let files = super::token::read_tree(d).map_err(|e| PackageError::Read {
+                file: d.clone(),
+                reason: e.to_string(),
+            })?;
+            Ok(files
+                .into_iter()
+                .filter(|(p, _)| p != "README.md")
+                .collect())
+        }
+    }
+}
+
+fn extension_of(p: &Path) -> String {
+    p.extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "so".into())
+}
+
+/// Build the FMU in memory. Returns the zip bytes and what went into it.
+pub fn build_fmu(
+    spec: &ModelSpec,
+    model_file: &Path,
+    opts: &PackageOptions,
+) -> Result<(Vec<u8>, Packed), PackageError> {
+    let resources = collect_resources(spec, model_file)?;
+    let token = model_token(&resources);
+    let table = VariableTable::from_spec(spec);
+    let md = ModelDescription::new(
+        spec,
+        &table,
+        opts.version,
+        &token,
+        &opts.generation_date_and_time,
+        opts.capabilities,
+    );
+    let xml = md.to_xml()?;
+
+    let lib = read(&opts.library)?;
+    if !lib.starts_with(b"\x7fELF") {
+        return Err(PackageError::NotElf {
+            file: opts.library.clone(),
+        });
+    }
+    let id = &md.model_identifier;
+    let mut entries: Vec<(String, Vec<u8>)> =
+        vec![("modelDescription.xml".into(), xml.into_bytes())];
+    entries.push((
+        format!("binaries/{}/{id}.so", opts.version.linux_platform()),
+        lib,
+    ));
+    for (platform, path) in &opts.extra_binaries {
+        let bad = |reason: &str| PackageError::ExtraBinary {
+            platform: platform.clone(),
+            file: path.clone(),
+            reason: reason.into(),
+        };
+        if platform.is_empty() || platform.contains(['/', '\\']) || platform == ".." {
+            return Err(bad(
+                "the platform must be a single folder name such as x86_64-windows or win64",
+            ));
+        }
+        if platform == opts.version.linux_platform() {
+            return Err(bad("this platform's library is given by --library"));
+        }
+        let content = std::fs::read(path).map_err(|e| bad(&e.to_string()))?;
+        entries.push((
+            format!("binaries/{platform}/{id}.{}", extension_of(path)),
+            content,
+        ));
+    }
+    for (p, c) in &resources {
+        entries.push((format!("resources/{p}"), c.clone()));
+    }
+    entries.push((
+        "documentation/index.html".into(),
+        documentation_html(spec, &table, &md, &resources).into_bytes(),
+    ));
+    for (p, c) in template_files(&opts.template_dir)? {
+        if p == "documentation/index.html"
+            || p == "modelDescription.xml"
+            || p.starts_with("resources/")
+            || p.starts_with("binaries/")
+        {
+            continue; // generated; a template must not override them
+        }
+        entries.push((p, c));
+    }
+
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o644);
+    let zerr = |e: zip::result::ZipError| PackageError::Zip(e.to_string());
+    let mut names = Vec::new();
+    for (name, content) in &entries {
+        zip.start_file(name.as_str(), options).map_err(zerr)?;
+        zip.write_all(content)
+            .map_err(|e| PackageError::Zip(e.to_string()))?;
+        names.push(name.clone());
+    }
+    let bytes = zip.finish().map_err(zerr)?.into_inner();
+    Ok((
+        bytes,
+        Packed {
+            description: md,
+            entries: names,
+        },
+    ))
+}
+
+/// Build the FMU and write it to `out`.
+pub fn write_fmu(
+    spec: &ModelSpec,
+    model_file: &Path,
+    opts: &PackageOptions,
+    out: &Path,
+) -> Result<Packed, PackageError> {
+    let (bytes, packed) = build_fmu(spec, model_file, opts)?;
+    std::fs::write(out, bytes).map_err(|e| PackageError::Write {
+        file: out.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    Ok(packed)
+}
+
+/// HTML-escape text.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '&' => o.push_str("&amp;"),
+            '"' => o.push_str("&quot;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+fn start_str(s: &StartValue) -> String {
+    match s {
+        StartValue::None => String::new(),
+        StartValue::Float(x) => fmt_f64(*x),
+        StartValue::Int(i) => i.to_string(),
+    }
+}
+
+/// `documentation/index.html`: what the model is, its interface, parameters and solver options.
+pub fn documentation_html(
+    spec: &ModelSpec,
+    table: &VariableTable,
+    md: &ModelDescription,
+    resources: &[(String, Vec<u8>)],
+) -> String {
+    let mut h = String::new();
+    let name = esc(&spec.name);
+    h.push_str(&format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{name}</title>\n<style>\n\
+         body {{ font-family: sans-serif; max-width: 60em; margin: 2em auto; line-height: 1.4; }}\n\
+         table {{ border-collapse: collapse; margin-bottom: 1.5em; }}\n\
+         th, td {{ border: 1px solid #bbb; padding: 0.2em 0.6em; text-align: left; }}\n\
+         th {{ background: #eef2f8; }} code {{ font-size: 95%; }}\n</style>\n</head>\n<body>\n<h1>{name}</h1>\n"
+    ));
+    if !spec.description.is_empty() {
+        h.push_str(&format!("<p>{}</p>\n", esc(&spec.description)));
+    }
+    h.push_str(&format!(
+        "<p>FMI {} Co-Simulation FMU generated by {} on {}. Model identifier <code>{}</code>, {} <code>{}</code>.</p>\n",
+        md.fmi_version.attr(),
+        esc(&md.generation_tool),
+        esc(&md.generation_date_and_time),
+        esc(&md.model_identifier),
+        if md.fmi_version == FmiVersion::Fmi3 { "instantiation token" } else { "GUID" },
+        esc(&md.token)
+    ));
+    h.push_str(&format!(
+        "<p>A multibody model with {} bodies, {} joints, {} drivers, {} force elements and {} moving frames. \
+         The FMU integrates it with its own variable-step integrators inside each communication step.</p>\n",
+        spec.bodies.len(),
+        spec.joints.len(),
+        spec.drivers.len(),
+        spec.forces.len(),
+        spec.frames.len()
+    ));
+    let e = &spec.experiment;
+    h.push_str(&format!(
+        "<h2>Default experiment</h2>\n<p>start {} s, stop {} s, tolerance {}, communication step {} s.</p>\n",
+        fmt_f64(e.start),
+        fmt_f64(e.stop),
+        fmt_f64(e.tolerance),
+        fmt_f64(e.step)
+    ));
+
+    let row = |cells: &[String]| {
+        format!(
+            "<tr>{}</tr>\n",
+            cells
+                .iter()
+                .map(|c| format!("<td>{c}</td>"))
+                .collect::<String>()
+        )
+    };
+    let header = |cells: &[&str]| {
+        format!(
+            "<tr>{}</tr>\n",
+            cells
+                .iter()
+                .map(|c| format!("<th>{c}</th>"))
+                .collect::<String>()
+        )
+    };
+    let deps = output_dependencies(spec);
+
+    h.push_str("<h2>Inputs</h2>\n");
+    let inputs: Vec<_> = table
+        .variables
+        .iter()
+        .filter(|v| v.causality == Causality::Input)
+        .collect();
+    if inputs.is_empty() {
+        h.push_str("<p>None.</p>\n");
+    } else {
+        h.push_str("<table>\n");
+        h.push_str(&header(&[
+            "name",
+            "unit",
+            "start",
+            "value reference",
+            "description",
+        ]));
+        for v in inputs {
+            h.push_str(&row(&[
+                format!("<code>{}</code>", esc(&v.name)),
+                esc(&v.unit),
+                start_str(&v.start),
+                v.value_reference.to_string(),
+                esc(&v.description),
+            ]));
+        }
+        h.push_str("</table>\n<p>Inputs are interpolated inside a communication step when the importer provides derivatives (FMI 2) or intermediate updates (FMI 3); otherwise they are held constant.</p>\n");
+    }
+
+    h.push_str("<h2>Outputs</h2>\n");
+    let outputs: Vec<_> = table
+        .variables
+        .iter()
+        .filter(|v| v.causality == Causality::Output)
+        .collect();
+    if outputs.is_empty() {
+        h.push_str("<p>None.</p>\n");
+    } else {
+        h.push_str("<table>\n");
+        h.push_str(&header(&[
+            "name",
+            "unit",
+            "value reference",
+            "depends directly on",
+            "description",
+        ]));
+        for v in outputs {
+            let d = match v.kind {
+                VarKind::Output(i) => deps[i]
+                    .iter()
+                    .map(|&u| format!("<code>{}</code>", esc(&spec.inputs[u].name)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => String::new(),
+            };
+            h.push_str(&row(&[
+                format!("<code>{}</code>", esc(&v.name)),
+                esc(&v.unit),
+                v.value_reference.to_string(),
+                if d.is_empty() { "—".into() } else { d },
+                esc(&v.description),
+            ]));
+        }
+        h.push_str("</table>\n");
+    }
+
+    h.push_str("<h2>Parameters</h2>\n");
+    let params: Vec<_> = table
+        .variables
+        .iter()
+        .filter(|v| matches!(v.kind, VarKind::Parameter(_)))
+        .collect();
+    if params.is_empty() {
+        h.push_str("<p>None.</p>\n");
+    } else {
+        h.push_str("<table>\n");
+        h.push_str(&header(&[
+            "name",
+            "unit",
+            "start",
+            "changeable",
+            "value reference",
+            "description",
+        ]));
+        for v in params {
+            let tunable = if v.variability == super::Variability::Tunable {
+                "during simulation"
+            } else {
+                "before initialization"
+            };
+            h.push_str(&row(&[
+                format!("<code>{}</code>", esc(&v.name)),
+                esc(&v.unit),
+                start_str(&v.start),
+                tunable.into(),
+                v.value_reference.to_string(),
+                esc(&v.description),
+            ]));
+        }
+        h.push_str("</table>\n");
+    }
+
+    h.push_str("<h2>Solver options</h2>\n<p>Parameters set before initialization. The importer's tolerance, when it gives one, overrides <code>solver.rtol</code>.</p>\n<table>\n");
+    h.push_str(&header(&[
+        "name",
+        "default",
+        "value reference",
+        "description",
+    ]));
+    for v in table
+        .variables
+        .iter()
+        .filter(|v| matches!(v.kind, VarKind::Solver(_)))
+    {
+        let default = match (v.var_type, &v.start) {
+            (super::VarType::Enumeration(t), StartValue::Int(i)) => {
+                let items = t.items();
+                let chosen = items
+                    .iter()
+                    .find(|(_, x)| x == i)
+                    .map(|(n, _)| *n)
+                    .unwrap_or("?");
+                let all: Vec<String> = items.iter().map(|(n, x)| format!("{n} = {x}")).collect();
+                format!("<code>{chosen}</code> (choices: {})", esc(&all.join(", ")))
+            }
+            (_, s) => format!("{} {}", start_str(s), esc(&v.unit)),
+        };
+        h.push_str(&row(&[
+            format!("<code>{}</code>", esc(&v.name)),
+            default,
+            v.value_reference.to_string(),
+            esc(&v.description),
+        ]));
+    }
+    h.push_str("</table>\n");
+
+    h.push_str("<h2>Solver statistics</h2>\n<p>Local variables, updated at every communication point.</p>\n<table>\n");
+    h.push_str(&header(&["name", "value reference", "description"]));
+    for v in table
+        .variables
+        .iter()
+        .filter(|v| matches!(v.kind, VarKind::Stat(_)))
+    {
+        h.push_str(&row(&[
+            format!("<code>{}</code>", esc(&v.name)),
+            v.value_reference.to_string(),
+            esc(&v.description),
+        ]));
+    }
+    h.push_str("</table>\n");
+
+    if !spec.bodies.is_empty() {
+        h.push_str("<h2>Bodies</h2>\n<table>\n");
+        h.push_str(&header(&["name", "kind", "mass", "initial position (m)"]));
+        let params = spec.default_parameters();
+        for b in &spec.bodies {
+            let p = b.position;
+            h.push_str(&row(&[
+                esc(&b.name),
+                format!("{:?}", b.kind).to_lowercase(),
+                format!("{} kg", fmt_f64(b.mass.eval(&params))),
+                format!("({}, {}, {})", fmt_f64(p.x), fmt_f64(p.y), fmt_f64(p.z)),
+            ]));
+        }
+        h.push_str("</table>\n");
+    }
+
+    h.push_str("<h2>Packed model files</h2>\n<ul>\n");
+    for (p, c) in resources {
+        h.push_str(&format!(
+            "<li><code>resources/{}</code> ({} bytes)</li>\n",
+            esc(p),
+            c.len()
+        ));
+    }
+    h.push_str(
+        "</ul>\n<p>Licence: see <code>documentation/licenses/</code>.</p>\n</body>\n</html>\n",
+    );
+    h
+}

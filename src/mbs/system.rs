@@ -1,0 +1,1108 @@
+//! The multibody system in absolute coordinates: `q = (r, p)` per rigid body (centre of mass
+//! and Euler parameters, 7 coordinates with the normalization constraint `½(pᵀp − 1) = 0`),
+//! `q = r` per particle. Implements every trait of `integrate::system`.
+//!
+//! Rigid-body inertia with Euler parameters (Haug, ch. 11): `M_p = 4 Gᵀ J' G`, applied torque
+//! `2 Gᵀ n'`, gyroscopic force `−2 Gᵀ (ω' × J' ω')`, `ω' = 2 G ṗ`. `M_p` is singular along
+//! `p`; we add `c p pᵀ` (`c = 4 tr(J')/3`) so that `M` itself is regular (methods that need
+//! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
+//! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
+
+use super::kin::{eval_coord, raw_angle, Coord, CoordVal, Layout, Level, QDef, Snapshot};
+use super::math::{g_mat, skew, wrap_pi};
+use super::motion::MotionSlot;
+use super::spec::*;
+use super::inputs::InputSignals;
+use super::ModelError;
+use crate::integrate::system::{ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks};
+use crate::integrate::MechState;
+use nalgebra::{DMatrix, DVector, Matrix3, Matrix4, Vector3, Vector4};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// What assembly found: sizes, redundant rows, how far the given state was from consistent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssemblyReport {
+    pub n_coordinates: usize,
+    /// Constraint equations in the model (normalization rows included).
+    pub n_equations: usize,
+    /// Independent equations kept.
+    pub n_independent: usize,
+    /// Degrees of freedom (coordinates minus independent equations; drivers count as
+    /// equations, so a fully driven mechanism has 0).
+    pub dof: usize,
+    /// Redundant rows dropped, by label.
+    pub dropped: Vec<String>,
+    /// Largest constraint residual of the state given in the model file.
+    pub initial_residual: f64,
+    /// Largest position change made by assembly.
+    pub max_position_change: f64,
+    /// Largest velocity change made by projection.
+    pub max_velocity_change: f64,
+    /// Residual after assembly (positions).
+    pub final_residual: f64,
+}
+
+/// Who owns a constraint row (for messages, reactions and outputs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RowOwner {
+    Normalization(usize),
+    Joint(usize),
+    Driver(usize),
+}
+
+/// One scalar constraint `φ = ξ(q, t) − offset − u(t)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum RowKind {
+    Normalize { col: usize },
+    Coord { coord: Coord, offset: f64, motion: Option<usize> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Row {
+    kind: RowKind,
+    owner: RowOwner,
+    label: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct BodyData {
+    mass: f64,
+    inertia: Matrix3<f64>,
+    reg: f64,
+}
+
+/// Scalar force laws `F(ξ, ξ̇, t)`; the generalized force is `F ∇ξ`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Law {
+    /// Tension-positive spring along a length: `F = −(k(ξ − l0) + c ξ̇ + preload + act)`.
+    Spring { law: SpringLaw, free: f64, actuator: Option<usize> },
+    /// Torque `−k(θ − θ0) − c θ̇ + act`.
+    Torsion { k: f64, c: f64, free: f64, actuator: Option<usize> },
+    /// Linear spring-damper on a coordinate around its initial value: `−k(ξ − ξ0) − c ξ̇`.
+    Linear { k: f64, c: f64, rest: f64 },
+    /// Penalty contact on a separation coordinate ξ with penetration `δ = gap − ξ`.
+    Contact { gap: f64, hertz: bool, k: f64, c: f64 },
+    /// Regularized Coulomb friction on a sliding coordinate: `−μ N tanh(ξ̇/v)`.
+    Friction { mu: f64, v_reg: f64, joint: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum SpringLaw {
+    Linear { k: f64, c: f64, preload: f64 },
+    Poly { coeffs: Vec<f64>, c: f64 },
+    Table { spline: super::motion::Spline, c: f64 },
+}
+
+/// One term of a force element: a scalar coordinate and its law.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ForceTerm {
+    coord: Coord,
+    law: Law,
+    /// Index of the force element in the spec.
+    element: usize,
+}
+
+/// The multibody system. Plain data: `Clone + Serialize` (FMU state copies it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct System {
+    spec: Arc<ModelSpec>,
+    params: Vec<f64>,
+    inputs: InputSignals,
+    layout: Layout,
+    bodies: Vec<BodyData>,
+    gravity: Vector3<f64>,
+    motions: Vec<MotionSlot>,
+    /// Motion slots of the moving frames' x, y, z.
+    frame_motions: Vec<[usize; 3]>,
+    /// The time-varying motion slots: excitation `i` is slot `excitation_slots[i]`.
+    excitation_slots: Vec<usize>,
+    rows: Vec<Row>,
+    /// Rows kept after removing redundant ones (indices into `rows`).
+    active: Vec<usize>,
+    /// Rows dropped as redundant, reported once.
+    pub dropped: Vec<String>,
+    /// What the last assembly did (for `mbsfmu check` and the FMU log).
+    pub report: Option<AssemblyReport>,
+    terms: Vec<ForceTerm>,
+    /// Angle branch references, one per angle slot.
+    angle_refs: Vec<f64>,
+    /// The references at the model's initial configuration (rest angles are measured there,
+    /// whatever the current branch).
+    angle_refs0: Vec<f64>,
+    /// The angle coordinates by slot (to update references at accepted steps).
+    angle_coords: Vec<Coord>,
+    /// Per joint: the revolute angle slot or the prismatic travel coordinate.
+    joint_coords: Vec<Option<Coord>>,
+    /// Per output: its angle coordinate (rotation outputs only).
+    output_coords: Vec<Option<Coord>>,
+    /// Joint normal reaction per joint, from the last accepted step (friction).
+    joint_normal: Vec<f64>,
+    q0: Vec<f64>,
+    v0: Vec<f64>,
+    snap: Snapshot,
+    #[serde(skip)]
+    scratch_lambda: Vec<f64>,
+}
+
+fn frame_vec(body: BodyRef, f: &LocalFrame, k: usize) -> QDef {
+    QDef::Vector(body, f.axes.column(k).into_owned())
+}
+
+fn diff(b1: BodyRef, f1: &LocalFrame, b2: BodyRef, f2: &LocalFrame) -> QDef {
+    QDef::Diff { from: (b1, f1.origin), to: (b2, f2.origin) }
+}
+
+fn unit(k: usize) -> Vector3<f64> {
+    let mut e = Vector3::zeros();
+    e[k] = 1.0;
+    e
+}
+
+impl System {
+    /// Build the system with the model's default parameter values.
+    pub fn new(spec: Arc<ModelSpec>) -> Result<System, ModelError> {
+        let params = spec.default_parameters();
+        Self::with_parameters(spec, params)
+    }
+
+    pub fn with_parameters(spec: Arc<ModelSpec>, params: Vec<f64>) -> Result<System, ModelError> {
+        let kinds: Vec<BodyKind> = spec.bodies.iter().map(|b| b.kind).collect();
+        let layout = Layout::new(&kinds);
+        let starts: Vec<f64> = spec.inputs.iter().map(|i| i.start).collect();
+        let mut sys = System {
+            inputs: InputSignals::new(&starts),
+            layout,
+            params,
+            bodies: Vec::new(),
+            gravity: Vector3::zeros(),
+            motions: Vec::new(),
+            frame_motions: Vec::new(),
+            excitation_slots: Vec::new(),
+            rows: Vec::new(),
+            active: Vec::new(),
+            dropped: Vec::new(),
+            report: None,
+            terms: Vec::new(),
+            angle_refs: Vec::new(),
+            angle_refs0: Vec::new(),
+            angle_coords: Vec::new(),
+            joint_coords: Vec::new(),
+            output_coords: Vec::new(),
+            joint_normal: vec![0.0; spec.joints.len()],
+            q0: Vec::new(),
+            v0: Vec::new(),
+            snap: Snapshot::default(),
+            scratch_lambda: Vec::new(),
+            spec,
+        };
+        sys.snap.resize(sys.spec.bodies.len(), sys.spec.frames.len());
+        sys.initial_coordinates();
+        sys.build()?;
+        sys.active = (0..sys.rows.len()).collect();
+        Ok(sys)
+    }
+
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn parameters(&self) -> &[f64] {
+        &self.params
+    }
+    pub fn inputs(&self) -> &InputSignals {
+        &self.inputs
+    }
+    pub fn inputs_mut(&mut self) -> &mut InputSignals {
+        &mut self.inputs
+    }
+
+    /// Change a parameter; element data are rebuilt (the state is kept). Checks physical
+    /// validity of the values that depend on it.
+    pub fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
+        let name = &self.spec.parameters.get(i).ok_or_else(|| self.err(format!("no parameter with index {i}")))?.name;
+        if !value.is_finite() {
+            return Err(self.err(format!("parameter '{name}' = {value} is not a finite number")));
+        }
+        let old = self.params[i];
+        self.params[i] = value;
+        if let Err(e) = self.build() {
+            self.params[i] = old;
+            self.build().expect("previous parameter values were valid");
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn err(&self, message: String) -> ModelError {
+        ModelError::Assembly { file: self.spec.source_files.first().cloned().unwrap_or_default(), message }
+    }
+
+    fn initial_coordinates(&mut self) {
+        let n = self.layout.n_q;
+        let (mut q, mut v) = (vec![0.0; n], vec![0.0; n]);
+        for (b, body) in self.spec.bodies.iter().enumerate() {
+            let o = self.layout.offsets[b];
+            q[o..o + 3].copy_from_slice(body.position.as_slice());
+            v[o..o + 3].copy_from_slice(body.velocity.as_slice());
+            if self.layout.is_rigid(b) {
+                let uq = body.orientation.quaternion();
+                let p = Vector4::new(uq.w, uq.i, uq.j, uq.k);
+                // ṗ = ½ E(p)ᵀ ω for unit p.
+                let pd = 0.5 * super::math::e_mat(&p).transpose() * body.angular_velocity;
+                q[o + 3..o + 7].copy_from_slice(p.as_slice());
+                v[o + 3..o + 7].copy_from_slice(pd.as_slice());
+            }
+        }
+        self.q0 = q;
+        self.v0 = v;
+    }
+
+    /// (Re)build element data from the spec and the current parameters.
+    fn build(&mut self) -> Result<(), ModelError> {
+        let spec = self.spec.clone();
+        let pv = |s: &Scalar| s.eval(&self.params);
+        // Bodies.
+        let mut bodies = Vec::with_capacity(spec.bodies.len());
+        for b in &spec.bodies {
+            let m = pv(&b.mass);
+            if !(m > 0.0) || !m.is_finite() {
+                return Err(self.err(format!("body '{}': mass {m} must be positive", b.name)));
+            }
+            let [xx, yy, zz, xy, xz, yz] = b.inertia.map(|s| pv(&s));
+            let j = Matrix3::new(xx, xy, xz, xy, yy, yz, xz, yz, zz);
+            if b.kind == BodyKind::Rigid {
+                let ok = j.symmetric_eigenvalues().iter().all(|&e| e > 0.0);
+                if !ok {
+                    return Err(self.err(format!("body '{}': inertia tensor is not positive definite", b.name)));
+                }
+            }
+            bodies.push(BodyData { mass: m, inertia: j, reg: 4.0 * j.trace() / 3.0 });
+        }
+        let gravity = Vector3::new(pv(&spec.gravity[0]), pv(&spec.gravity[1]), pv(&spec.gravity[2]));
+        // Motion slots: keep offsets across rebuilds.
+        let old_offsets: Vec<f64> = self.motions.iter().map(|m| m.offset).collect();
+        let mut motions: Vec<MotionSlot> = Vec::new();
+        let mut add_motion = |m: &Motion| {
+            motions.push(MotionSlot::new(m));
+            motions.len() - 1
+        };
+        let frame_motions: Vec<[usize; 3]> = spec.frames.iter().map(|f| [0, 1, 2].map(|k| add_motion(&f.position[k]))).collect();
+        // Angle slots.
+        let mut angle_coords: Vec<Coord> = Vec::new();
+        let mut new_angle = |x1: QDef, y1: QDef, x2: QDef| {
+            let c = Coord::Angle { x1, y1, x2, slot: angle_coords.len() };
+            angle_coords.push(c);
+            c
+        };
+        // Constraint rows.
+        let mut rows = Vec::new();
+        for (b, _) in spec.bodies.iter().enumerate() {
+            if self.layout.is_rigid(b) {
+                rows.push(Row { kind: RowKind::Normalize { col: self.layout.offsets[b] + 3 }, owner: RowOwner::Normalization(b), label: format!("body '{}' Euler-parameter normalization", spec.bodies[b].name) });
+            }
+        }
+        let mut joint_coords = Vec::with_capacity(spec.joints.len());
+        for (ji, j) in spec.joints.iter().enumerate() {
+            let (b1, b2, f1, f2) = (j.body1, j.body2, &j.frame1, &j.frame2);
+            let d = diff(b1, f1, b2, f2);
+            let (x1, y1, z1) = (frame_vec(b1, f1, 0), frame_vec(b1, f1, 1), frame_vec(b1, f1, 2));
+            let (x2, y2, z2) = (frame_vec(b2, f2, 0), frame_vec(b2, f2, 1), frame_vec(b2, f2, 2));
+            let g = |k: usize| QDef::Vector(BodyRef::Ground, unit(k));
+            let mut coords: Vec<(Coord, f64, &str)> = Vec::new();
+            let spherical = |c: &mut Vec<(Coord, f64, &str)>| {
+                c.push((Coord::Dot(g(0), d), 0.0, "x position"));
+                c.push((Coord::Dot(g(1), d), 0.0, "y position"));
+                c.push((Coord::Dot(g(2), d), 0.0, "z position"));
+            };
+            let axis_parallel = |c: &mut Vec<(Coord, f64, &str)>| {
+                c.push((Coord::Dot(x1, z2), 0.0, "axis alignment (x1·z2)"));
+                c.push((Coord::Dot(y1, z2), 0.0, "axis alignment (y1·z2)"));
+            };
+            let mut jc = None;
+            match j.kind {
+                JointKind::Spherical => spherical(&mut coords),
+                JointKind::Revolute => {
+                    spherical(&mut coords);
+                    axis_parallel(&mut coords);
+                    jc = Some(new_angle(x1, y1, x2));
+                }
+                JointKind::Universal => {
+                    spherical(&mut coords);
+                    coords.push((Coord::Dot(z1, x2), 0.0, "cross axes perpendicular (z1·x2)"));
+                }
+                JointKind::Cylindrical | JointKind::Prismatic => {
+                    axis_parallel(&mut coords);
+                    coords.push((Coord::Dot(x1, d), 0.0, "on axis (x1·d)"));
+                    coords.push((Coord::Dot(y1, d), 0.0, "on axis (y1·d)"));
+                    if j.kind == JointKind::Prismatic {
+                        coords.push((Coord::Dot(x1, y2), 0.0, "no rotation (x1·y2)"));
+                    }
+                    jc = Some(Coord::Dot(z1, d));
+                }
+                JointKind::Fixed => {
+                    spherical(&mut coords);
+                    axis_parallel(&mut coords);
+                    coords.push((Coord::Dot(x1, y2), 0.0, "no rotation (x1·y2)"));
+                }
+                JointKind::Distance => {
+                    let l = j.length.map(|s| pv(&s)).unwrap_or(0.0);
+                    if !(l > 0.0) {
+                        return Err(self.err(format!("joint '{}': distance length {l} must be positive", j.name)));
+                    }
+                    coords.push((Coord::HalfSq(d), 0.5 * l * l, "rod length"));
+                }
+                JointKind::Planar => {
+                    coords.push((Coord::Dot(z1, d), 0.0, "in plane (z1·d)"));
+                    let rigid2 = matches!(b2, BodyRef::Body(b) if self.layout.is_rigid(b));
+                    if rigid2 {
+                        coords.push((Coord::Dot(z1, x2), 0.0, "rotation about normal only (z1·x2)"));
+                        coords.push((Coord::Dot(z1, y2), 0.0, "rotation about normal only (z1·y2)"));
+                    }
+                }
+            }
+            for (coord, offset, what) in coords {
+                rows.push(Row { kind: RowKind::Coord { coord, offset, motion: None }, owner: RowOwner::Joint(ji), label: format!("joint '{}' {}", j.name, what) });
+            }
+            joint_coords.push(jc);
+        }
+        for (di, dr) in spec.drivers.iter().enumerate() {
+            let slot = add_motion(&dr.motion);
+            let coord = match &dr.target {
+                DriverTarget::JointCoordinate(j) => joint_coords[*j]
+                    .ok_or_else(|| self.err(format!("driver '{}': joint '{}' has no coordinate to drive", dr.name, spec.joints[*j].name)))?,
+                DriverTarget::PointComponent { body, point, component } => {
+                    Coord::Dot(QDef::Vector(BodyRef::Ground, unit(*component)), QDef::Point(BodyRef::Body(*body), *point))
+                }
+            };
+            rows.push(Row { kind: RowKind::Coord { coord, offset: 0.0, motion: Some(slot) }, owner: RowOwner::Driver(di), label: format!("driver '{}'", dr.name) });
+        }
+        // Force elements.
+        let mut terms = Vec::new();
+        for (fi, f) in spec.forces.iter().enumerate() {
+            match &f.kind {
+                ForceKind::SpringDamper { body1, point1, body2, point2, free_length, law, actuator } => {
+                    let law = match law {
+                        ForceLaw::Linear { stiffness, damping, preload } => SpringLaw::Linear { k: pv(stiffness), c: pv(damping), preload: pv(preload) },
+                        ForceLaw::Polynomial { coeffs, damping } => SpringLaw::Poly { coeffs: coeffs.iter().map(&pv).collect(), c: pv(damping) },
+                        ForceLaw::Table { deflection, force, damping, .. } => SpringLaw::Table { spline: super::motion::Spline::new(deflection, force), c: pv(damping) },
+                    };
+                    let actuator = actuator.as_ref().map(&mut add_motion);
+                    let coord = Coord::Norm(QDef::Diff { from: (*body1, *point1), to: (*body2, *point2) });
+                    terms.push(ForceTerm { coord, law: Law::Spring { law, free: pv(free_length), actuator }, element: fi });
+                }
+                ForceKind::RotationalSpringDamper { body1, frame1, body2, frame2, stiffness, damping, free_angle, actuator } => {
+                    let coord = new_angle(frame_vec(*body1, frame1, 0), frame_vec(*body1, frame1, 1), frame_vec(*body2, frame2, 0));
+                    let actuator = actuator.as_ref().map(&mut add_motion);
+                    terms.push(ForceTerm { coord, law: Law::Torsion { k: pv(stiffness), c: pv(damping), free: pv(free_angle), actuator }, element: fi });
+                }
+                ForceKind::Bushing { body1, frame1, body2, frame2, stiffness, damping, rot_stiffness, rot_damping } => {
+                    let d = diff(*body1, frame1, *body2, frame2);
+                    let a1 = [0, 1, 2].map(|k| frame_vec(*body1, frame1, k));
+                    let a2 = [0, 1, 2].map(|k| frame_vec(*body2, frame2, k));
+                    for k in 0..3 {
+                        terms.push(ForceTerm { coord: Coord::Dot(a1[k], d), law: Law::Linear { k: pv(&stiffness[k]), c: pv(&damping[k]), rest: f64::NAN }, element: fi });
+                    }
+                    // Small relative rotations about frame-1 axes: θx = ½(z1·y2 − y1·z2), ...
+                    let rot = [(2, 1, 1, 2), (0, 2, 2, 0), (1, 0, 0, 1)];
+                    for (k, (a, b, c, e)) in rot.into_iter().enumerate() {
+                        let coord = Coord::Combo([(0.5, a1[a], a2[b]), (-0.5, a1[c], a2[e])]);
+                        terms.push(ForceTerm { coord, law: Law::Linear { k: pv(&rot_stiffness[k]), c: pv(&rot_damping[k]), rest: f64::NAN }, element: fi });
+                    }
+                }
+                ForceKind::Contact { geometry, law, stiffness, damping } => {
+                    let hertz = *law == ContactLaw::Hertz;
+                    let (coord, gap) = match geometry {
+                        ContactGeometry::SpherePlane { sphere_body, center, radius, plane_body, point, normal } => {
+                            (Coord::Dot(QDef::Vector(*plane_body, normal.normalize()), QDef::Diff { from: (*plane_body, *point), to: (*sphere_body, *center) }), pv(radius))
+                        }
+                        ContactGeometry::SphereSphere { body1, center1, radius1, body2, center2, radius2 } => {
+                            (Coord::Norm(QDef::Diff { from: (*body1, *center1), to: (*body2, *center2) }), pv(radius1) + pv(radius2))
+                        }
+                    };
+                    terms.push(ForceTerm { coord, law: Law::Contact { gap, hertz, k: pv(stiffness), c: pv(damping) }, element: fi });
+                }
+                ForceKind::PrismaticFriction { joint, mu, v_reg } => {
+                    let coord = joint_coords[*joint].ok_or_else(|| self.err(format!("force '{}': joint has no sliding coordinate", f.name)))?;
+                    terms.push(ForceTerm { coord, law: Law::Friction { mu: pv(mu), v_reg: pv(v_reg), joint: *joint }, element: fi });
+                }
+            }
+        }
+        // Rotation outputs: the body frame's x axis projected on the plane normal to the axis,
+        // measured from the global reference direction; continuous through the angle slots.
+        let output_coords: Vec<Option<Coord>> = spec
+            .outputs
+            .iter()
+            .map(|o| match &o.quantity {
+                OutputQuantity::Angle { body, axis } => {
+                    let a = axis.normalize();
+                    let r = if a.x.abs() < 0.9 { Vector3::x() } else { Vector3::y() };
+                    let x1 = (r - a * a.dot(&r)).normalize();
+                    let y1 = a.cross(&x1);
+                    Some(new_angle(QDef::Vector(BodyRef::Ground, x1), QDef::Vector(BodyRef::Ground, y1), QDef::Vector(BodyRef::Body(*body), x1)))
+                }
+                _ => None,
+            })
+            .collect();
+        // Keep excitation offsets (the BDF may be mid-perturbation only inside one call, but
+        // rebuilding must never silently reset a user's state).
+        for (m, o) in motions.iter_mut().zip(old_offsets) {
+            m.offset = o;
+        }
+        let first_build = self.angle_refs.is_empty() && !angle_coords.is_empty();
+        self.bodies = bodies;
+        self.gravity = gravity;
+        self.excitation_slots = (0..motions.len()).filter(|&i| motions[i].is_excitation()).collect();
+        self.motions = motions;
+        self.frame_motions = frame_motions;
+        self.rows = rows;
+        self.terms = terms;
+        self.joint_coords = joint_coords;
+        self.output_coords = output_coords;
+        self.angle_coords = angle_coords;
+        if first_build || self.angle_refs.len() != self.angle_coords.len() {
+            self.angle_refs = vec![0.0; self.angle_coords.len()];
+            self.reset_angle_refs_at(&self.q0.clone(), self.spec.experiment.start);
+            self.angle_refs0 = self.angle_refs.clone();
+        }
+        // Free lengths / angles that are relative to the initial configuration, measured on the
+        // initial branches (a rebuild after the system has turned must not shift them by 2π).
+        let q0 = self.q0.clone();
+        self.load(self.spec.experiment.start, &q0, None);
+        for i in 0..self.terms.len() {
+            let cv = eval_coord(&self.layout, &self.snap, &self.terms[i].coord, &self.angle_refs0, None, Level::Gradient);
+            match &mut self.terms[i].law {
+                Law::Linear { rest, .. } if rest.is_nan() => *rest = cv.val,
+                Law::Torsion { free, .. } => {
+                    // The initial deviation from the free angle is taken in (−π, π].
+                    let init = cv.val;
+                    *free = init - wrap_pi(init - *free);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn reset_angle_refs_at(&mut self, q: &[f64], t: f64) {
+        self.load(t, q, None);
+        for (i, c) in self.angle_coords.iter().enumerate() {
+            self.angle_refs[i] = raw_angle(&self.layout, &self.snap, c).unwrap_or(0.0);
+        }
+    }
+
+    /// Unpack the state and evaluate moving frames at `t`.
+    fn load(&mut self, t: f64, q: &[f64], v: Option<&[f64]>) {
+        self.snap.load(&self.layout, q, v);
+        for (f, slots) in self.frame_motions.iter().enumerate() {
+            let mut st = [Vector3::zeros(); 3];
+            for k in 0..3 {
+                let m = self.motions[slots[k]].eval(t, &self.params, &self.inputs);
+                for d in 0..3 {
+                    st[d][k] = m[d];
+                }
+            }
+            self.snap.frame[f] = st;
+        }
+    }
+
+    fn coord(&self, c: &Coord, v: Option<&[f64]>, level: Level) -> CoordVal {
+        eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, level)
+    }
+
+    fn motion(&self, slot: usize, t: f64) -> [f64; 3] {
+        self.motions[slot].eval(t, &self.params, &self.inputs)
+    }
+
+    // ----- constraint rows -----
+
+    /// Value, Jacobian row (via callback), Φ_t, γ of one row.
+    fn row_eval(&self, r: &Row, t: f64, v: Option<&[f64]>, q: &[f64], level: Level) -> (f64, RowGrad, f64, f64) {
+        match &r.kind {
+            RowKind::Normalize { col } => {
+                let p = Vector4::new(q[*col], q[col + 1], q[col + 2], q[col + 3]);
+                let pd = v.map_or(Vector4::zeros(), |v| Vector4::new(v[*col], v[col + 1], v[col + 2], v[col + 3]));
+                (0.5 * (p.norm_squared() - 1.0), RowGrad::Quat(*col, p), 0.0, -pd.norm_squared())
+            }
+            RowKind::Coord { coord, offset, motion } => {
+                let cv = self.coord(coord, v, level);
+                let (u, du, ddu) = motion.map_or((0.0, 0.0, 0.0), |m| {
+                    let [a, b, c] = self.motion(m, t);
+                    (a, b, c)
+                });
+                let phi = cv.val - offset - u;
+                let phi_t = cv.xi_t - du;
+                let gamma = -cv.conv + ddu;
+                (phi, RowGrad::Coord(cv), phi_t, gamma)
+            }
+        }
+    }
+
+    // ----- forces -----
+
+    /// Scalar law value and its partial derivatives `(F, ∂F/∂ξ, ∂F/∂ξ̇)`.
+    fn law(&self, law: &Law, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
+        match law {
+            Law::Spring { law, free, actuator } => {
+                let x = xi - free;
+                let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
+                let (f, df, c) = match law {
+                    SpringLaw::Linear { k, c, preload } => (k * x + preload, *k, *c),
+                    SpringLaw::Poly { coeffs, c } => {
+                        let (mut f, mut df, mut xp) = (0.0, 0.0, 1.0);
+                        for (i, a) in coeffs.iter().enumerate() {
+                            df += (i + 1) as f64 * a * xp;
+                            xp *= x;
+                            f += a * xp;
+                        }
+                        (f, df, *c)
+                    }
+                    SpringLaw::Table { spline, c } => {
+                        let [f, df, _] = spline.eval(x);
+                        (f, df, *c)
+                    }
+                };
+                // Tension T pulls the points together: generalized force −T ∇l.
+                (-(f + c * rate + act), -df, -c)
+            }
+            Law::Torsion { k, c, free, actuator } => {
+                let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
+                (-k * (xi - free) - c * rate + act, -k, -c)
+            }
+            Law::Linear { k, c, rest } => (-k * (xi - rest) - c * rate, -k, -c),
+            Law::Contact { gap, hertz, k, c } => {
+                let delta = gap - xi;
+                if delta <= 0.0 {
+                    return (0.0, 0.0, 0.0);
+                }
+                let ddelta = -rate;
+                // F pushes apart (along +∇ξ). dF/dξ = −dF/dδ, dF/dξ̇ = −dF/dδ̇.
+                let (f, f_d, f_dd) = if *hertz {
+                    let d15 = delta.powf(1.5);
+                    let dd15 = 1.5 * delta.sqrt();
+                    (k * d15 + c * d15 * ddelta, k * dd15 + c * dd15 * ddelta, c * d15)
+                } else {
+                    (k * delta + c * ddelta, *k, *c)
+                };
+                if f <= 0.0 {
+                    (0.0, 0.0, 0.0)
+                } else {
+                    (f, -f_d, -f_dd)
+                }
+            }
+            Law::Friction { mu, v_reg, joint } => {
+                let n = self.joint_normal[*joint];
+                let th = (rate / v_reg).tanh();
+                (-mu * n * th, 0.0, -mu * n * (1.0 - th * th) / v_reg)
+            }
+        }
+    }
+
+    /// Gyroscopic force of rigid body `b` and (optionally) its derivatives w.r.t. `p`, `ṗ`.
+    fn gyro(&self, b: usize) -> (Vector4<f64>, Matrix4<f64>, Matrix4<f64>) {
+        let (p, pd) = (self.snap.p[b], self.snap.pd[b]);
+        let j = &self.bodies[b].inertia;
+        let g = g_mat(&p);
+        let w = 2.0 * g * pd;
+        let jw = j * w;
+        let h = w.cross(&jw);
+        let q = -2.0 * g.transpose() * h;
+        // ∂h/∂ω = ω̃ J − (Jω)~
+        let dh = skew(&w) * j - skew(&jw);
+        let dq_dpd = -2.0 * g.transpose() * dh * (2.0 * g);
+        // ∂ω/∂p = −2 G(ṗ);  ∂(Gᵀh)/∂p|_h = columns G(e_i)ᵀ h.
+        let mut gt_h = Matrix4::zeros();
+        for i in 0..4 {
+            let mut ei = Vector4::zeros();
+            ei[i] = 1.0;
+            gt_h.set_column(i, &(g_mat(&ei).transpose() * h));
+        }
+        let dq_dp = -2.0 * gt_h - 2.0 * g.transpose() * dh * (-2.0 * g_mat(&pd));
+        (q, dq_dp, dq_dpd)
+    }
+
+    // ----- state for the co-simulation layer -----
+
+    /// Number of active (independent) constraint rows.
+    pub fn active_rows(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Labels of the active rows.
+    pub fn row_labels(&self) -> Vec<String> {
+        self.active.iter().map(|&i| self.rows[i].label.clone()).collect()
+    }
+
+    /// The consistent initial state: positions by Newton on the constraints (minimal change),
+    /// velocities by projection, or static equilibrium when the model asks for it. Detects and
+    /// drops redundant constraint rows (reported in [`System::dropped`]).
+    pub fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
+        super::assembly::initial_state(self, t0)
+    }
+
+    pub(crate) fn initial_guess(&self) -> (Vec<f64>, Vec<f64>) {
+        (self.q0.clone(), self.v0.clone())
+    }
+
+    pub(crate) fn set_active_rows(&mut self, active: Vec<usize>, dropped: Vec<String>) {
+        self.active = active;
+        self.dropped = dropped;
+    }
+
+    pub(crate) fn all_rows_count(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub(crate) fn all_row_label(&self, i: usize) -> &str {
+        &self.rows[i].label
+    }
+
+    pub(crate) fn reset_angles(&mut self, q: &[f64], t: f64) {
+        self.reset_angle_refs_at(q, t);
+    }
+
+    /// Move every angle's branch reference to the branch nearest its value at `q` (assembly
+    /// iterates; accepted integration steps do the same through `accept_step`).
+    pub(crate) fn track_angles(&mut self, q: &[f64], t: f64) {
+        self.load(t, q, None);
+        for (i, c) in self.angle_coords.iter().enumerate() {
+            if let Some(raw) = raw_angle(&self.layout, &self.snap, c) {
+                self.angle_refs[i] = super::math::unwrap_near(raw, self.angle_refs[i]);
+            }
+        }
+    }
+
+    /// Evaluate the scalar coordinate of force term `i` (for outputs and energy).
+    fn term_value(&self, i: usize, v: Option<&[f64]>) -> CoordVal {
+        self.coord(&self.terms[i].coord, v, Level::Gradient)
+    }
+}
+
+/// A row's gradient, scattered lazily.
+enum RowGrad {
+    Quat(usize, Vector4<f64>),
+    Coord(CoordVal),
+}
+
+impl RowGrad {
+    fn scatter_row(&self, row: usize, jac: &mut DMatrix<f64>) {
+        match self {
+            RowGrad::Quat(col, p) => {
+                for k in 0..4 {
+                    jac[(row, col + k)] = p[k];
+                }
+            }
+            RowGrad::Coord(cv) => {
+                for (l, g) in cv.columns() {
+                    jac[(row, g)] += cv.grad[l];
+                }
+            }
+        }
+    }
+}
+
+impl Mechanical for System {
+    fn n_q(&self) -> usize {
+        self.layout.n_q
+    }
+    fn n_c(&self) -> usize {
+        self.active.len()
+    }
+
+    fn mass_matrix(&mut self, _t: f64, q: &[f64], m: &mut DMatrix<f64>) {
+        m.fill(0.0);
+        for b in 0..self.bodies.len() {
+            let o = self.layout.offsets[b];
+            let bd = &self.bodies[b];
+            for k in 0..3 {
+                m[(o + k, o + k)] = bd.mass;
+            }
+            if self.layout.is_rigid(b) {
+                let p = Vector4::new(q[o + 3], q[o + 4], q[o + 5], q[o + 6]);
+                let g = g_mat(&p);
+                let mp = 4.0 * g.transpose() * bd.inertia * g + bd.reg * p * p.transpose();
+                m.view_mut((o + 3, o + 3), (4, 4)).copy_from(&mp);
+            }
+        }
+    }
+
+    fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]) {
+        self.load(t, q, Some(v));
+        f.fill(0.0);
+        for b in 0..self.bodies.len() {
+            let o = self.layout.offsets[b];
+            let fg = self.bodies[b].mass * self.gravity;
+            for k in 0..3 {
+                f[o + k] += fg[k];
+            }
+            if self.layout.is_rigid(b) {
+                let (qg, _, _) = self.gyro(b);
+                for k in 0..4 {
+                    f[o + 3 + k] += qg[k];
+                }
+            }
+        }
+        for i in 0..self.terms.len() {
+            let cv = self.coord(&self.terms[i].coord, Some(v), Level::Gradient);
+            let (force, _, _) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
+            if force != 0.0 {
+                for (l, g) in cv.columns() {
+                    f[g] += force * cv.grad[l];
+                }
+            }
+        }
+    }
+
+    fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
+        self.load(t, q, None);
+        for (k, &i) in self.active.iter().enumerate() {
+            phi[k] = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).0;
+        }
+    }
+
+    fn constraint_jacobian(&mut self, t: f64, q: &[f64], jac: &mut DMatrix<f64>) {
+        self.load(t, q, None);
+        jac.fill(0.0);
+        for (k, &i) in self.active.iter().enumerate() {
+            self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1.scatter_row(k, jac);
+        }
+    }
+
+    fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]) {
+        self.load(t, q, None);
+        for (k, &i) in self.active.iter().enumerate() {
+            phi_t[k] = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).2;
+        }
+    }
+
+    fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]) {
+        self.load(t, q, Some(v));
+        for (k, &i) in self.active.iter().enumerate() {
+            gamma[k] = self.row_eval(&self.rows[i], t, Some(v), q, Level::Gradient).3;
+        }
+    }
+}
+
+impl ForceJacobians for System {
+    fn force_jacobians(&mut self, t: f64, q: &[f64], v: &[f64], df_dq: &mut DMatrix<f64>, df_dv: &mut DMatrix<f64>) {
+        self.load(t, q, Some(v));
+        df_dq.fill(0.0);
+        df_dv.fill(0.0);
+        for b in 0..self.bodies.len() {
+            if self.layout.is_rigid(b) {
+                let o = self.layout.offsets[b] + 3;
+                let (_, dp, dpd) = self.gyro(b);
+                df_dq.view_mut((o, o), (4, 4)).copy_from(&dp);
+                df_dv.view_mut((o, o), (4, 4)).copy_from(&dpd);
+            }
+        }
+        for i in 0..self.terms.len() {
+            let cv = self.coord(&self.terms[i].coord, Some(v), Level::Hessian);
+            let (force, f_xi, f_rate) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
+            if force == 0.0 && f_xi == 0.0 && f_rate == 0.0 {
+                continue;
+            }
+            let vl = cv.gather(v);
+            // ∂ξ̇/∂q = ∇²ξ v + ∇ξ_t
+            let drate = cv.hess * vl + cv.grad_t;
+            let dq = cv.grad * (f_xi * cv.grad + f_rate * drate).transpose() + force * cv.hess;
+            let dv = f_rate * cv.grad * cv.grad.transpose();
+            let cols: Vec<(usize, usize)> = cv.columns().collect();
+            for &(li, gi) in &cols {
+                for &(lj, gj) in &cols {
+                    df_dq[(gi, gj)] += dq[(li, lj)];
+                    df_dv[(gi, gj)] += dv[(li, lj)];
+                }
+            }
+        }
+    }
+}
+
+impl ConstraintHessians for System {
+    fn constraint_force_jacobian(&mut self, t: f64, q: &[f64], lambda: &[f64], out: &mut DMatrix<f64>) {
+        self.load(t, q, None);
+        out.fill(0.0);
+        for (k, &i) in self.active.iter().enumerate() {
+            match &self.rows[i].kind {
+                RowKind::Normalize { col } => {
+                    for d in 0..4 {
+                        out[(col + d, col + d)] += lambda[k];
+                    }
+                }
+                RowKind::Coord { coord, .. } => {
+                    let cv = self.coord(coord, None, Level::Hessian);
+                    let cols: Vec<(usize, usize)> = cv.columns().collect();
+                    for &(li, gi) in &cols {
+                        for &(lj, gj) in &cols {
+                            out[(gi, gj)] += lambda[k] * cv.hess[(li, lj)];
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn mass_times_accel_jacobian(&mut self, _t: f64, q: &[f64], a: &[f64], out: &mut DMatrix<f64>) {
+        out.fill(0.0);
+        for b in 0..self.bodies.len() {
+            if !self.layout.is_rigid(b) {
+                continue;
+            }
+            let o = self.layout.offsets[b] + 3;
+            let p = Vector4::new(q[o], q[o + 1], q[o + 2], q[o + 3]);
+            let av = Vector4::new(a[o], a[o + 1], a[o + 2], a[o + 3]);
+            let bd = &self.bodies[b];
+            let g = g_mat(&p);
+            let w = bd.inertia * g * av;
+            // M_p a = 4 G(p)ᵀ J' G(p) a + c p pᵀ a;  ∂(G(p) a)/∂p = −G(a).
+            let mut gt_w = Matrix4::zeros();
+            for i in 0..4 {
+                let mut ei = Vector4::zeros();
+                ei[i] = 1.0;
+                gt_w.set_column(i, &(g_mat(&ei).transpose() * w));
+            }
+            let d = 4.0 * gt_w + 4.0 * g.transpose() * bd.inertia * (-g_mat(&av)) + bd.reg * (Matrix4::identity() * p.dot(&av) + p * av.transpose());
+            out.view_mut((o, o), (4, 4)).copy_from(&d);
+        }
+    }
+}
+
+impl Excitations for System {
+    fn n_excitations(&self) -> usize {
+        self.excitation_slots.len()
+    }
+    fn excitation(&mut self, t: f64, i: usize) -> f64 {
+        self.motion(self.excitation_slots[i], t)[0]
+    }
+    fn set_excitation_offset(&mut self, i: usize, delta: f64) {
+        let slot = self.excitation_slots[i];
+        self.motions[slot].offset = delta;
+    }
+}
+
+impl StepHooks for System {
+    fn accept_step(&mut self, t: f64, q: &[f64], v: &[f64], lambda: Option<&[f64]>) {
+        self.load(t, q, Some(v));
+        for (i, c) in self.angle_coords.iter().enumerate() {
+            if let Some(raw) = raw_angle(&self.layout, &self.snap, c) {
+                self.angle_refs[i] = super::math::unwrap_near(raw, self.angle_refs[i]);
+            }
+        }
+        if let Some(l) = lambda {
+            if l.len() == self.active.len() {
+                self.scratch_lambda.clear();
+                self.scratch_lambda.extend_from_slice(l);
+                self.update_joint_normals(t, q);
+            }
+        }
+    }
+}
+
+impl System {
+    /// Joint reaction force on body 2 (global) and torque about the joint point, from the
+    /// multipliers of the active rows owned by joint `j`. Uses `self.snap` (call `load` first).
+    fn joint_reaction(&self, j: usize, t: f64, q: &[f64], lambda: &[f64]) -> (Vector3<f64>, Vector3<f64>) {
+        let js = &self.spec.joints[j];
+        // Reaction on body 2; when body 2 is ground or a moving frame, minus the reaction on
+        // body 1 (the joint is massless and its frames coincide at the joint point).
+        let (b, frame, sign) = match (js.body2, js.body1) {
+            (BodyRef::Body(b2), _) => (b2, &js.frame2, 1.0),
+            (_, BodyRef::Body(b1)) => (b1, &js.frame1, -1.0),
+            _ => return (Vector3::zeros(), Vector3::zeros()),
+        };
+        let o = self.layout.offsets[b];
+        let width = if self.layout.is_rigid(b) { 7 } else { 3 };
+        let mut gen = [0.0; 7];
+        for (k, &i) in self.active.iter().enumerate() {
+            if self.rows[i].owner != RowOwner::Joint(j) {
+                continue;
+            }
+            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1 {
+                for (l, g) in cv.columns() {
+                    if g >= o && g < o + width {
+                        gen[g - o] -= lambda[k] * cv.grad[l];
+                    }
+                }
+            }
+        }
+        let force = Vector3::new(gen[0], gen[1], gen[2]);
+        if width == 3 {
+            return (sign * force, Vector3::zeros());
+        }
+        let p = self.snap.p[b];
+        // Q_p = 2 Eᵀ n  ⇒  n = ½ E Q_p (unit p); torque about the centre of mass, moved to the
+        // joint point: n_P = n − (x_P − r) × F.
+        let qp = Vector4::new(gen[3], gen[4], gen[5], gen[6]);
+        let n_cm = 0.5 * super::math::e_mat(&p) * qp;
+        let arm = self.snap.a[b] * frame.origin;
+        (sign * force, sign * (n_cm - arm.cross(&force)))
+    }
+
+    fn update_joint_normals(&mut self, t: f64, q: &[f64]) {
+        let lambda = std::mem::take(&mut self.scratch_lambda);
+        for j in 0..self.spec.joints.len() {
+            if self.spec.joints[j].kind != JointKind::Prismatic {
+                continue;
+            }
+            let (f, _) = self.joint_reaction(j, t, q, &lambda);
+            let z = match self.spec.joints[j].body1 {
+                BodyRef::Body(b1) => self.snap.a[b1] * self.spec.joints[j].frame1.axes.column(2),
+                _ => self.spec.joints[j].frame1.axes.column(2).into_owned(),
+            };
+            self.joint_normal[j] = (f - z * z.dot(&f)).norm();
+        }
+        self.scratch_lambda = lambda;
+    }
+
+    /// Accelerations and multipliers from `[M Φqᵀ; Φq 0][a; λ] = [f; γ]` (dense LU).
+    pub fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        let (nq, nc) = (self.n_q(), self.n_c());
+        let mut m = DMatrix::zeros(nq, nq);
+        let mut jac = DMatrix::zeros(nc, nq);
+        let mut f = vec![0.0; nq];
+        let mut gamma = vec![0.0; nc];
+        self.mass_matrix(t, q, &mut m);
+        self.constraint_jacobian(t, q, &mut jac);
+        self.forces(t, q, v, &mut f);
+        self.acceleration_rhs(t, q, v, &mut gamma);
+        let mut a = DMatrix::zeros(nq + nc, nq + nc);
+        a.view_mut((0, 0), (nq, nq)).copy_from(&m);
+        a.view_mut((0, nq), (nq, nc)).copy_from(&jac.transpose());
+        a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
+        let rhs = DVector::from_iterator(nq + nc, f.iter().chain(gamma.iter()).copied());
+        let x = a.lu().solve(&rhs).ok_or_else(|| self.err(format!("singular saddle-point matrix at t = {t} (dependent constraints or a body without mass)")))?;
+        Ok((x.rows(0, nq).as_slice().to_vec(), x.rows(nq, nc).as_slice().to_vec()))
+    }
+
+    pub fn n_outputs(&self) -> usize {
+        self.spec.outputs.len()
+    }
+
+    /// Evaluate every output at the state `x` (accelerations and reactions from the
+    /// saddle-point system at `x`).
+    pub fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError> {
+        let needs_dynamics = self.spec.outputs.iter().any(|o| {
+            matches!(o.quantity, OutputQuantity::Acceleration { .. } | OutputQuantity::JointForce { .. } | OutputQuantity::JointTorque { .. } | OutputQuantity::DriverForce { .. })
+        });
+        let (acc, lambda) = if needs_dynamics { self.accelerations(x.t, &x.q, &x.v)? } else { (Vec::new(), Vec::new()) };
+        self.load(x.t, &x.q, Some(&x.v));
+        let spec = self.spec.clone();
+        for (k, o) in spec.outputs.iter().enumerate() {
+            out[k] = o.scale * self.output(k, &o.quantity, x, &acc, &lambda);
+        }
+        Ok(())
+    }
+
+    fn output(&mut self, k: usize, quantity: &OutputQuantity, x: &MechState, acc: &[f64], lambda: &[f64]) -> f64 {
+        let (t, q, v) = (x.t, &x.q[..], &x.v[..]);
+        let point = |sys: &System, body: BodyRef, p: &Vector3<f64>| super::kin::eval_quantity(&sys.layout, &sys.snap, &QDef::Point(body, *p), true);
+        match quantity {
+            OutputQuantity::Position { body, point: p, component } => point(self, *body, p).x[*component],
+            OutputQuantity::Velocity { body, point: p, component } => point(self, *body, p).xd[*component],
+            OutputQuantity::Acceleration { body, point: p, component } => {
+                let e = QDef::Vector(BodyRef::Ground, unit(*component));
+                let cv = self.coord(&Coord::Dot(e, QDef::Point(*body, *p)), Some(v), Level::Gradient);
+                let al = cv.gather(acc);
+                cv.grad.dot(&al) + cv.conv
+            }
+            OutputQuantity::Angle { .. } => self.output_coords[k].map_or(f64::NAN, |c| self.coord(&c, None, Level::Gradient).val),
+            OutputQuantity::AngularVelocity { body, axis } => {
+                let o = self.layout.offsets[*body];
+                let p = Vector4::new(q[o + 3], q[o + 4], q[o + 5], q[o + 6]);
+                let pd = Vector4::new(v[o + 3], v[o + 4], v[o + 5], v[o + 6]);
+                (2.0 * super::math::e_mat(&p) * pd).dot(&axis.normalize())
+            }
+            OutputQuantity::JointCoordinate { joint } => self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).val),
+            OutputQuantity::JointRate { joint } => self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).rate),
+            OutputQuantity::JointForce { joint, component } | OutputQuantity::JointTorque { joint, component } => {
+                let (f, n) = self.joint_reaction(*joint, t, q, lambda);
+                let js = &self.spec.joints[*joint];
+                let axes = match js.body1 {
+                    BodyRef::Body(b1) => self.snap.a[b1] * js.frame1.axes,
+                    _ => js.frame1.axes,
+                };
+                let w = if matches!(quantity, OutputQuantity::JointForce { .. }) { f } else { n };
+                axes.column(*component).dot(&w)
+            }
+            OutputQuantity::DriverForce { driver } => {
+                let row = self.active.iter().position(|&i| self.rows[i].owner == RowOwner::Driver(*driver));
+                row.map_or(f64::NAN, |k| -lambda[k])
+            }
+            OutputQuantity::ElementForce { force } => self.element_force(*force, t, v),
+            OutputQuantity::ElementLength { force } => {
+                let i = self.terms.iter().position(|tm| tm.element == *force);
+                i.map_or(f64::NAN, |i| {
+                    let cv = self.term_value(i, Some(v));
+                    match self.terms[i].law {
+                        Law::Contact { gap, .. } => (gap - cv.val).max(0.0),
+                        _ => cv.val,
+                    }
+                })
+            }
+            OutputQuantity::Energy => self.energy(t, q, v),
+        }
+    }
+
+    /// Scalar force of element `e` (tension, torque or contact force; sum over bushing terms
+    /// is not meaningful, so the translational magnitude is reported there).
+    fn element_force(&self, e: usize, t: f64, v: &[f64]) -> f64 {
+        let mut vals = Vec::new();
+        for (i, tm) in self.terms.iter().enumerate() {
+            if tm.element != e {
+                continue;
+            }
+            let cv = self.term_value(i, Some(v));
+            let (f, _, _) = self.law(&tm.law, cv.val, cv.rate, t);
+            vals.push(match tm.law {
+                Law::Spring { .. } => -f,
+                _ => f,
+            });
+        }
+        match vals.len() {
+            0 => f64::NAN,
+            1 => vals[0],
+            _ => vals[..3].iter().map(|x| x * x).sum::<f64>().sqrt(),
+        }
+    }
+
+    /// Kinetic + gravitational + elastic energy.
+    pub fn energy(&mut self, t: f64, q: &[f64], v: &[f64]) -> f64 {
+        let n = self.n_q();
+        let mut m = DMatrix::zeros(n, n);
+        self.mass_matrix(t, q, &mut m);
+        let vv = DVector::from_column_slice(v);
+        let mut e = 0.5 * vv.dot(&(&m * &vv));
+        self.load(t, q, Some(v));
+        for b in 0..self.bodies.len() {
+            e -= self.bodies[b].mass * self.gravity.dot(&self.snap.r[b]);
+        }
+        for i in 0..self.terms.len() {
+            let cv = self.term_value(i, Some(v));
+            e += match &self.terms[i].law {
+                Law::Spring { law, free, .. } => {
+                    let x = cv.val - free;
+                    match law {
+                        SpringLaw::Linear { k, preload, .. } => 0.5 * k * x * x + preload * x,
+                        SpringLaw::Poly { coeffs, .. } => coeffs.iter().enumerate().map(|(i, a)| a * x.powi(i as i32 + 2) / (i as f64 + 2.0)).sum(),
+                        SpringLaw::Table { .. } => 0.0,
+                    }
+                }
+                Law::Torsion { k, free, .. } => 0.5 * k * (cv.val - free).powi(2),
+                Law::Linear { k, rest, .. } => 0.5 * k * (cv.val - rest).powi(2),
+                Law::Contact { gap, hertz, k, .. } => {
+                    let d = (gap - cv.val).max(0.0);
+                    if *hertz {
+                        0.4 * k * d.powf(2.5)
+                    } else {
+                        0.5 * k * d * d
+                    }
+                }
+                Law::Friction { .. } => 0.0,
+            };
+        }
+        e
+    }
+}
+

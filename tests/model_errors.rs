@@ -1,0 +1,582 @@
+//! The catalogue of bad model files: each mistake gives an error that names the file, the line
+//! and column (marked `§` in the model text), the element and the problem.
+
+use mbsfmu::mbs::{load_model, load_model_str, ModelError};
+use std::path::{Path, PathBuf};
+
+const FILE: &str = "bad/model.toml";
+
+/// A valid model the cases below break in one place.
+const BASE: &str = r#"[model]
+name = "m"
+gravity = [0.0, -9.81, 0.0]
+
+[[parameters]]
+name = "k"
+value = 100.0
+unit = "N/m"
+
+[[inputs]]
+name = "u"
+start = 0.0
+
+[[bodies]]
+name = "a"
+mass = 1.0
+inertia = [1.0, 1.0, 1.0]
+position = [1.0, 0.0, 0.0]
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [1.0, 1.0, 1.0]
+position = [2.0, 0.0, 0.0]
+
+[[bodies]]
+name = "p"
+type = "particle"
+mass = 1.0
+position = [3.0, 0.0, 0.0]
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "a"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "ball"
+type = "spherical"
+body1 = "a"
+body2 = "b"
+point = [1.5, 0.0, 0.0]
+
+[[drivers]]
+name = "drive"
+joint = "pivot"
+motion = { input = "u" }
+
+[[forces]]
+name = "spring"
+type = "spring_damper"
+body1 = "b"
+body2 = "p"
+stiffness = "k"
+"#;
+
+/// Remove the `§` marker; return the text and the marker's 1-based line and column.
+fn strip_marker(t: &str) -> (String, usize, usize) {
+    let at = t.find('§').unwrap_or_else(|| panic!("no § marker in\n{t}"));
+    let before = &t[..at];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (t.replacen('§', "", 1), line, col)
+}
+
+fn load_err_at(text: &str, path: &Path) -> (String, ModelError) {
+    match load_model_str(text, path) {
+        Ok(_) => panic!("expected an error for\n{text}"),
+        Err(e) => (e.to_string(), e),
+    }
+}
+
+/// The message names `FILE:line:col` at the marker, the element and the problem.
+fn expect(t: &str, element: &str, problem: &str) -> ModelError {
+    let (text, line, col) = strip_marker(t);
+    let (msg, e) = load_err_at(&text, Path::new(FILE));
+    let prefix = format!("{FILE}:{line}:{col}: ");
+    eprintln!("{msg}");
+    assert!(msg.starts_with(&prefix), "expected location {prefix}\n     got: {msg}");
+    assert!(msg.contains(element), "element {element:?} missing in: {msg}");
+    assert!(msg.contains(problem), "problem {problem:?} missing in: {msg}");
+    e
+}
+
+fn replace(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "{from}");
+    BASE.replacen(from, to, 1)
+}
+
+fn append(extra: &str) -> String {
+    format!("{BASE}\n{extra}")
+}
+
+#[test]
+fn the_base_model_is_valid() {
+    let spec = load_model_str(BASE, Path::new(FILE)).unwrap();
+    assert_eq!(spec.bodies.len(), 3);
+}
+
+// ----- TOML and schema ---------------------------------------------------------------------
+
+#[test]
+fn toml_syntax_error() {
+    let e = expect(&replace("mass = 1.0\ninertia", "mass = §\ninertia"), "", "TOML syntax error: invalid string; expected `\"`, `'`");
+    assert!(matches!(e, ModelError::Syntax { .. }), "{e:?}");
+    expect(&replace("[[joints]]\nname = \"ball\"", "[[joints]]\nname = \"ball\" §\"x\""), "", "TOML syntax error: expected newline");
+}
+
+#[test]
+fn unknown_key_in_a_body() {
+    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\n§mas = 1.0"), "bodies[1] \"b\"", "unknown key `mas`");
+}
+
+#[test]
+fn unknown_section() {
+    let e = expect(&append("[[§bodys]]\nname = \"c\"\n"), "", "unknown key `bodys`");
+    assert!(matches!(e, ModelError::Syntax { .. }));
+}
+
+#[test]
+fn wrong_type() {
+    expect(
+        &replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §true"),
+        "bodies[1] \"b\"",
+        "wrong type: boolean `true`, expected a number, a parameter name or an expression string",
+    );
+}
+
+#[test]
+fn missing_key() {
+    expect(
+        &replace("[[bodies]]\nname = \"b\"\nmass = 1.0\n", "§[[bodies]]\nname = \"b\"\n"),
+        "bodies[1] \"b\"",
+        "missing key `mass`",
+    );
+}
+
+#[test]
+fn key_that_does_not_apply_to_the_type() {
+    expect(
+        &replace("point = [0.0, 0.0, 0.0]\naxis", "point = [0.0, 0.0, 0.0]\nlength = §2.0\naxis"),
+        "joints[0] \"pivot\"",
+        "key `length` does not apply to a revolute joint (it uses: point, axis, x_axis, initial_angle, frame1, frame2)",
+    );
+}
+
+#[test]
+fn vector_with_two_components() {
+    expect(&replace("position = [2.0, 0.0, 0.0]", "position = §[2.0, 0.0]"), "bodies[1] \"b\"", "`position` needs 3 components, got 2");
+}
+
+#[test]
+fn unknown_joint_type() {
+    expect(&replace("type = \"revolute\"", "type = §\"hinge\""), "joints[0] \"pivot\"", "unknown joint type \"hinge\" (one of: revolute");
+}
+
+#[test]
+fn unknown_output_type() {
+    expect(
+        &append("[[outputs]]\nname = \"out\"\ntype = §\"speed\"\nbody = \"a\"\n"),
+        "outputs[0] \"out\"",
+        "unknown output type \"speed\"",
+    );
+}
+
+#[test]
+fn unknown_integrator() {
+    expect(&append("[solver]\nintegrator = §\"rk4\"\n"), "[solver]", "unknown integrator \"rk4\" (one of: bdf, rosenbrock_nystrom");
+}
+
+#[test]
+fn unknown_initialization() {
+    expect(
+        &replace("gravity = [0.0, -9.81, 0.0]", "gravity = [0.0, -9.81, 0.0]\ninitial = §\"steady\""),
+        "[model]",
+        "`initial` must be \"consistent\" or \"static\", got \"steady\"",
+    );
+}
+
+// ----- names ---------------------------------------------------------------------------------
+
+#[test]
+fn duplicate_body_name() {
+    expect(&replace("name = \"b\"\nmass", "name = §\"a\"\nmass"), "bodies[1] \"a\"", "duplicate name `a`: bodies and frames share one namespace");
+}
+
+#[test]
+fn body_named_ground() {
+    expect(&replace("name = \"b\"\nmass", "name = §\"ground\"\nmass"), "bodies[1] \"ground\"", "the name `ground` is reserved");
+}
+
+#[test]
+fn output_named_like_a_parameter() {
+    expect(
+        &append("[[outputs]]\nname = §\"k\"\ntype = \"energy\"\n"),
+        "outputs[0] \"k\"",
+        "duplicate name `k`: parameters[0] \"k\" has it already (parameters, inputs and outputs share one namespace)",
+    );
+}
+
+#[test]
+fn input_named_time() {
+    expect(&replace("name = \"u\"", "name = §\"time\""), "inputs[0] \"time\"", "name `time` is reserved for the independent variable");
+}
+
+#[test]
+fn reserved_solver_prefix() {
+    expect(&replace("name = \"k\"", "name = §\"solver.rtol\""), "parameters[0] \"solver.rtol\"", "the prefixes `solver.` and `stats.` are reserved");
+}
+
+#[test]
+fn invalid_name() {
+    expect(&replace("name = \"b\"\nmass", "name = §\"my body\"\nmass"), "bodies[1] \"my body\"", "name `my body` is not valid");
+}
+
+#[test]
+fn duplicate_joint_name() {
+    expect(&replace("name = \"ball\"", "name = §\"pivot\""), "joints[1] \"pivot\"", "duplicate joint name `pivot`");
+}
+
+// ----- references ------------------------------------------------------------------------------
+
+#[test]
+fn joint_names_a_body_that_does_not_exist() {
+    expect(&replace("body2 = \"b\"\npoint", "body2 = §\"c\"\npoint"), "joints[1] \"ball\"", "`body2`: no body or frame named `c`");
+}
+
+#[test]
+fn driver_names_a_joint_that_does_not_exist() {
+    expect(&replace("joint = \"pivot\"", "joint = §\"pivt\""), "drivers[0] \"drive\"", "no joint named `pivt`");
+}
+
+#[test]
+fn motion_names_an_input_that_does_not_exist() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = { input = §\"v\" }\n"),
+        "drivers[1] \"d2\"",
+        "no input named `v`",
+    );
+}
+
+#[test]
+fn expression_names_an_unknown_parameter() {
+    // The column points into the string, at the unknown name.
+    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"2*§mm\""), "bodies[1] \"b\"", "in the expression \"2*mm\": unknown name `mm` (not a parameter)");
+}
+
+#[test]
+fn expression_syntax_error() {
+    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"2*(1 + 3§\""), "bodies[1] \"b\"", "missing `)`");
+}
+
+#[test]
+fn unused_input() {
+    expect(
+        &replace("[[inputs]]\nname = \"u\"\nstart = 0.0\n", "[[inputs]]\nname = \"u\"\nstart = 0.0\n\n[[inputs]]\nname = §\"w\"\n"),
+        "inputs[1] \"w\"",
+        "this input drives nothing",
+    );
+}
+
+#[test]
+fn output_names_an_unknown_force() {
+    expect(&append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = §\"sprng\"\n"), "outputs[0] \"f\"", "no force element named `sprng`");
+}
+
+// ----- non-physical values -----------------------------------------------------------------------
+
+#[test]
+fn negative_mass() {
+    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §-1.0"), "bodies[1] \"b\"", "`mass` must be positive, got -1 kg");
+}
+
+#[test]
+fn mass_parameter_with_zero_default() {
+    let t = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §\"m_b\"");
+    let t = t.replace("[[inputs]]", "[[parameters]]\nname = \"m_b\"\nvalue = 0.0\n\n[[inputs]]");
+    expect(&t, "bodies[1] \"b\"", "`mass` must be positive, got 0 kg");
+}
+
+#[test]
+fn inertia_not_positive_definite() {
+    expect(&replace("inertia = [1.0, 1.0, 1.0]\nposition = [2.0", "inertia = §[1.0, -1.0, 1.0]\nposition = [2.0"), "bodies[1] \"b\"", "inertia is not positive definite");
+}
+
+#[test]
+fn full_inertia_not_positive_definite() {
+    expect(
+        &replace("inertia = [1.0, 1.0, 1.0]\nposition = [2.0", "inertia = §{ xx = 1.0, yy = 1.0, zz = 1.0, xy = 2.0 }\nposition = [2.0"),
+        "bodies[1] \"b\"",
+        "inertia is not positive definite (principal moments -1, 1, 3 kg m^2)",
+    );
+}
+
+#[test]
+fn inertia_violates_triangle_inequality() {
+    expect(
+        &replace("inertia = [1.0, 1.0, 1.0]\nposition = [2.0", "inertia = §[1.0, 1.0, 3.0]\nposition = [2.0"),
+        "bodies[1] \"b\"",
+        "inertia violates the triangle inequality: the largest principal moment 3 exceeds the sum of the others (1 + 1)",
+    );
+}
+
+#[test]
+fn quaternion_not_unit() {
+    expect(
+        &replace("position = [2.0, 0.0, 0.0]", "position = [2.0, 0.0, 0.0]\norientation = §[1.0, 0.0, 0.0, 1.0]"),
+        "bodies[1] \"b\"",
+        "`orientation` quaternion must have unit length",
+    );
+}
+
+#[test]
+fn zero_length_axis() {
+    expect(&replace("axis = [0.0, 0.0, 1.0]", "axis = §[0.0, 0.0, 0.0]"), "joints[0] \"pivot\"", "`axis` has zero length");
+}
+
+#[test]
+fn x_axis_not_perpendicular() {
+    expect(
+        &replace("axis = [0.0, 0.0, 1.0]", "axis = [0.0, 0.0, 1.0]\nx_axis = §[1.0, 0.0, 1.0]"),
+        "joints[0] \"pivot\"",
+        "`x_axis` must be perpendicular to `axis` (they are 45.0000° apart)",
+    );
+}
+
+#[test]
+fn universal_axis2_not_perpendicular() {
+    let t = replace("type = \"spherical\"", "type = \"universal\"").replace(
+        "point = [1.5, 0.0, 0.0]",
+        "point = [1.5, 0.0, 0.0]\naxis = [0.0, 0.0, 1.0]\naxis2 = §[0.0, 0.1, 1.0]",
+    );
+    expect(&t, "joints[1] \"ball\"", "`axis2` must be perpendicular to `axis`");
+}
+
+#[test]
+fn negative_stiffness() {
+    let t = replace("stiffness = \"k\"", "stiffness = \"k\"").replace("value = 100.0", "value = §-100.0");
+    // The parameter's value is fine on its own; the spring that uses it is not.
+    let (text, _, _) = strip_marker(&t);
+    let msg = load_model_str(&text, Path::new(FILE)).unwrap_err().to_string();
+    let line = text.lines().position(|l| l == "stiffness = \"k\"").unwrap() + 1;
+    assert!(msg.starts_with(&format!("{FILE}:{line}:13: ")), "{msg}");
+    assert!(msg.contains("forces[0] \"spring\": `stiffness` must not be negative, got -100 N/m"), "{msg}");
+}
+
+#[test]
+fn negative_damping() {
+    expect(
+        &append("[[forces]]\nname = \"rs\"\ntype = \"rotational_spring_damper\"\njoint = \"pivot\"\nstiffness = 1.0\ndamping = §-0.5\n"),
+        "forces[1] \"rs\"",
+        "`damping` must not be negative, got -0.5 N m s/rad",
+    );
+}
+
+#[test]
+fn negative_contact_radius() {
+    expect(
+        &append("[[forces]]\nname = \"c\"\ntype = \"contact\"\ngeometry = \"sphere_plane\"\nsphere = \"p\"\nradius = §-0.1\nnormal = [0.0, 1.0, 0.0]\nstiffness = 1e5\n"),
+        "forces[1] \"c\"",
+        "`radius` must be positive, got -0.1 m",
+    );
+}
+
+#[test]
+fn negative_rod_length() {
+    expect(
+        &append("[[joints]]\nname = \"rod\"\ntype = \"distance\"\nbody1 = \"b\"\nbody2 = \"p\"\npoint1 = [2.0, 0.0, 0.0]\npoint2 = [3.0, 0.0, 0.0]\nlength = §-1.0\n"),
+        "joints[2] \"rod\"",
+        "`length` must be positive, got -1 m",
+    );
+}
+
+#[test]
+fn revolute_joint_on_a_particle() {
+    expect(
+        &append("[[joints]]\nname = \"hinge\"\ntype = \"revolute\"\nbody1 = \"b\"\nbody2 = §\"p\"\npoint = [3.0, 0.0, 0.0]\naxis = [0.0, 0.0, 1.0]\n"),
+        "joints[2] \"hinge\"",
+        "body `p` is a particle (no orientation), but a revolute joint needs a rigid body",
+    );
+}
+
+#[test]
+fn inertia_on_a_particle() {
+    expect(
+        &replace("type = \"particle\"\nmass = 1.0\n", "type = \"particle\"\nmass = 1.0\ninertia = §[1.0, 1.0, 1.0]\n"),
+        "bodies[2] \"p\"",
+        "a particle has no `inertia`",
+    );
+}
+
+#[test]
+fn joint_connecting_a_body_to_itself() {
+    expect(&replace("body2 = \"b\"\npoint", "body2 = §\"a\"\npoint"), "joints[1] \"ball\"", "connects body `a` to itself");
+}
+
+#[test]
+fn joint_between_two_ground_points() {
+    expect(&replace("body2 = \"a\"\npoint = [0.0", "body2 = §\"ground\"\npoint = [0.0"), "joints[0] \"pivot\"", "connects ground to itself");
+}
+
+#[test]
+fn joint_between_a_moving_frame_and_ground() {
+    expect(
+        &append("[[frames]]\nname = \"base\"\nposition = [0.0, \"u\", 0.0]\n\n[[joints]]\nname = \"j\"\ntype = \"fixed\"\nbody1 = \"ground\"\nbody2 = §\"base\"\npoint = [0.0, 0.0, 0.0]\n"),
+        "joints[2] \"j\"",
+        "connects ground to frame `base`: at least one end must be a body",
+    );
+}
+
+#[test]
+fn missing_joint_axis() {
+    expect(&replace("[[joints]]\nname = \"pivot\"", "§[[joints]]\nname = \"pivot\"").replace("axis = [0.0, 0.0, 1.0]\n", ""), "joints[0] \"pivot\"", "missing key `axis` (a revolute joint needs it)");
+}
+
+// ----- drivers, forces, motions ----------------------------------------------------------------
+
+#[test]
+fn driver_on_a_joint_without_a_coordinate() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\njoint = §\"ball\"\nmotion = 0.0\n"),
+        "drivers[1] \"d2\"",
+        "joint `ball` is a spherical joint, which has no coordinate to drive",
+    );
+}
+
+#[test]
+fn driver_with_joint_and_body() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\njoint = \"pivot\"\nbody = §\"p\"\nmotion = 0.0\n"),
+        "drivers[1] \"d2\"",
+        "give either `joint` (joint coordinate) or `body` (point component), not both",
+    );
+}
+
+#[test]
+fn point_driver_on_ground() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\nbody = §\"ground\"\ncomponent = \"x\"\nmotion = 0.0\n"),
+        "drivers[1] \"d2\"",
+        "a point driver needs a body, not ground",
+    );
+}
+
+#[test]
+fn friction_on_a_revolute_joint() {
+    expect(
+        &append("[[forces]]\nname = \"fr\"\ntype = \"prismatic_friction\"\njoint = §\"pivot\"\nmu = 0.2\n"),
+        "forces[1] \"fr\"",
+        "joint `pivot` is a revolute joint; prismatic_friction needs a prismatic joint",
+    );
+}
+
+#[test]
+fn smooth_step_with_zero_duration() {
+    expect(
+        &replace("motion = { input = \"u\" }", "motion = { type = \"smooth_step\", final = 1.0, duration = §0.0 }\n\n[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = \"u\""),
+        "drivers[0] \"drive\"",
+        "`duration` must be positive, got 0 s",
+    );
+}
+
+#[test]
+fn unknown_motion_type() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = { type = §\"cosine\", amplitude = 1.0 }\n"),
+        "drivers[1] \"d2\"",
+        "unknown motion type `cosine`",
+    );
+}
+
+#[test]
+fn output_coordinate_of_a_spherical_joint() {
+    expect(
+        &append("[[outputs]]\nname = \"q\"\ntype = \"joint_coordinate\"\njoint = §\"ball\"\n"),
+        "outputs[0] \"q\"",
+        "joint `ball` is a spherical joint, which has no joint coordinate",
+    );
+}
+
+#[test]
+fn tunable_mass_parameter() {
+    let t = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"m_b\"")
+        .replace("[[inputs]]", "[[parameters]]\nname = \"m_b\"\nvalue = 2.0\ntunable = §true\n\n[[inputs]]");
+    expect(&t, "parameters[1] \"m_b\"", "cannot be tunable: it is used in bodies[1] \"b\" `mass`, which is fixed after initialization");
+}
+
+// ----- experiment ----------------------------------------------------------------------------------
+
+#[test]
+fn experiment_stop_before_start() {
+    expect(&append("[experiment]\nstart = 1.0\nstop = §0.5\n"), "[experiment]", "`stop` (0.5) must be after `start` (1)");
+}
+
+#[test]
+fn experiment_tolerance_not_positive() {
+    expect(&append("[experiment]\ntolerance = §0.0\n"), "[experiment]", "`tolerance` must be positive, got 0");
+}
+
+// ----- table files -----------------------------------------------------------------------------------
+
+fn table_dir(name: &str, csv: Option<&str>) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mbsfmu-model-errors-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Some(csv) = csv {
+        std::fs::write(dir.join("profile.csv"), csv).unwrap();
+    }
+    dir
+}
+
+fn table_case(name: &str, csv: Option<&str>, problem: &str) {
+    let dir = table_dir(name, csv);
+    let path = dir.join("model.toml");
+    let t = append("[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = { table = §\"profile.csv\" }\n");
+    let (text, line, col) = strip_marker(&t);
+    let (msg, _) = load_err_at(&text, &path);
+    let prefix = format!("{}:{line}:{col}: drivers[1] \"d2\": table file `{}`: ", path.display(), dir.join("profile.csv").display());
+    assert!(msg.starts_with(&prefix), "expected {prefix}\n     got {msg}");
+    assert!(msg.contains(problem), "{problem:?} missing in {msg}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn table_file_missing() {
+    table_case("missing", None, "cannot read the table file");
+}
+
+#[test]
+fn table_not_increasing() {
+    table_case("order", Some("t,z\n0,0\n1,0.1\n0.5,0.2\n"), "line 4: the first column must be strictly increasing (0.5 follows 1)");
+}
+
+#[test]
+fn table_not_numeric() {
+    table_case("text", Some("t,z\n0,0\n1,ten\n"), "line 3: column 2: `ten` is not a finite number");
+}
+
+#[test]
+fn table_too_short() {
+    table_case("short", Some("t,z\n0,0\n"), "1 data rows, at least 2 are needed");
+}
+
+#[test]
+fn good_table_is_recorded_as_a_source_file() {
+    let dir = table_dir("good", Some("t,z\n0,0\n1,0.1\n"));
+    let path = dir.join("model.toml");
+    let text = append("[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = { table = \"profile.csv\" }\n");
+    let spec = load_model_str(&text, &path).unwrap();
+    assert_eq!(spec.source_files, vec![path.clone(), dir.join("profile.csv")]);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+// ----- every message starts with the file ---------------------------------------------------------
+
+#[test]
+fn every_message_starts_with_the_file_path() {
+    let cases = [
+        "not toml at all [",
+        "[model]\nname = \"x\"\n",
+        "[model]\nname = \"x\"\ngravity = [0, 0, 0]\n[[bodies]]\nname = \"a\"\nmass = 0\nposition = [0, 0, 0]\ninertia = [1, 1, 1]\n",
+        "",
+    ];
+    for c in cases {
+        let msg = load_model_str(c, Path::new(FILE)).unwrap_err().to_string();
+        assert!(msg.starts_with(&format!("{FILE}:")), "{msg}");
+    }
+    let missing = Path::new("no/such/model.toml");
+    let msg = load_model(missing).unwrap_err().to_string();
+    assert!(msg.starts_with("no/such/model.toml: cannot read the model file"), "{msg}");
+}

@@ -1,0 +1,308 @@
+//! Every model in `models/` loads, and the resolved values are checked against hand
+//! computation (masses, inertias, joint frames, initial joint angles).
+
+use mbsfmu::mbs::spec::*;
+use mbsfmu::mbs::{load_model, ModelSpec};
+use nalgebra::{Matrix3, Vector3};
+use std::f64::consts::PI;
+use std::path::{Path, PathBuf};
+
+fn models_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
+}
+
+fn load(name: &str) -> ModelSpec {
+    let path = models_dir().join(name);
+    load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn c(s: Scalar, spec: &ModelSpec) -> f64 {
+    s.eval(&spec.default_parameters())
+}
+
+/// Position and rotation of a reference at the initial configuration (frames at t0 with inputs
+/// at their start values; the models here only use inputs and constants in frames).
+fn pose(spec: &ModelSpec, b: BodyRef) -> (Vector3<f64>, Matrix3<f64>) {
+    match b {
+        BodyRef::Ground => (Vector3::zeros(), Matrix3::identity()),
+        BodyRef::Frame(i) => {
+            let p: Vec<f64> = spec.frames[i]
+                .position
+                .iter()
+                .map(|m| match m {
+                    Motion::Input(k) => spec.inputs[*k].start,
+                    Motion::Constant(s) => c(*s, spec),
+                    other => panic!("frame motion {other:?} not expected in the gallery"),
+                })
+                .collect();
+            (Vector3::new(p[0], p[1], p[2]), Matrix3::identity())
+        }
+        BodyRef::Body(i) => {
+            let b = &spec.bodies[i];
+            (b.position, b.orientation.to_rotation_matrix().into_inner())
+        }
+    }
+}
+
+fn global(spec: &ModelSpec, b: BodyRef, f: &LocalFrame) -> (Vector3<f64>, Matrix3<f64>) {
+    let (r, a) = pose(spec, b);
+    (r + a * f.origin, a * f.axes)
+}
+
+/// Angle of frame 2's x axis relative to frame 1's about frame 1's z (the revolute coordinate).
+fn frame_angle(f1: &Matrix3<f64>, f2: &Matrix3<f64>) -> f64 {
+    let x1 = f1.column(0);
+    let z1 = f1.column(2);
+    let x2 = f2.column(0);
+    x1.cross(&x2).dot(&z1).atan2(x1.dot(&x2))
+}
+
+fn joint<'a>(spec: &'a ModelSpec, name: &str) -> &'a JointSpec {
+    spec.joints.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("no joint {name}"))
+}
+
+fn body<'a>(spec: &'a ModelSpec, name: &str) -> &'a BodySpec {
+    spec.bodies.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("no body {name}"))
+}
+
+fn names<T>(v: &[T], f: impl Fn(&T) -> &str) -> Vec<String> {
+    v.iter().map(|x| f(x).to_string()).collect()
+}
+
+/// Frames are orthonormal and right-handed; joint frames coincide at the initial configuration
+/// (distance joints: their ends are `length` apart).
+fn check_frames(spec: &ModelSpec) {
+    for j in &spec.joints {
+        for f in [&j.frame1, &j.frame2] {
+            assert!((f.axes.transpose() * f.axes - Matrix3::identity()).norm() < 1e-12, "{}", j.name);
+            assert!((f.axes.determinant() - 1.0).abs() < 1e-12, "{}", j.name);
+        }
+        let (p1, a1) = global(spec, j.body1, &j.frame1);
+        let (p2, a2) = global(spec, j.body2, &j.frame2);
+        if j.kind == JointKind::Distance {
+            let l = c(j.length.expect("distance joint has a length"), spec);
+            assert!(((p2 - p1).norm() - l).abs() < 1e-12, "{}", j.name);
+        } else {
+            assert!((p2 - p1).norm() < 1e-12, "{}: origins differ {p1} {p2}", j.name);
+            assert!((a1.column(2) - a2.column(2)).norm() < 1e-12, "{}: z axes differ", j.name);
+            if j.kind != JointKind::Revolute {
+                assert!((a1 - a2).norm() < 1e-12, "{}: frames differ", j.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_model_in_the_gallery_loads() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(models_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) == Some("toml") {
+            let spec = load_model(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(spec.source_files[0], path);
+            assert_eq!(format!("{}.toml", spec.name), path.file_name().unwrap().to_str().unwrap());
+            check_frames(&spec);
+            n += 1;
+        }
+    }
+    assert_eq!(n, 7, "the seven benchmark models");
+}
+
+#[test]
+fn pendulum_chain() {
+    let s = load("pendulum_chain.toml");
+    assert_eq!(names(&s.inputs, |i| &i.name), ["susp_x", "susp_y"]);
+    assert_eq!((s.inputs[0].start, s.inputs[1].start), (2.0, 0.0));
+    assert_eq!(names(&s.outputs, |o| &o.name), ["tip_x", "tip_y"]);
+    assert_eq!(s.bodies.len(), 16);
+    assert!(s.bodies.iter().all(|b| b.kind == BodyKind::Particle && c(b.mass, &s) == 1.0));
+    assert_eq!(s.frames[0].position, [Motion::Input(0), Motion::Input(1), Motion::Constant(Scalar::Const(0.0))]);
+    let rods: Vec<_> = s.joints.iter().filter(|j| j.kind == JointKind::Distance).collect();
+    let planes: Vec<_> = s.joints.iter().filter(|j| j.kind == JointKind::Planar).collect();
+    assert_eq!((rods.len(), planes.len()), (16, 16));
+    // The first rod hangs from the suspension frame at its origin.
+    assert_eq!(rods[0].body1, BodyRef::Frame(0));
+    assert!(rods[0].frame1.origin.norm() < 1e-15);
+    assert!(rods.iter().all(|r| r.length == Some(Scalar::Const(1.0))));
+    assert_eq!(s.bodies[15].position, Vector3::new(2.0, -16.0, 0.0));
+    assert_eq!(s.outputs[1].quantity, OutputQuantity::Position { body: BodyRef::Body(15), point: Vector3::zeros(), component: 1 });
+    assert_eq!(s.gravity.map(|g| c(g, &s)), [0.0, -9.81, 0.0]);
+    assert_eq!(s.experiment.stop, 200.0);
+}
+
+#[test]
+fn double_pendulum_bar2_frame_and_prestressed_spring() {
+    let s = load("double_pendulum_stiff.toml");
+    assert_eq!(names(&s.outputs, |o| &o.name), ["theta1", "theta2", "omega1"]);
+    let b2 = body(&s, "bar2");
+    // Paper 000: centre (3.4488887, -0.388228), velocity (3.8822857, 14.4888887) (its last
+    // digits of ẏ are off: 10 * 1.5 cos(π/12) = 14.4888873).
+    assert!((b2.position - Vector3::new(3.4488887, -0.388228, 0.0)).norm() < 1e-6);
+    assert!((b2.velocity - Vector3::new(3.8822857, 14.4888887, 0.0)).norm() < 2e-6);
+    let pin_velocity = b2.velocity + b2.angular_velocity.cross(&(Vector3::new(2.0, 0.0, 0.0) - b2.position));
+    assert!(pin_velocity.norm() < 1e-12, "consistent with bar 1 at rest");
+    assert!((b2.orientation.angle() - PI / 12.0).abs() < 1e-12); // 23π/12 ≡ −π/12
+    assert_eq!(c(b2.inertia[2], &s), 0.225);
+    let elbow = joint(&s, "elbow");
+    // Bar 2's joint frame is its own body frame: θ measures bar 2 relative to bar 1.
+    assert!((elbow.frame2.axes - Matrix3::identity()).norm() < 1e-12);
+    assert!((elbow.frame2.origin - Vector3::new(-1.5, 0.0, 0.0)).norm() < 1e-12);
+    assert!((elbow.frame1.origin - Vector3::new(1.0, 0.0, 0.0)).norm() < 1e-12);
+    let (_, f1) = global(&s, elbow.body1, &elbow.frame1);
+    let (_, f2) = global(&s, elbow.body2, &elbow.frame2);
+    assert!((frame_angle(&f1, &f2) + PI / 12.0).abs() < 1e-12, "initial elbow angle −π/12");
+    let shoulder = joint(&s, "shoulder");
+    let (_, g1) = global(&s, shoulder.body1, &shoulder.frame1);
+    let (_, g2) = global(&s, shoulder.body2, &shoulder.frame2);
+    assert!(frame_angle(&g1, &g2).abs() < 1e-12);
+    // The springs take the joints' frames; the stiff one starts π/12 from its free angle.
+    match &s.forces[1].kind {
+        ForceKind::RotationalSpringDamper { frame1, frame2, stiffness, damping, free_angle, .. } => {
+            assert_eq!((frame1, frame2), (&elbow.frame1, &elbow.frame2));
+            assert_eq!((c(*stiffness, &s), c(*damping, &s), c(*free_angle, &s)), (3e5, 5e4, 0.0));
+        }
+        k => panic!("{k:?}"),
+    }
+    match &s.forces[0].kind {
+        ForceKind::RotationalSpringDamper { free_angle, stiffness, .. } => {
+            assert_eq!(c(*free_angle, &s), 3.0 * PI / 2.0);
+            assert_eq!(*stiffness, Scalar::Param(0));
+        }
+        k => panic!("{k:?}"),
+    }
+    // Stiffness and damping parameters are tunable by default.
+    assert!(s.parameters.iter().all(|p| p.tunable));
+}
+
+#[test]
+fn slider_crank() {
+    let s = load("slider_crank.toml");
+    assert_eq!(names(&s.inputs, |i| &i.name), ["crank_angle"]);
+    assert_eq!(names(&s.outputs, |o| &o.name), ["slider_x", "crank_torque"]);
+    let pivot = joint(&s, "crank_pivot");
+    // initial_angle = 0: the joint coordinate is the crank's angle from +x although the crank
+    // body is rotated by −π/2 (its long axis is body y).
+    let (_, f1) = global(&s, pivot.body1, &pivot.frame1);
+    let (_, f2) = global(&s, pivot.body2, &pivot.frame2);
+    assert!(frame_angle(&f1, &f2).abs() < 1e-12);
+    // Frame 2's x axis points along the crank (body y): crank direction = A_crank * e_y = +x.
+    assert!((pivot.frame2.axes.column(0) - Vector3::y()).norm() < 1e-12);
+    assert_eq!(s.drivers[0].target, DriverTarget::JointCoordinate(0));
+    assert_eq!(s.drivers[0].motion, Motion::Input(0));
+    assert_eq!(s.outputs[1].unit, "N.m");
+    assert_eq!(s.outputs[1].quantity, OutputQuantity::DriverForce { driver: 0 });
+    match s.forces[0].kind {
+        ForceKind::PrismaticFriction { joint, mu, v_reg } => {
+            assert_eq!(s.joints[joint].name, "slide");
+            assert_eq!(mu, Scalar::Param(0));
+            assert_eq!(v_reg, Scalar::Const(1e-3));
+        }
+        ref k => panic!("{k:?}"),
+    }
+    assert!(s.parameters[0].tunable, "friction is tunable");
+    assert_eq!(body(&s, "rod").inertia.map(|x| c(x, &s)), [4e-3, 4e-4, 4e-3, 0.0, 0.0, 0.0]);
+    // Crank pin: crank and rod have the same orientation, so the pin angle starts at 0.
+    let pin = joint(&s, "crank_pin");
+    assert!((pin.frame1.axes - pin.frame2.axes).norm() < 1e-12);
+}
+
+#[test]
+fn four_link_mass_properties_and_geometry() {
+    let s = load("four_link.toml");
+    assert_eq!(names(&s.inputs, |i| &i.name), ["rotor_angle"]);
+    assert_eq!(names(&s.outputs, |o| &o.name), ["rocker_angle", "rotor_torque"]);
+    let rho = 1500.0;
+    let m_rotor = rho * PI * 4.0 * 0.1;
+    let rotor = body(&s, "rotor");
+    assert!((c(rotor.mass, &s) - m_rotor).abs() < 1e-9);
+    assert!((c(rotor.mass, &s) - 1884.9555921538758).abs() < 1e-9);
+    let i = rotor.inertia.map(|x| c(x, &s));
+    assert!((i[2] - m_rotor * 4.0 / 2.0).abs() < 1e-9);
+    assert!((i[0] - m_rotor * (3.0 * 4.0 + 0.01) / 12.0).abs() < 1e-9);
+    let coupler = body(&s, "coupler");
+    assert!((c(coupler.mass, &s) - 183.0).abs() < 1e-12);
+    let ic = coupler.inertia.map(|x| c(x, &s));
+    assert!((ic[0] - 0.305).abs() < 1e-12 && (ic[1] - 2269.9625).abs() < 1e-9 && ic[1] == ic[2]);
+    let rocker = body(&s, "rocker");
+    assert!((c(rocker.mass, &s) - 111.0).abs() < 1e-12);
+    assert!((c(rocker.inertia[2], &s) - 506.6225).abs() < 1e-9);
+    // Rocker end B from the two circle equations, independent of the file's expressions.
+    let bx: f64 = (12.2f64.powi(2) - 7.4f64.powi(2) + 100.0 - 4.0) / 16.0;
+    let by = (7.4f64.powi(2) - (bx - 10.0).powi(2)).sqrt();
+    let pin = joint(&s, "rocker_pin");
+    let (p, _) = global(&s, pin.body1, &pin.frame1);
+    assert!((p - Vector3::new(bx, by, 0.0)).norm() < 1e-12);
+    assert!(((p - Vector3::new(2.0, 0.0, 0.0)).norm() - 12.2).abs() < 1e-12);
+    // The rocker pivot's coordinate starts at the rocker's angle from +x.
+    let piv = joint(&s, "rocker_pivot");
+    let (_, f1) = global(&s, piv.body1, &piv.frame1);
+    let (_, f2) = global(&s, piv.body2, &piv.frame2);
+    assert!((frame_angle(&f1, &f2) - by.atan2(bx - 10.0)).abs() < 1e-12);
+    // The coupler's body x axis points from A to B.
+    let ax = coupler.orientation * Vector3::x();
+    assert!((ax - (Vector3::new(bx, by, 0.0) - Vector3::new(2.0, 0.0, 0.0)) / 12.2).norm() < 1e-12);
+}
+
+#[test]
+fn quarter_car_rig() {
+    let s = load("quarter_car_rig.toml");
+    assert_eq!(names(&s.inputs, |i| &i.name), ["stamp_z"]);
+    assert_eq!(names(&s.outputs, |o| &o.name), ["chassis_z", "wheel_z", "tire_force", "stamp_force"]);
+    assert_eq!(s.initialization, Initialization::Static);
+    assert_eq!(s.gravity.map(|g| c(g, &s)), [0.0, 0.0, -9.81]);
+    let tire = &s.outputs[2];
+    assert_eq!((tire.scale, tire.unit.as_str()), (-1.0, "N"));
+    assert_eq!(s.outputs[3].unit, "N");
+    match &s.forces[1].kind {
+        ForceKind::SpringDamper { body1, point1, body2, point2, free_length, law, actuator } => {
+            assert_eq!((*body1, *body2), (BodyRef::Body(2), BodyRef::Body(1)));
+            assert!(point1.norm() < 1e-15 && point2.norm() < 1e-15);
+            assert_eq!(c(*free_length, &s), 0.3);
+            assert_eq!(*law, ForceLaw::Linear { stiffness: Scalar::Param(2), damping: Scalar::Const(0.0), preload: Scalar::Const(0.0) });
+            assert!(actuator.is_none());
+        }
+        k => panic!("{k:?}"),
+    }
+    // The wheel's guide is on the chassis: frame on the chassis 0.5 below its centre.
+    let g = joint(&s, "wheel_guide");
+    assert!((g.frame1.origin - Vector3::new(0.0, 0.0, -0.5)).norm() < 1e-12);
+    assert!(s.parameters.iter().all(|p| p.tunable));
+}
+
+#[test]
+fn bouncing_balls() {
+    let s = load("bouncing_balls.toml");
+    assert!(s.inputs.is_empty());
+    assert_eq!(names(&s.outputs, |o| &o.name), ["y1", "y2", "energy"]);
+    assert_eq!(s.outputs[2].quantity, OutputQuantity::Energy);
+    assert_eq!(s.outputs[2].unit, "J");
+    assert_eq!(body(&s, "ball1").position.y, 1.0);
+    assert_eq!(body(&s, "ball2").position.y, 0.5);
+    assert!((c(body(&s, "ball1").inertia[0], &s) - 0.004).abs() < 1e-15);
+    match &s.forces[1].kind {
+        ForceKind::Contact { geometry: ContactGeometry::SpherePlane { sphere_body, center, radius, plane_body, normal, .. }, law, stiffness, damping } => {
+            assert_eq!((*sphere_body, *plane_body), (BodyRef::Body(1), BodyRef::Ground));
+            assert!(center.norm() < 1e-15);
+            assert_eq!(c(*radius, &s), 0.1);
+            assert_eq!(*normal, Vector3::y());
+            assert_eq!((*law, c(*stiffness, &s), c(*damping, &s)), (ContactLaw::Linear, 1e5, 0.0));
+        }
+        k => panic!("{k:?}"),
+    }
+}
+
+#[test]
+fn spherical_chain() {
+    let s = load("spherical_chain.toml");
+    assert_eq!(names(&s.outputs, |o| &o.name), ["tip_x", "tip_y", "tip_z"]);
+    let g = Vector3::from(s.gravity.map(|g| c(g, &s)));
+    assert!((g.norm() - 9.81).abs() < 1e-12);
+    assert!((g.normalize() - Vector3::new(0.3, -1.0, 0.2).normalize()).norm() < 1e-12);
+    assert_eq!(s.bodies.len(), 8);
+    assert!(s.joints.iter().all(|j| j.kind == JointKind::Spherical));
+    assert_eq!(s.outputs[0].quantity, OutputQuantity::Position { body: BodyRef::Body(7), point: Vector3::new(0.0, -0.5, 0.0), component: 0 });
+    let b = body(&s, "bar3");
+    assert_eq!(b.angular_velocity, Vector3::new(0.0, -1.0, 0.0));
+    assert!((c(b.inertia[1], &s) - 0.005 / 12.0).abs() < 1e-15);
+    assert!((c(b.inertia[0], &s) - 1.0025 / 12.0).abs() < 1e-15);
+}

@@ -1,0 +1,1175 @@
+//! The packager: modelDescription.xml for a small hand-built model checked attribute by
+//! attribute (FMI 2 and FMI 3), the token, the reader round trip, and the FMU layout.
+
+use mbsfmu::description::package::{build_fmu, PackageOptions};
+use mbsfmu::description::token::model_token;
+use mbsfmu::description::xml::{FmiVersion, ModelDescription};
+use mbsfmu::description::{Capabilities, VariableTable};
+use mbsfmu::integrate::Settings;
+use mbsfmu::mbs::spec::*;
+use nalgebra::{UnitQuaternion, Vector3};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A mass on a prismatic joint, held by a spring with an actuator force input.
+fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
+    let c = Scalar::Const;
+    ModelSpec {
+        name: "slider".into(),
+        description: "Mass on a spring".into(),
+        gravity: [c(0.0), c(0.0), c(-9.81)],
+        initialization: Initialization::Consistent,
+        experiment: ExperimentSpec {
+            start: 0.0,
+            stop: 2.0,
+            tolerance: 1e-6,
+            step: 0.01,
+        },
+        solver: Settings::default(),
+        parameters: vec![
+            ParameterSpec {
+                name: "k".into(),
+                value: 100.0,
+                unit: "N/m".into(),
+                description: "Spring stiffness".into(),
+                tunable: true,
+            },
+            ParameterSpec {
+                name: "m".into(),
+                value: 2.0,
+                unit: "kg".into(),
+                description: "Mass".into(),
+                tunable: false,
+            },
+        ],
+        inputs: vec![InputSpec {
+            name: "F".into(),
+            unit: "N".into(),
+            start: 0.5,
+            description: "Actuator force".into(),
+        }],
+        bodies: vec![BodySpec {
+            name: "block".into(),
+            kind: BodyKind::Particle,
+            mass: Scalar::Param(1),
+            inertia: [c(0.0); 6],
+            position: Vector3::new(0.1, 0.0, 0.0),
+            orientation: UnitQuaternion::identity(),
+            velocity: Vector3::zeros(),
+            angular_velocity: Vector3::zeros(),
+        }],
+        frames: vec![],
+        joints: vec![JointSpec {
+            name: "slide".into(),
+            kind: JointKind::Prismatic,
+            body1: BodyRef::Ground,
+            body2: BodyRef::Body(0),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: None,
+        }],
+        drivers: vec![],
+        forces: vec![ForceSpec {
+            name: "spring".into(),
+            kind: ForceKind::SpringDamper {
+                body1: BodyRef::Ground,
+                point1: Vector3::zeros(),
+                body2: BodyRef::Body(0),
+                point2: Vector3::zeros(),
+                free_length: c(0.0),
+                law: ForceLaw::Linear {
+                    stiffness: Scalar::Param(0),
+                    damping: c(1.0),
+                    preload: c(0.0),
+                },
+                actuator: Some(Motion::Input(0)),
+            },
+        }],
+        outputs: vec![
+            OutputSpec {
+                name: "x".into(),
+                unit: "m".into(),
+                description: "Position".into(),
+                quantity: OutputQuantity::Position {
+                    body: BodyRef::Body(0),
+                    point: Vector3::zeros(),
+                    component: 0,
+                },
+            },
+            OutputSpec {
+                name: "a".into(),
+                unit: "m/s2".into(),
+                description: "Acceleration".into(),
+                quantity: OutputQuantity::Acceleration {
+                    body: BodyRef::Body(0),
+                    point: Vector3::zeros(),
+                    component: 0,
+                },
+            },
+            OutputSpec {
+                name: "f".into(),
+                unit: "N".into(),
+                description: "Spring force".into(),
+                quantity: OutputQuantity::ElementForce { force: 0 },
+            },
+        ],
+        source_files,
+    }
+}
+
+/// Every element in document order as (slash path, attributes), parsed with quick-xml directly
+/// (independent of our reader).
+fn elements(xml: &str) -> Vec<(String, BTreeMap<String, String>)> {
+    use quick_xml::events::Event;
+    let mut r = quick_xml::Reader::from_str(xml);
+    let mut stack: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        let ev = r.read_event().unwrap();
+        let (e, is_empty) = match &ev {
+            Event::Start(e) => (e.clone(), false),
+            Event::Empty(e) => (e.clone(), true),
+            Event::End(_) => {
+                stack.pop();
+                continue;
+            }
+            Event::Eof => break,
+            _ => continue,
+        };
+        let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+        let attrs = e
+            .attributes()
+            .map(|a| {
+                let a = a.unwrap();
+                (
+                    String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                    a.unescape_value().unwrap().into_owned(),
+                )
+            })
+            .collect();
+        let path = if stack.is_empty() {
+            name.clone()
+        } else {
+            format!("{}/{}", stack.join("/"), name)
+        };
+        out.push((path, attrs));
+        if !is_empty {
+            stack.push(name);
+        }
+    }
+    out
+}
+
+fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+const DATE: &str = "2026-01-02T03:04:05Z";
+const TOKEN: &str = "{01234567-89ab-8cde-8f01-23456789abcd}";
+
+fn description(version: FmiVersion) -> ModelDescription {
+    let spec = small_model(vec![]);
+    let table = VariableTable::from_spec(&spec);
+    ModelDescription::new(&spec, &table, version, TOKEN, DATE, Capabilities::RUNTIME)
+}
+
+const INTEGRATORS: [&str; 11] = [
+    "bdf",
+    "rosenbrock_nystrom",
+    "w_method",
+    "sdirk",
+    "trapezoidal",
+    "newmark",
+    "hht",
+    "generalized_alpha",
+    "local_linearization",
+    "half_implicit",
+    "dopri5",
+];
+const JACOBIANS: [&str; 6] = [
+    "dense",
+    "sparse",
+    "dense_extended",
+    "sparse_extended",
+    "analytic",
+    "analytic_extended",
+];
+
+fn expect_items(
+    expected: &mut Vec<(String, BTreeMap<String, String>)>,
+    path: &str,
+    names: &[&str],
+) {
+    for (i, n) in names.iter().enumerate() {
+        expected.push((
+            path.into(),
+            attrs(&[("name", n), ("value", &(i + 1).to_string())]),
+        ));
+    }
+}
+
+/// Hand-written expectation, element by element and attribute by attribute.
+#[test]
+fn fmi2_model_description_matches_hand_written_expectation() {
+    let xml = description(FmiVersion::Fmi2).to_xml().unwrap();
+    assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
+    let got = elements(&xml);
+    let tool = format!("mbsfmu {}", env!("CARGO_PKG_VERSION"));
+    let r = "fmiModelDescription";
+    let mut e: Vec<(String, BTreeMap<String, String>)> = vec![
+        (
+            r.into(),
+            attrs(&[
+                ("fmiVersion", "2.0"),
+                ("modelName", "slider"),
+                ("guid", TOKEN),
+                ("description", "Mass on a spring"),
+                ("generationTool", &tool),
+                ("generationDateAndTime", DATE),
+                ("variableNamingConvention", "structured"),
+                ("numberOfEventIndicators", "0"),
+            ]),
+        ),
+        (
+            format!("{r}/CoSimulation"),
+            attrs(&[
+                ("modelIdentifier", "slider"),
+                ("needsExecutionTool", "false"),
+                ("canHandleVariableCommunicationStepSize", "true"),
+                ("canInterpolateInputs", "true"),
+                ("maxOutputDerivativeOrder", "1"),
+                ("canRunAsynchronuously", "false"),
+                ("canBeInstantiatedOnlyOncePerProcess", "false"),
+                ("canNotUseMemoryManagementFunctions", "true"),
+                ("canGetAndSetFMUstate", "true"),
+                ("canSerializeFMUstate", "true"),
+                ("providesDirectionalDerivative", "true"),
+            ]),
+        ),
+        (format!("{r}/UnitDefinitions"), attrs(&[])),
+    ];
+    // Units sorted by name: N, N/m, kg, m, m/s2, s.
+    for (name, base) in [
+        ("N", vec![("kg", "1"), ("m", "1"), ("s", "-2")]),
+        ("N/m", vec![("kg", "1"), ("s", "-2")]),
+        ("kg", vec![("kg", "1")]),
+        ("m", vec![("m", "1")]),
+        ("m/s2", vec![("m", "1"), ("s", "-2")]),
+        ("s", vec![("s", "1")]),
+    ] {
+        e.push((
+            format!("{r}/UnitDefinitions/Unit"),
+            attrs(&[("name", name)]),
+        ));
+        e.push((format!("{r}/UnitDefinitions/Unit/BaseUnit"), attrs(&base)));
+    }
+    e.push((format!("{r}/TypeDefinitions"), attrs(&[])));
+    e.push((
+        format!("{r}/TypeDefinitions/SimpleType"),
+        attrs(&[("name", "SolverIntegrator")]),
+    ));
+    e.push((
+        format!("{r}/TypeDefinitions/SimpleType/Enumeration"),
+        attrs(&[]),
+    ));
+    expect_items(
+        &mut e,
+        &format!("{r}/TypeDefinitions/SimpleType/Enumeration/Item"),
+        &INTEGRATORS,
+    );
+    e.push((
+        format!("{r}/TypeDefinitions/SimpleType"),
+        attrs(&[("name", "SolverJacobian")]),
+    ));
+    e.push((
+        format!("{r}/TypeDefinitions/SimpleType/Enumeration"),
+        attrs(&[]),
+    ));
+    expect_items(
+        &mut e,
+        &format!("{r}/TypeDefinitions/SimpleType/Enumeration/Item"),
+        &JACOBIANS,
+    );
+    e.push((
+        format!("{r}/DefaultExperiment"),
+        attrs(&[
+            ("startTime", "0.0"),
+            ("stopTime", "2.0"),
+            ("tolerance", "1e-6"),
+            ("stepSize", "0.01"),
+        ]),
+    ));
+    e.push((format!("{r}/ModelVariables"), attrs(&[])));
+    let sv = format!("{r}/ModelVariables/ScalarVariable");
+    let mut var = |vr: &str,
+                   name: &str,
+                   desc: &str,
+                   caus: &str,
+                   var: &str,
+                   init: Option<&str>,
+                   ty: &str,
+                   typed: &[(&str, &str)]| {
+        let mut a = vec![
+            ("name", name),
+            ("valueReference", vr),
+            ("description", desc),
+            ("causality", caus),
+            ("variability", var),
+        ];
+        if let Some(i) = init {
+            a.push(("initial", i));
+        }
+        e.push((sv.clone(), attrs(&a)));
+        e.push((format!("{sv}/{ty}"), attrs(typed)));
+    };
+    var(
+        "1",
+        "k",
+        "Spring stiffness",
+        "parameter",
+        "tunable",
+        Some("exact"),
+        "Real",
+        &[("unit", "N/m"), ("start", "100.0")],
+    );
+    var(
+        "2",
+        "m",
+        "Mass",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Real",
+        &[("unit", "kg"), ("start", "2.0")],
+    );
+    var(
+        "3",
+        "solver.integrator",
+        "Integration method",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Enumeration",
+        &[("declaredType", "SolverIntegrator"), ("start", "1")],
+    );
+    var(
+        "4",
+        "solver.jacobian",
+        "Iteration-matrix strategy (BDF)",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Enumeration",
+        &[("declaredType", "SolverJacobian"), ("start", "1")],
+    );
+    var(
+        "5",
+        "solver.rtol",
+        "Relative tolerance (overridden by the importer's tolerance)",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Real",
+        &[("start", "0.0001")],
+    );
+    var(
+        "6",
+        "solver.atol",
+        "Absolute tolerance",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Real",
+        &[("start", "1e-6")],
+    );
+    var(
+        "7",
+        "solver.max_step",
+        "Largest internal step (0: unbounded)",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Real",
+        &[("unit", "s"), ("start", "0.0")],
+    );
+    var(
+        "8",
+        "solver.initial_step",
+        "First internal step (0: automatic)",
+        "parameter",
+        "fixed",
+        Some("exact"),
+        "Real",
+        &[("unit", "s"), ("start", "0.0")],
+    );
+    var(
+        "9",
+        "F",
+        "Actuator force",
+        "input",
+        "continuous",
+        None,
+        "Real",
+        &[("unit", "N"), ("start", "0.5")],
+    );
+    var(
+        "10",
+        "x",
+        "Position",
+        "output",
+        "continuous",
+        Some("calculated"),
+        "Real",
+        &[("unit", "m")],
+    );
+    var(
+        "11",
+        "a",
+        "Acceleration",
+        "output",
+        "continuous",
+        Some("calculated"),
+        "Real",
+        &[("unit", "m/s2")],
+    );
+    var(
+        "12",
+        "f",
+        "Spring force",
+        "output",
+        "continuous",
+        Some("calculated"),
+        "Real",
+        &[("unit", "N")],
+    );
+    for (i, (name, desc)) in [
+        ("stats.steps", "Accepted internal steps"),
+        ("stats.rejected_steps", "Rejected internal steps"),
+        ("stats.f_evals", "Right-hand-side / residual evaluations"),
+        ("stats.jac_evals", "Full Jacobian evaluations"),
+        ("stats.jac_updates", "Partitioned Jacobian updates"),
+        ("stats.lu", "LU factorizations"),
+        ("stats.newton_iters", "Newton iterations"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        var(
+            &(13 + i).to_string(),
+            name,
+            desc,
+            "local",
+            "discrete",
+            Some("calculated"),
+            "Integer",
+            &[],
+        );
+    }
+    var(
+        "20",
+        "stats.cpu_time",
+        "CPU time spent inside doStep",
+        "local",
+        "discrete",
+        Some("calculated"),
+        "Real",
+        &[("unit", "s")],
+    );
+    e.push((format!("{r}/ModelStructure"), attrs(&[])));
+    e.push((format!("{r}/ModelStructure/Outputs"), attrs(&[])));
+    // ScalarVariable indices (1-based, time is not listed in FMI 2): x = 10, a = 11, f = 12, F = 9.
+    // The position does not depend on the actuator force at the same instant; acceleration and
+    // the actuated element's force do.
+    e.push((
+        format!("{r}/ModelStructure/Outputs/Unknown"),
+        attrs(&[("index", "10"), ("dependencies", "")]),
+    ));
+    e.push((
+        format!("{r}/ModelStructure/Outputs/Unknown"),
+        attrs(&[("index", "11"), ("dependencies", "9")]),
+    ));
+    e.push((
+        format!("{r}/ModelStructure/Outputs/Unknown"),
+        attrs(&[("index", "12"), ("dependencies", "9")]),
+    ));
+    e.push((format!("{r}/ModelStructure/InitialUnknowns"), attrs(&[])));
+    for i in ["10", "11", "12"] {
+        e.push((
+            format!("{r}/ModelStructure/InitialUnknowns/Unknown"),
+            attrs(&[("index", i)]),
+        ));
+    }
+    for (k, (g, w)) in got.iter().zip(e.iter()).enumerate() {
+        assert_eq!(g, w, "element {k}");
+    }
+    assert_eq!(got.len(), e.len());
+}
+
+#[test]
+fn fmi3_model_description_matches_hand_written_expectation() {
+    let xml = description(FmiVersion::Fmi3).to_xml().unwrap();
+    let got = elements(&xml);
+    let tool = format!("mbsfmu {}", env!("CARGO_PKG_VERSION"));
+    let r = "fmiModelDescription";
+    let mut e: Vec<(String, BTreeMap<String, String>)> = vec![
+        (
+            r.into(),
+            attrs(&[
+                ("fmiVersion", "3.0"),
+                ("modelName", "slider"),
+                ("instantiationToken", TOKEN),
+                ("description", "Mass on a spring"),
+                ("generationTool", &tool),
+                ("generationDateAndTime", DATE),
+                ("variableNamingConvention", "structured"),
+            ]),
+        ),
+        (
+            format!("{r}/CoSimulation"),
+            attrs(&[
+                ("modelIdentifier", "slider"),
+                ("needsExecutionTool", "false"),
+                ("canBeInstantiatedOnlyOncePerProcess", "false"),
+                ("canGetAndSetFMUState", "true"),
+                ("canSerializeFMUState", "true"),
+                ("providesDirectionalDerivatives", "true"),
+                ("providesAdjointDerivatives", "false"),
+                ("canHandleVariableCommunicationStepSize", "true"),
+                ("maxOutputDerivativeOrder", "1"),
+                ("providesIntermediateUpdate", "true"),
+                ("mightReturnEarlyFromDoStep", "false"),
+                ("canReturnEarlyAfterIntermediateUpdate", "false"),
+                ("hasEventMode", "false"),
+            ]),
+        ),
+    ];
+    // Same unit set as FMI 2 (time adds "s", already used by the solver steps).
+    e.push((format!("{r}/UnitDefinitions"), attrs(&[])));
+    for (name, base) in [
+        ("N", vec![("kg", "1"), ("m", "1"), ("s", "-2")]),
+        ("N/m", vec![("kg", "1"), ("s", "-2")]),
+        ("kg", vec![("kg", "1")]),
+        ("m", vec![("m", "1")]),
+        ("m/s2", vec![("m", "1"), ("s", "-2")]),
+        ("s", vec![("s", "1")]),
+    ] {
+        e.push((
+            format!("{r}/UnitDefinitions/Unit"),
+            attrs(&[("name", name)]),
+        ));
+        e.push((format!("{r}/UnitDefinitions/Unit/BaseUnit"), attrs(&base)));
+    }
+    e.push((format!("{r}/TypeDefinitions"), attrs(&[])));
+    e.push((
+        format!("{r}/TypeDefinitions/EnumerationType"),
+        attrs(&[("name", "SolverIntegrator")]),
+    ));
+    expect_items(
+        &mut e,
+        &format!("{r}/TypeDefinitions/EnumerationType/Item"),
+        &INTEGRATORS,
+    );
+    e.push((
+        format!("{r}/TypeDefinitions/EnumerationType"),
+        attrs(&[("name", "SolverJacobian")]),
+    ));
+    expect_items(
+        &mut e,
+        &format!("{r}/TypeDefinitions/EnumerationType/Item"),
+        &JACOBIANS,
+    );
+    e.push((
+        format!("{r}/DefaultExperiment"),
+        attrs(&[
+            ("startTime", "0.0"),
+            ("stopTime", "2.0"),
+            ("tolerance", "1e-6"),
+            ("stepSize", "0.01"),
+        ]),
+    ));
+    e.push((format!("{r}/ModelVariables"), attrs(&[])));
+    let mv = format!("{r}/ModelVariables");
+    let mut var = |ty: &str, a: &[(&str, &str)]| e.push((format!("{mv}/{ty}"), attrs(a)));
+    var(
+        "Float64",
+        &[
+            ("name", "time"),
+            ("valueReference", "0"),
+            ("description", "Simulation time"),
+            ("causality", "independent"),
+            ("variability", "continuous"),
+            ("unit", "s"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "k"),
+            ("valueReference", "1"),
+            ("description", "Spring stiffness"),
+            ("causality", "parameter"),
+            ("variability", "tunable"),
+            ("initial", "exact"),
+            ("unit", "N/m"),
+            ("start", "100.0"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "m"),
+            ("valueReference", "2"),
+            ("description", "Mass"),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("unit", "kg"),
+            ("start", "2.0"),
+        ],
+    );
+    var(
+        "Enumeration",
+        &[
+            ("name", "solver.integrator"),
+            ("valueReference", "3"),
+            ("description", "Integration method"),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("declaredType", "SolverIntegrator"),
+            ("start", "1"),
+        ],
+    );
+    var(
+        "Enumeration",
+        &[
+            ("name", "solver.jacobian"),
+            ("valueReference", "4"),
+            ("description", "Iteration-matrix strategy (BDF)"),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("declaredType", "SolverJacobian"),
+            ("start", "1"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "solver.rtol"),
+            ("valueReference", "5"),
+            (
+                "description",
+                "Relative tolerance (overridden by the importer's tolerance)",
+            ),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("start", "0.0001"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "solver.atol"),
+            ("valueReference", "6"),
+            ("description", "Absolute tolerance"),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("start", "1e-6"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "solver.max_step"),
+            ("valueReference", "7"),
+            ("description", "Largest internal step (0: unbounded)"),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("unit", "s"),
+            ("start", "0.0"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "solver.initial_step"),
+            ("valueReference", "8"),
+            ("description", "First internal step (0: automatic)"),
+            ("causality", "parameter"),
+            ("variability", "fixed"),
+            ("initial", "exact"),
+            ("unit", "s"),
+            ("start", "0.0"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "F"),
+            ("valueReference", "9"),
+            ("description", "Actuator force"),
+            ("causality", "input"),
+            ("variability", "continuous"),
+            ("unit", "N"),
+            ("intermediateUpdate", "true"),
+            ("start", "0.5"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "x"),
+            ("valueReference", "10"),
+            ("description", "Position"),
+            ("causality", "output"),
+            ("variability", "continuous"),
+            ("initial", "calculated"),
+            ("unit", "m"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "a"),
+            ("valueReference", "11"),
+            ("description", "Acceleration"),
+            ("causality", "output"),
+            ("variability", "continuous"),
+            ("initial", "calculated"),
+            ("unit", "m/s2"),
+        ],
+    );
+    var(
+        "Float64",
+        &[
+            ("name", "f"),
+            ("valueReference", "12"),
+            ("description", "Spring force"),
+            ("causality", "output"),
+            ("variability", "continuous"),
+            ("initial", "calculated"),
+            ("unit", "N"),
+        ],
+    );
+    for (i, (name, desc)) in [
+        ("stats.steps", "Accepted internal steps"),
+        ("stats.rejected_steps", "Rejected internal steps"),
+        ("stats.f_evals", "Right-hand-side / residual evaluations"),
+        ("stats.jac_evals", "Full Jacobian evaluations"),
+        ("stats.jac_updates", "Partitioned Jacobian updates"),
+        ("stats.lu", "LU factorizations"),
+        ("stats.newton_iters", "Newton iterations"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let vr = (13 + i).to_string();
+        var(
+            "Int64",
+            &[
+                ("name", name),
+                ("valueReference", &vr),
+                ("description", desc),
+                ("causality", "local"),
+                ("variability", "discrete"),
+                ("initial", "calculated"),
+            ],
+        );
+    }
+    var(
+        "Float64",
+        &[
+            ("name", "stats.cpu_time"),
+            ("valueReference", "20"),
+            ("description", "CPU time spent inside doStep"),
+            ("causality", "local"),
+            ("variability", "discrete"),
+            ("initial", "calculated"),
+            ("unit", "s"),
+        ],
+    );
+    e.push((format!("{r}/ModelStructure"), attrs(&[])));
+    // FMI 3 refers by value reference.
+    e.push((
+        format!("{r}/ModelStructure/Output"),
+        attrs(&[("valueReference", "10"), ("dependencies", "")]),
+    ));
+    e.push((
+        format!("{r}/ModelStructure/Output"),
+        attrs(&[("valueReference", "11"), ("dependencies", "9")]),
+    ));
+    e.push((
+        format!("{r}/ModelStructure/Output"),
+        attrs(&[("valueReference", "12"), ("dependencies", "9")]),
+    ));
+    for vr in ["10", "11", "12"] {
+        e.push((
+            format!("{r}/ModelStructure/InitialUnknown"),
+            attrs(&[("valueReference", vr)]),
+        ));
+    }
+    for (k, (g, w)) in got.iter().zip(e.iter()).enumerate() {
+        assert_eq!(g, w, "element {k}");
+    }
+    assert_eq!(got.len(), e.len());
+}
+
+#[test]
+fn reader_round_trips_both_versions() {
+    for v in [FmiVersion::Fmi2, FmiVersion::Fmi3] {
+        let md = description(v);
+        let back = ModelDescription::from_xml(&md.to_xml().unwrap()).unwrap();
+        assert_eq!(back, md, "{v:?}");
+        // And the variables agree with the table the runtime uses.
+        let table = VariableTable::from_spec(&small_model(vec![]));
+        for x in &back.variables {
+            let t = table.get(x.value_reference).unwrap();
+            assert_eq!(
+                (&t.name, t.causality, t.variability, t.initial, &t.start),
+                (&x.name, x.causality, x.variability, x.initial, &x.start)
+            );
+        }
+    }
+}
+
+#[test]
+fn reader_reports_malformed_xml_and_missing_attributes() {
+    let e = ModelDescription::from_xml("<fmiModelDescription fmiVersion=\"2.0\" modelName=\"a\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("modelDescription.xml"), "{e}");
+    let e = ModelDescription::from_xml("<fmiModelDescription fmiVersion=\"2.0\"/>")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("modelName"), "{e}");
+    let e = ModelDescription::from_xml(
+        "<fmiModelDescription fmiVersion=\"1.0\" modelName=\"a\" guid=\"x\"/>",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("1.0"), "{e}");
+}
+
+/// A kinematic input (driving a driver) changes positions at once: every output depends on it.
+#[test]
+fn kinematic_inputs_make_every_output_dependent() {
+    let mut spec = small_model(vec![]);
+    spec.inputs.push(InputSpec {
+        name: "s".into(),
+        unit: "m".into(),
+        start: 0.0,
+        description: String::new(),
+    });
+    spec.drivers.push(DriverSpec {
+        name: "drive".into(),
+        target: DriverTarget::JointCoordinate(0),
+        motion: Motion::Input(1),
+    });
+    let deps = mbsfmu::description::deps::output_dependencies(&spec);
+    assert_eq!(deps, vec![vec![1], vec![0, 1], vec![0, 1]]);
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mbsfmu-pack-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn options(dir: &Path, version: FmiVersion) -> PackageOptions {
+    let lib = dir.join("libfake.so");
+    std::fs::write(&lib, b"\x7fELF fake runtime").unwrap();
+    let win = dir.join("mbsfmu.dll");
+    std::fs::write(&win, b"MZ fake").unwrap();
+    PackageOptions {
+        version,
+        library: lib,
+        extra_binaries: vec![("x86_64-windows".into(), win)],
+        template_dir: None,
+        generation_date_and_time: DATE.into(),
+        capabilities: Capabilities::RUNTIME,
+    }
+}
+
+fn unzip(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    use std::io::Read;
+    let mut z = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+    let mut out = BTreeMap::new();
+    for i in 0..z.len() {
+        let mut f = z.by_index(i).unwrap();
+        let mut c = Vec::new();
+        f.read_to_end(&mut c).unwrap();
+        out.insert(f.name().to_string(), c);
+    }
+    out
+}
+
+#[test]
+fn fmu_layout_resources_and_token() {
+    let dir = temp_dir("layout");
+    std::fs::create_dir_all(dir.join("tables")).unwrap();
+    let model = dir.join("slider.toml");
+    std::fs::write(&model, "# model text\n").unwrap();
+    std::fs::write(dir.join("tables/spring.csv"), "0,0\n1,100\n").unwrap();
+    let spec = small_model(vec![model.clone(), PathBuf::from("tables/spring.csv")]);
+    for v in [FmiVersion::Fmi2, FmiVersion::Fmi3] {
+        let (bytes, packed) = build_fmu(&spec, &model, &options(&dir, v)).unwrap();
+        let files = unzip(&bytes);
+        let plat = if v == FmiVersion::Fmi2 {
+            "linux64"
+        } else {
+            "x86_64-linux"
+        };
+        let names: Vec<&str> = files.keys().map(String::as_str).collect();
+        let so = format!("binaries/{plat}/slider.so");
+        let mut want = vec![
+            "binaries/x86_64-windows/slider.dll",
+            so.as_str(),
+            "documentation/index.html",
+            "documentation/licenses/LICENSE.txt",
+            "model.png",
+            "modelDescription.xml",
+            "resources/model.toml",
+            "resources/tables/spring.csv",
+        ];
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(files[&so], b"\x7fELF fake runtime");
+        assert_eq!(files["resources/model.toml"], b"# model text\n");
+        assert!(files["model.png"].starts_with(b"\x89PNG"));
+        // The token is the hash of exactly the resources/ files.
+        let token = model_token(&[
+            ("model.toml".into(), b"# model text\n".to_vec()),
+            ("tables/spring.csv".into(), b"0,0\n1,100\n".to_vec()),
+        ]);
+        assert_eq!(packed.description.token, token);
+        let md = ModelDescription::from_xml(
+            std::str::from_utf8(&files["modelDescription.xml"]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(md.token, token);
+        let doc = String::from_utf8(files["documentation/index.html"].clone()).unwrap();
+        for needle in [
+            "<h1>slider</h1>",
+            "<code>F</code>",
+            "N/m",
+            "100.0",
+            "<code>bdf</code>",
+            "resources/tables/spring.csv",
+        ] {
+            assert!(doc.contains(needle), "documentation lacks {needle}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn changed_model_changes_token() {
+    let dir = temp_dir("token");
+    let model = dir.join("m.toml");
+    std::fs::write(dir.join("t.csv"), "0,1\n").unwrap();
+    let spec = small_model(vec![PathBuf::from("t.csv")]);
+    let token = |text: &str, csv: &str| {
+        std::fs::write(&model, text).unwrap();
+        std::fs::write(dir.join("t.csv"), csv).unwrap();
+        build_fmu(&spec, &model, &options(&dir, FmiVersion::Fmi3))
+            .unwrap()
+            .1
+            .description
+            .token
+    };
+    let a = token("k = 1\n", "0,1\n");
+    assert_eq!(a, token("k = 1\n", "0,1\n"), "same model, same token");
+    assert_ne!(a, token("k = 2\n", "0,1\n"), "edited model file");
+    assert_ne!(a, token("k = 1\n", "0,2\n"), "edited referenced table");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn packaging_errors_name_the_file() {
+    let dir = temp_dir("errors");
+    let model = dir.join("m.toml");
+    std::fs::write(&model, "x").unwrap();
+    let mut opts = options(&dir, FmiVersion::Fmi2);
+    // Referenced file outside the model directory.
+    let outside = std::env::temp_dir().join(format!("mbsfmu-outside-{}.csv", std::process::id()));
+    std::fs::write(&outside, "0,1").unwrap();
+    let e = build_fmu(&small_model(vec![outside.clone()]), &model, &opts).unwrap_err();
+    assert!(
+        e.to_string().contains(&*outside.to_string_lossy()) && e.is_user_error(),
+        "{e}"
+    );
+    std::fs::remove_file(&outside).unwrap();
+    // Missing referenced file.
+    let e = build_fmu(&small_model(vec![PathBuf::from("nope.csv")]), &model, &opts).unwrap_err();
+    assert!(e.to_string().contains("nope.csv"), "{e}");
+    // A library that is not ELF.
+    std::fs::write(&opts.library, b"not a library").unwrap();
+    let e = build_fmu(&small_model(vec![]), &model, &opts).unwrap_err();
+    assert!(
+        e.to_string().contains("libfake.so") && e.to_string().contains("ELF"),
+        "{e}"
+    );
+    // Bad extra platform.
+    opts = options(&dir, FmiVersion::Fmi2);
+    opts.extra_binaries = vec![("../x".into(), opts.library.clone())];
+    let e = build_fmu(&small_model(vec![]), &model, &opts).unwrap_err();
+    assert!(e.to_string().contains("--extra-binary"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// fmpy's validator (schema, start/initial rules, units, model structure) on both versions of
+/// the hand-built model. Needs a Python with fmpy: `MBSFMU_PYTHON` (set by tools/test-all.sh),
+/// else /tmp/venv-probe or .venv; fails if none is found only when MBSFMU_PYTHON is set.
+#[test]
+fn fmpy_validates_both_versions() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = match std::env::var("MBSFMU_PYTHON") {
+        Ok(p) => PathBuf::from(p),
+        Err(_) => match [
+            here.join(".venv/bin/python"),
+            PathBuf::from("/tmp/venv-probe/bin/python"),
+        ]
+        .into_iter()
+        .find(|p| p.exists())
+        {
+            Some(p) => p,
+            None => {
+                eprintln!("SKIPPED: no Python with fmpy (set MBSFMU_PYTHON)");
+                return;
+            }
+        },
+    };
+    let dir = temp_dir("fmpy");
+    let model = dir.join("slider.toml");
+    std::fs::write(&model, "x").unwrap();
+    for v in [FmiVersion::Fmi2, FmiVersion::Fmi3] {
+        let (bytes, _) = build_fmu(&small_model(vec![]), &model, &options(&dir, v)).unwrap();
+        let fmu = dir.join(format!("slider{}.fmu", v.number()));
+        std::fs::write(&fmu, bytes).unwrap();
+        let out = std::process::Command::new(&python)
+            .args(["-c", "import sys; from fmpy.validation import validate_fmu; p = validate_fmu(sys.argv[1]); print('\\n'.join(p)); sys.exit(1 if p else 0)"])
+            .arg(&fmu)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fmpy problems for FMI {}:\n{}{}",
+            v.number(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Negative control: the same check flags an input without a start value.
+        let mut broken = description(v);
+        broken
+            .variables
+            .iter_mut()
+            .find(|x| x.name == "F")
+            .unwrap()
+            .start = mbsfmu::description::StartValue::None;
+        let bad = dir.join(format!("broken{}.fmu", v.number()));
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&bad).unwrap());
+        z.start_file(
+            "modelDescription.xml",
+            zip::write::SimpleFileOptions::default(),
+        )
+        .unwrap();
+        std::io::Write::write_all(&mut z, broken.to_xml().unwrap().as_bytes()).unwrap();
+        z.finish().unwrap();
+        let out = std::process::Command::new(&python)
+            .args(["-c", "import sys; from fmpy.validation import validate_fmu; p = validate_fmu(sys.argv[1]); print('\\n'.join(p)); sys.exit(1 if p else 0)"])
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("\"F\"") && !out.status.success(),
+            "fmpy did not flag the broken FMU"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn mbsfmu(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mbsfmu"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_info_shows_version_variables_capabilities_platforms() {
+    let dir = temp_dir("info");
+    let model = dir.join("slider.toml");
+    std::fs::write(&model, "x").unwrap();
+    for v in [FmiVersion::Fmi2, FmiVersion::Fmi3] {
+        let fmu = dir.join(format!("s{}.fmu", v.number()));
+        let (bytes, packed) = build_fmu(&small_model(vec![]), &model, &options(&dir, v)).unwrap();
+        std::fs::write(&fmu, bytes).unwrap();
+        let (code, out, err) = mbsfmu(&["info", fmu.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let plat = if v == FmiVersion::Fmi2 {
+            "linux64 (slider.so)"
+        } else {
+            "x86_64-linux (slider.so)"
+        };
+        let caps = if v == FmiVersion::Fmi2 {
+            "canGetAndSetFMUstate"
+        } else {
+            "providesIntermediateUpdate"
+        };
+        for needle in [
+            format!("FMI {} Co-Simulation FMU", v.attr()),
+            plat.to_string(),
+            "x86_64-windows (slider.dll)".into(),
+            caps.into(),
+            packed.description.token.clone(),
+            "a <- F".into(),
+            "x <- none".into(),
+            "bdf (1)".into(),
+        ] {
+            assert!(out.contains(&needle), "info lacks {needle:?}:\n{out}");
+        }
+    }
+    // Not a zip: a user error naming the file.
+    let (code, _, err) = mbsfmu(&["info", model.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("slider.toml") && err.contains("not an FMU"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cli_user_errors_exit_1_and_name_the_file() {
+    let (code, _, err) = mbsfmu(&["export", "/nonexistent/model.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/model.toml"), "{err}");
+    let (code, _, err) = mbsfmu(&["export", "m.toml", "--fmi", "4"]);
+    assert_eq!(code, 1, "{err}");
+    let (code, _, err) = mbsfmu(&["export", "m.toml", "-o", "x.fmu"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--fmi"), "{err}");
+    let (code, _, _) = mbsfmu(&["frobnicate"]);
+    assert_eq!(code, 1);
+    let (code, out, _) = mbsfmu(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("export")
+            && out.contains("simulate")
+            && out.contains("info")
+            && out.contains("check")
+    );
+}

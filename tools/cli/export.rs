@@ -1,0 +1,111 @@
+//! `mbsfmu export MODEL.toml [--fmi 2|3] [-o FILE.fmu]`.
+
+use super::{CliError, CliResult};
+use clap::Args;
+use mbsfmu::description::package::{write_fmu, PackageOptions};
+use mbsfmu::description::xml::{model_identifier, now_utc, FmiVersion};
+use mbsfmu::description::Capabilities;
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The model file (TOML).
+    pub model: PathBuf,
+    /// FMI version to write (2 or 3); both when absent.
+    #[arg(long, value_parser = ["2", "3"])]
+    pub fmi: Option<String>,
+    /// Output file (needs --fmi). Default: <model name>_fmi2.fmu / _fmi3.fmu in --out-dir.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Directory for the default file names.
+    #[arg(long, default_value = ".")]
+    pub out_dir: PathBuf,
+    /// The runtime library for 64-bit Linux. Default: libmbsfmu.so next to this executable.
+    #[arg(long)]
+    pub library: Option<PathBuf>,
+    /// A runtime library built elsewhere, as PLATFORM=PATH (e.g. x86_64-windows=mbsfmu.dll);
+    /// may be repeated.
+    #[arg(long = "extra-binary", value_name = "PLATFORM=PATH")]
+    pub extra_binary: Vec<String>,
+    /// A directory laid out like fmu-template/ to use instead of the built-in template.
+    #[arg(long)]
+    pub template: Option<PathBuf>,
+}
+
+/// `libmbsfmu.so` next to the running executable (`target/release/`), or in `../release/`
+/// when running a debug build of the tool.
+pub fn default_library() -> CliResult<PathBuf> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Internal(format!("cannot locate the running executable: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join("libmbsfmu.so"),
+        dir.join("../release/libmbsfmu.so"),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        CliError::User(format!(
+            "cannot find the runtime library libmbsfmu.so in {}; build it with `cargo build --release --lib` or pass --library PATH",
+            dir.display()
+        ))
+    })
+}
+
+pub fn run(a: &ExportArgs) -> CliResult {
+    let versions = match a.fmi.as_deref() {
+        Some("2") => vec![FmiVersion::Fmi2],
+        Some("3") => vec![FmiVersion::Fmi3],
+        _ => vec![FmiVersion::Fmi2, FmiVersion::Fmi3],
+    };
+    if a.output.is_some() && versions.len() > 1 {
+        return Err(CliError::User("-o/--output names one file: give --fmi 2 or --fmi 3 with it, or use --out-dir for both".into()));
+    }
+    let mut extra = Vec::new();
+    for e in &a.extra_binary {
+        let (platform, path) = e
+            .split_once('=')
+            .ok_or_else(|| CliError::User(format!("--extra-binary {e}: expected PLATFORM=PATH")))?;
+        extra.push((platform.to_string(), PathBuf::from(path)));
+    }
+    let spec = mbsfmu::mbs::load_model(&a.model)?;
+    let library = match &a.library {
+        Some(l) => l.clone(),
+        None => default_library()?,
+    };
+    let date = now_utc();
+    for v in versions {
+        let out = match &a.output {
+            Some(o) => o.clone(),
+            None => a.out_dir.join(format!(
+                "{}_fmi{}.fmu",
+                model_identifier(&spec.name),
+                v.number()
+            )),
+        };
+        let opts = PackageOptions {
+            version: v,
+            library: library.clone(),
+            extra_binaries: extra.clone(),
+            template_dir: a.template.clone(),
+            generation_date_and_time: date.clone(),
+            capabilities: Capabilities::RUNTIME,
+        };
+        let packed = write_fmu(&spec, &a.model, &opts, &out).map_err(|e| {
+            if e.is_user_error() {
+                CliError::User(e.to_string())
+            } else {
+                CliError::Internal(e.to_string())
+            }
+        })?;
+        let md = &packed.description;
+        println!(
+            "wrote {} (FMI {}, {} variables: {} inputs, {} outputs; token {})",
+            out.display(),
+            v.attr(),
+            md.variables.len(),
+            spec.inputs.len(),
+            spec.outputs.len(),
+            md.token
+        );
+    }
+    Ok(())
+}
