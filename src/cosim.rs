@@ -19,9 +19,14 @@
 //!    asked for the inputs at `t_k`; those samples join the history, so the spacing becomes
 //!    the internal step size and the errors above shrink accordingly.
 
-use crate::description::{Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable};
+use crate::description::{
+    Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
+};
 use crate::integrate::any::AnyIntegrator;
-use crate::integrate::{IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings, Stats};
+use crate::integrate::{
+    IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
+    Stats,
+};
 use crate::mbs::inputs::{InputSegment, InputSignals};
 use crate::mbs::{ModelError, ModelSpec};
 use serde::de::DeserializeOwned;
@@ -40,7 +45,12 @@ pub trait Engine: MultibodySystem + Clone + Serialize + DeserializeOwned + Send 
     fn n_outputs(&self) -> usize;
     fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError>;
     /// Accelerations and multipliers at a state (saddle-point system).
-    fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), ModelError>;
+    fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), ModelError>;
 }
 
 impl Engine for crate::mbs::system::System {
@@ -59,7 +69,12 @@ impl Engine for crate::mbs::system::System {
     fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError> {
         crate::mbs::system::System::evaluate_outputs(self, x, out)
     }
-    fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+    fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
         crate::mbs::system::System::accelerations(self, t, q, v)
     }
 }
@@ -69,15 +84,27 @@ pub enum CosimError {
     #[error("unknown value reference {0}")]
     UnknownVr(u32),
     #[error("variable `{name}` (value reference {vr}) is of type {actual}, not {requested}")]
-    WrongType { vr: u32, name: String, actual: &'static str, requested: &'static str },
+    WrongType {
+        vr: u32,
+        name: String,
+        actual: &'static str,
+        requested: &'static str,
+    },
     #[error("variable `{name}`: value {value} is not finite")]
     NotFinite { name: String, value: f64 },
     #[error("variable `{name}` has causality {causality} and cannot be set")]
-    NotSettable { name: String, causality: &'static str },
+    NotSettable {
+        name: String,
+        causality: &'static str,
+    },
     #[error("variable `{name}` is not tunable: it can only be set before initialization ends")]
     NotTunable { name: String },
     #[error("variable `{name}`: invalid value {value}: {reason}")]
-    InvalidValue { name: String, value: String, reason: String },
+    InvalidValue {
+        name: String,
+        value: String,
+        reason: String,
+    },
     #[error("model: {0}")]
     Model(#[from] ModelError),
     #[error("integrator: {0}")]
@@ -113,7 +140,10 @@ pub enum Advance {
     Completed,
     /// The integrator could not go further than `last_successful_time`; the instance is there
     /// and usable (retry with a smaller step, or restore a saved state).
-    Discard { last_successful_time: f64, reason_is_recoverable: bool },
+    Discard {
+        last_successful_time: f64,
+        reason_is_recoverable: bool,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -178,7 +208,14 @@ fn type_name(t: VarType) -> &'static str {
 impl<E: Engine> Simulation<E> {
     /// A fresh instance with the model's default parameters and solver settings.
     pub fn new(spec: Arc<ModelSpec>, table: Arc<VariableTable>, engine: E) -> Simulation<E> {
-        let inputs = spec.inputs.iter().map(|u| InputState { value: u.start, ..Default::default() }).collect();
+        let inputs = spec
+            .inputs
+            .iter()
+            .map(|u| InputState {
+                value: u.start,
+                ..Default::default()
+            })
+            .collect();
         let n_out = engine.n_outputs();
         Simulation {
             st: SimState {
@@ -238,18 +275,35 @@ impl<E: Engine> Simulation<E> {
 
     /// Start of initialization: experiment data from the importer. `tolerance` overrides
     /// `solver.rtol`.
-    pub fn setup_experiment(&mut self, tolerance: Option<f64>, start: f64, stop: Option<f64>) -> Result<(), CosimError> {
+    pub fn setup_experiment(
+        &mut self,
+        tolerance: Option<f64>,
+        start: f64,
+        stop: Option<f64>,
+    ) -> Result<(), CosimError> {
         if !start.is_finite() {
-            return Err(CosimError::InvalidValue { name: "startTime".into(), value: start.to_string(), reason: "not finite".into() });
+            return Err(CosimError::InvalidValue {
+                name: "startTime".into(),
+                value: start.to_string(),
+                reason: "not finite".into(),
+            });
         }
         if let Some(tol) = tolerance {
             if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
-                return Err(CosimError::InvalidValue { name: "tolerance".into(), value: tol.to_string(), reason: "must be in (0, 1)".into() });
+                return Err(CosimError::InvalidValue {
+                    name: "tolerance".into(),
+                    value: tol.to_string(),
+                    reason: "must be in (0, 1)".into(),
+                });
             }
         }
         if let Some(stop) = stop {
             if stop.is_nan() || stop < start {
-                return Err(CosimError::InvalidValue { name: "stopTime".into(), value: stop.to_string(), reason: format!("must not be before the start time {start}") });
+                return Err(CosimError::InvalidValue {
+                    name: "stopTime".into(),
+                    value: stop.to_string(),
+                    reason: format!("must not be before the start time {start}"),
+                });
             }
         }
         self.st.tolerance = tolerance;
@@ -272,15 +326,30 @@ impl<E: Engine> Simulation<E> {
     pub fn set_real(&mut self, vr: u32, value: f64, phase: SetPhase) -> Result<(), CosimError> {
         let v = self.var(vr)?.clone();
         if v.var_type != VarType::Float64 {
-            return Err(CosimError::WrongType { vr, name: v.name, actual: type_name(v.var_type), requested: "Float64" });
+            return Err(CosimError::WrongType {
+                vr,
+                name: v.name,
+                actual: type_name(v.var_type),
+                requested: "Float64",
+            });
         }
         self.check_settable(&v, phase)?;
         if !value.is_finite() {
-            return Err(CosimError::NotFinite { name: v.name, value });
+            return Err(CosimError::NotFinite {
+                name: v.name,
+                value,
+            });
         }
         match v.kind {
             VarKind::Parameter(i) => {
-                self.st.engine.set_parameter(i, value).map_err(|e| CosimError::InvalidValue { name: v.name.clone(), value: value.to_string(), reason: e.to_string() })?;
+                self.st
+                    .engine
+                    .set_parameter(i, value)
+                    .map_err(|e| CosimError::InvalidValue {
+                        name: v.name.clone(),
+                        value: value.to_string(),
+                        reason: e.to_string(),
+                    })?;
                 self.st.params[i] = value;
                 if self.st.initialized {
                     // The integrator's history (and Jacobians) belong to the old parameters.
@@ -292,18 +361,31 @@ impl<E: Engine> Simulation<E> {
                 self.st.inputs_dirty = true;
             }
             VarKind::Solver(s) => {
-                let bad = |reason: &str| CosimError::InvalidValue { name: v.name.clone(), value: value.to_string(), reason: reason.into() };
+                let bad = |reason: &str| CosimError::InvalidValue {
+                    name: v.name.clone(),
+                    value: value.to_string(),
+                    reason: reason.into(),
+                };
                 match s {
-                    SolverSetting::Rtol if value > 0.0 && value < 1.0 => self.st.settings.rtol = value,
+                    SolverSetting::Rtol if value > 0.0 && value < 1.0 => {
+                        self.st.settings.rtol = value
+                    }
                     SolverSetting::Atol if value > 0.0 => self.st.settings.atol = value,
                     SolverSetting::MaxStep if value >= 0.0 => self.st.settings.max_step = value,
-                    SolverSetting::InitialStep if value >= 0.0 => self.st.settings.initial_step = value,
+                    SolverSetting::InitialStep if value >= 0.0 => {
+                        self.st.settings.initial_step = value
+                    }
                     SolverSetting::Rtol => return Err(bad("must be in (0, 1)")),
                     SolverSetting::Atol => return Err(bad("must be positive")),
                     _ => return Err(bad("must be non-negative")),
                 }
             }
-            _ => return Err(CosimError::NotSettable { name: v.name, causality: causality_name(v.causality) }),
+            _ => {
+                return Err(CosimError::NotSettable {
+                    name: v.name,
+                    causality: causality_name(v.causality),
+                })
+            }
         }
         self.invalidate();
         Ok(())
@@ -314,41 +396,72 @@ impl<E: Engine> Simulation<E> {
         let v = self.var(vr)?.clone();
         let VarType::Enumeration(et) = v.var_type else {
             if v.var_type == VarType::Float64 {
-                return Err(CosimError::WrongType { vr, name: v.name, actual: "Float64", requested: "Integer" });
+                return Err(CosimError::WrongType {
+                    vr,
+                    name: v.name,
+                    actual: "Float64",
+                    requested: "Integer",
+                });
             }
-            return Err(CosimError::NotSettable { name: v.name, causality: causality_name(v.causality) });
+            return Err(CosimError::NotSettable {
+                name: v.name,
+                causality: causality_name(v.causality),
+            });
         };
         self.check_settable(&v, phase)?;
         let items = et.items();
         let Some((item, _)) = items.iter().find(|(_, val)| *val == value) else {
-            return Err(CosimError::InvalidValue { name: v.name, value: value.to_string(), reason: format!("not an item of {} (1..={})", et.type_name(), items.len()) });
+            return Err(CosimError::InvalidValue {
+                name: v.name,
+                value: value.to_string(),
+                reason: format!("not an item of {} (1..={})", et.type_name(), items.len()),
+            });
         };
         match v.kind {
             VarKind::Solver(SolverSetting::Integrator) => {
                 let m = Method::from_name(item).expect("enumeration items are method names");
                 if !AnyIntegrator::is_available(m) {
-                    return Err(CosimError::InvalidValue { name: v.name, value: item.to_string(), reason: "this method is not available in this build".into() });
+                    return Err(CosimError::InvalidValue {
+                        name: v.name,
+                        value: item.to_string(),
+                        reason: "this method is not available in this build".into(),
+                    });
                 }
                 self.st.settings.method = m;
             }
             VarKind::Solver(SolverSetting::Jacobian) => {
-                self.st.settings.jacobian = JacobianStrategy::from_name(item).expect("enumeration items are strategy names");
+                self.st.settings.jacobian = JacobianStrategy::from_name(item)
+                    .expect("enumeration items are strategy names");
             }
-            _ => return Err(CosimError::NotSettable { name: v.name, causality: causality_name(v.causality) }),
+            _ => {
+                return Err(CosimError::NotSettable {
+                    name: v.name,
+                    causality: causality_name(v.causality),
+                })
+            }
         }
         Ok(())
     }
 
-    fn check_settable(&self, v: &crate::description::Variable, phase: SetPhase) -> Result<(), CosimError> {
+    fn check_settable(
+        &self,
+        v: &crate::description::Variable,
+        phase: SetPhase,
+    ) -> Result<(), CosimError> {
         match v.causality {
             Causality::Parameter => {
                 if phase == SetPhase::Stepping && v.variability != Variability::Tunable {
-                    return Err(CosimError::NotTunable { name: v.name.clone() });
+                    return Err(CosimError::NotTunable {
+                        name: v.name.clone(),
+                    });
                 }
                 Ok(())
             }
             Causality::Input => Ok(()),
-            c => Err(CosimError::NotSettable { name: v.name.clone(), causality: causality_name(c) }),
+            c => Err(CosimError::NotSettable {
+                name: v.name.clone(),
+                causality: causality_name(c),
+            }),
         }
     }
 
@@ -356,7 +469,12 @@ impl<E: Engine> Simulation<E> {
     pub fn get_real(&mut self, vr: u32) -> Result<f64, CosimError> {
         let v = self.var(vr)?;
         if v.var_type != VarType::Float64 {
-            return Err(CosimError::WrongType { vr, name: v.name.clone(), actual: type_name(v.var_type), requested: "Float64" });
+            return Err(CosimError::WrongType {
+                vr,
+                name: v.name.clone(),
+                actual: type_name(v.var_type),
+                requested: "Float64",
+            });
         }
         let kind = v.kind;
         Ok(match kind {
@@ -381,12 +499,29 @@ impl<E: Engine> Simulation<E> {
     pub fn get_integer(&mut self, vr: u32) -> Result<i64, CosimError> {
         let v = self.var(vr)?;
         if v.var_type == VarType::Float64 {
-            return Err(CosimError::WrongType { vr, name: v.name.clone(), actual: "Float64", requested: "Integer" });
+            return Err(CosimError::WrongType {
+                vr,
+                name: v.name.clone(),
+                actual: "Float64",
+                requested: "Integer",
+            });
         }
         let s = self.stats();
         Ok(match v.kind {
-            VarKind::Solver(SolverSetting::Integrator) => Method::ALL.iter().position(|m| *m == self.st.settings.method).unwrap() as i64 + 1,
-            VarKind::Solver(SolverSetting::Jacobian) => JacobianStrategy::ALL.iter().position(|j| *j == self.st.settings.jacobian).unwrap() as i64 + 1,
+            VarKind::Solver(SolverSetting::Integrator) => {
+                Method::ALL
+                    .iter()
+                    .position(|m| *m == self.st.settings.method)
+                    .unwrap() as i64
+                    + 1
+            }
+            VarKind::Solver(SolverSetting::Jacobian) => {
+                JacobianStrategy::ALL
+                    .iter()
+                    .position(|j| *j == self.st.settings.jacobian)
+                    .unwrap() as i64
+                    + 1
+            }
             VarKind::Stat(k) => {
                 let n = match k {
                     StatKind::Steps => s.steps,
@@ -429,16 +564,31 @@ impl<E: Engine> Simulation<E> {
     }
 
     /// FMI 2 input derivative of order 1 or 2 for the next communication step.
-    pub fn set_input_derivative(&mut self, vr: u32, order: i64, value: f64) -> Result<(), CosimError> {
+    pub fn set_input_derivative(
+        &mut self,
+        vr: u32,
+        order: i64,
+        value: f64,
+    ) -> Result<(), CosimError> {
         let v = self.var(vr)?.clone();
         let VarKind::Input(i) = v.kind else {
-            return Err(CosimError::NotSettable { name: v.name, causality: causality_name(v.causality) });
+            return Err(CosimError::NotSettable {
+                name: v.name,
+                causality: causality_name(v.causality),
+            });
         };
         if !(1..=2).contains(&order) {
-            return Err(CosimError::InvalidValue { name: v.name, value: format!("order {order}"), reason: "input derivatives of order 1 and 2 are supported".into() });
+            return Err(CosimError::InvalidValue {
+                name: v.name,
+                value: format!("order {order}"),
+                reason: "input derivatives of order 1 and 2 are supported".into(),
+            });
         }
         if !value.is_finite() {
-            return Err(CosimError::NotFinite { name: v.name, value });
+            return Err(CosimError::NotFinite {
+                name: v.name,
+                value,
+            });
         }
         self.st.inputs[i].derivs[order as usize - 1] = Some(value);
         self.st.inputs_dirty = true;
@@ -527,7 +677,11 @@ impl<E: Engine> Simulation<E> {
     /// Advance from the current time to `t_end` (exactly). `intermediate`, when given, is
     /// called after every accepted internal step before `t_end` with its time and returns new
     /// input values `(input index, value)` valid at that time.
-    pub fn advance_to(&mut self, t_end: f64, mut intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>) -> Result<Advance, CosimError> {
+    pub fn advance_to(
+        &mut self,
+        t_end: f64,
+        mut intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>,
+    ) -> Result<Advance, CosimError> {
         if !self.st.initialized {
             return Err(CosimError::NotInitialized);
         }
@@ -575,7 +729,10 @@ impl<E: Engine> Simulation<E> {
                 }
                 Err(e) if e.is_recoverable() => {
                     let t = Integrator::<E>::state(integ).t;
-                    break Ok(Advance::Discard { last_successful_time: t, reason_is_recoverable: true });
+                    break Ok(Advance::Discard {
+                        last_successful_time: t,
+                        reason_is_recoverable: true,
+                    });
                 }
                 Err(e) => break Err(CosimError::Integrate(e)),
             }
@@ -590,22 +747,43 @@ impl<E: Engine> Simulation<E> {
         result
     }
 
-    fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), CosimError> {
+    fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), CosimError> {
         let (a, l) = self.st.engine.accelerations(t, q, v)?;
         if a.iter().chain(l.iter()).any(|z| !z.is_finite()) {
-            return Err(CosimError::OutputDerivative { order: 1, reason: format!("non-finite accelerations at t = {t}") });
+            return Err(CosimError::OutputDerivative {
+                order: 1,
+                reason: format!("non-finite accelerations at t = {t}"),
+            });
         }
         Ok((a, l))
     }
 
     /// Outputs at the point `s` along the Taylor path `q + s v + s²/2 a + s³/6 j`,
     /// `v + s a + s²/2 j` from the current state.
-    fn outputs_on_path(&mut self, x: &MechState, a: &[f64], j: &[f64], s: f64, out: &mut [f64]) -> Result<(), CosimError> {
-        let q: Vec<f64> = (0..x.q.len()).map(|i| x.q[i] + s * x.v[i] + s * s / 2.0 * a[i] + s * s * s / 6.0 * j[i]).collect();
-        let v: Vec<f64> = (0..x.v.len()).map(|i| x.v[i] + s * a[i] + s * s / 2.0 * j[i]).collect();
+    fn outputs_on_path(
+        &mut self,
+        x: &MechState,
+        a: &[f64],
+        j: &[f64],
+        s: f64,
+        out: &mut [f64],
+    ) -> Result<(), CosimError> {
+        let q: Vec<f64> = (0..x.q.len())
+            .map(|i| x.q[i] + s * x.v[i] + s * s / 2.0 * a[i] + s * s * s / 6.0 * j[i])
+            .collect();
+        let v: Vec<f64> = (0..x.v.len())
+            .map(|i| x.v[i] + s * a[i] + s * s / 2.0 * j[i])
+            .collect();
         let t = x.t + s;
         let (_, lambda) = self.accelerations(t, &q, &v)?;
-        self.st.engine.evaluate_outputs(&MechState { t, q, v, lambda }, out)?;
+        self.st
+            .engine
+            .evaluate_outputs(&MechState { t, q, v, lambda }, out)?;
         Ok(())
     }
 
@@ -618,23 +796,37 @@ impl<E: Engine> Simulation<E> {
     pub fn output_derivative(&mut self, vr: u32, order: i64) -> Result<f64, CosimError> {
         let v = self.var(vr)?.clone();
         let VarKind::Output(i) = v.kind else {
-            return Err(CosimError::OutputDerivative { order, reason: format!("`{}` is not an output", v.name) });
+            return Err(CosimError::OutputDerivative {
+                order,
+                reason: format!("`{}` is not an output", v.name),
+            });
         };
         if !(1..=2).contains(&order) {
-            return Err(CosimError::OutputDerivative { order, reason: "orders 1 and 2 are supported".into() });
+            return Err(CosimError::OutputDerivative {
+                order,
+                reason: "orders 1 and 2 are supported".into(),
+            });
         }
         self.ensure_state()?;
         self.refresh_inputs();
         let t = self.time();
         let x = self.st.x.clone().expect("state ensured");
-        let h = self.st.integrator.as_ref().map_or(1e-3, |g| Integrator::<E>::next_step_size(g));
+        let h = self
+            .st
+            .integrator
+            .as_ref()
+            .map_or(1e-3, |g| Integrator::<E>::next_step_size(g));
         let d = (0.05 * h).clamp(1e-6 * t.abs().max(1.0), 1e-3);
         let (a, _) = self.accelerations(t, &x.q, &x.v)?;
         let n = x.q.len();
         let mut jerk = vec![0.0; n];
         if order == 2 {
-            let qp: Vec<f64> = (0..n).map(|k| x.q[k] + d * x.v[k] + d * d / 2.0 * a[k]).collect();
-            let qm: Vec<f64> = (0..n).map(|k| x.q[k] - d * x.v[k] + d * d / 2.0 * a[k]).collect();
+            let qp: Vec<f64> = (0..n)
+                .map(|k| x.q[k] + d * x.v[k] + d * d / 2.0 * a[k])
+                .collect();
+            let qm: Vec<f64> = (0..n)
+                .map(|k| x.q[k] - d * x.v[k] + d * d / 2.0 * a[k])
+                .collect();
             let vp: Vec<f64> = (0..n).map(|k| x.v[k] + d * a[k]).collect();
             let vm: Vec<f64> = (0..n).map(|k| x.v[k] - d * a[k]).collect();
             let (ap, _) = self.accelerations(t + d, &qp, &vp)?;
@@ -657,19 +849,31 @@ impl<E: Engine> Simulation<E> {
     /// `∂y/∂u`: rows are the outputs `unknowns`, columns the inputs `knowns` (value
     /// references), by central differences at the current state (outputs depend on inputs
     /// only through direct feedthrough: forces, accelerations, reactions).
-    pub fn output_input_jacobian(&mut self, unknowns: &[u32], knowns: &[u32]) -> Result<nalgebra::DMatrix<f64>, CosimError> {
+    pub fn output_input_jacobian(
+        &mut self,
+        unknowns: &[u32],
+        knowns: &[u32],
+    ) -> Result<nalgebra::DMatrix<f64>, CosimError> {
         let mut rows = Vec::with_capacity(unknowns.len());
         for &vr in unknowns {
             match self.var(vr)?.kind {
                 VarKind::Output(i) => rows.push(i),
-                _ => return Err(CosimError::Derivative(format!("unknown {vr} is not an output"))),
+                _ => {
+                    return Err(CosimError::Derivative(format!(
+                        "unknown {vr} is not an output"
+                    )))
+                }
             }
         }
         let mut cols = Vec::with_capacity(knowns.len());
         for &vr in knowns {
             match self.var(vr)?.kind {
                 VarKind::Input(i) => cols.push(i),
-                _ => return Err(CosimError::Derivative(format!("known {vr} is not an input"))),
+                _ => {
+                    return Err(CosimError::Derivative(format!(
+                        "known {vr} is not an input"
+                    )))
+                }
             }
         }
         self.ensure_state()?;
@@ -723,7 +927,8 @@ impl<E: Engine> Simulation<E> {
         if s.params.len() != self.spec.parameters.len() {
             return bad("parameter count");
         }
-        if s.inputs.len() != self.spec.inputs.len() || s.inputs.iter().any(|i| i.history.len() > 3) {
+        if s.inputs.len() != self.spec.inputs.len() || s.inputs.iter().any(|i| i.history.len() > 3)
+        {
             return bad("input count");
         }
         if s.outputs.len() != self.st.outputs.len() {
@@ -775,7 +980,10 @@ fn segment_for(inp: &InputState, t: f64) -> InputSegment {
     if inp.derivs.iter().any(Option::is_some) {
         let d1 = inp.derivs[0].unwrap_or(0.0);
         let d2 = inp.derivs[1].unwrap_or(0.0);
-        return InputSegment { t0: t, coeffs: [u, d1, 0.5 * d2, 0.0] };
+        return InputSegment {
+            t0: t,
+            coeffs: [u, d1, 0.5 * d2, 0.0],
+        };
     }
     let h = &inp.history;
     let n = h.len();
@@ -786,12 +994,18 @@ fn segment_for(inp: &InputState, t: f64) -> InputSegment {
     let (t1, u1) = h[n - 2];
     let f21 = (u2 - u1) / (t2 - t1);
     if n < 3 {
-        return InputSegment { t0: t2, coeffs: [u2, f21, 0.0, 0.0] };
+        return InputSegment {
+            t0: t2,
+            coeffs: [u2, f21, 0.0, 0.0],
+        };
     }
     let (t0, u0) = h[n - 3];
     let f10 = (u1 - u0) / (t1 - t0);
     let f210 = (f21 - f10) / (t2 - t0);
-    InputSegment { t0: t2, coeffs: [u2, f21 + f210 * (t2 - t1), f210, 0.0] }
+    InputSegment {
+        t0: t2,
+        coeffs: [u2, f21 + f210 * (t2 - t1), f210, 0.0],
+    }
 }
 
 #[cfg(test)]
@@ -820,7 +1034,11 @@ mod tests {
 
     #[test]
     fn taylor_segment_from_input_derivatives() {
-        let inp = InputState { value: 2.0, history: vec![], derivs: [Some(3.0), Some(-4.0)] };
+        let inp = InputState {
+            value: 2.0,
+            history: vec![],
+            derivs: [Some(3.0), Some(-4.0)],
+        };
         let [u, du, ddu] = segment_for(&inp, 1.0).eval(1.5);
         assert!((u - (2.0 + 3.0 * 0.5 - 2.0 * 0.25)).abs() < 1e-15);
         assert!((du - (3.0 - 4.0 * 0.5)).abs() < 1e-15);

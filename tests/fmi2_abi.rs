@@ -67,7 +67,12 @@ struct Inst<'a> {
 fn callbacks(sink: &LogSink) -> Box<fmi2CallbackFunctions> {
     Box::new(fmi2CallbackFunctions {
         // SAFETY (test): see `fmi2_logger` on the variadic type.
-        logger: Some(unsafe { std::mem::transmute::<*const (), unsafe extern "C" fn(*mut c_void, *const i8, u32, *const i8, *const i8, ...)>(fmi2_logger as *const ()) }),
+        logger: Some(unsafe {
+            std::mem::transmute::<
+                *const (),
+                unsafe extern "C" fn(*mut c_void, *const i8, u32, *const i8, *const i8, ...),
+            >(fmi2_logger as *const ())
+        }),
         allocateMemory: None,
         freeMemory: None,
         stepFinished: None,
@@ -80,14 +85,30 @@ impl<'a> Inst<'a> {
         let sink = Box::new(LogSink::default());
         let cb = callbacks(&sink);
         let (n, g, u) = (cstr(name), cstr(guid), cstr(uri));
-        let c = unsafe { f.fmi2Instantiate(n.as_ptr(), fmi2Type_fmi2CoSimulation, g.as_ptr(), u.as_ptr(), &*cb, 0, 0) };
+        let c = unsafe {
+            f.fmi2Instantiate(
+                n.as_ptr(),
+                fmi2Type_fmi2CoSimulation,
+                g.as_ptr(),
+                u.as_ptr(),
+                &*cb,
+                0,
+                0,
+            )
+        };
         if c.is_null() {
             return Err(sink.dump());
         }
-        Ok(Inst { f, c, sink, _cb: cb })
+        Ok(Inst {
+            f,
+            c,
+            sink,
+            _cb: cb,
+        })
     }
     fn new(f: &'a Fmi2Binding, r: &Resources) -> Inst<'a> {
-        Inst::try_new(f, &r.uri(), &r.token, "inst").unwrap_or_else(|log| panic!("instantiate failed:\n{log}"))
+        Inst::try_new(f, &r.uri(), &r.token, "inst")
+            .unwrap_or_else(|log| panic!("instantiate failed:\n{log}"))
     }
     fn get(&self, vr: u32) -> (u32, f64) {
         let mut v = f64::NAN;
@@ -110,9 +131,24 @@ impl<'a> Inst<'a> {
     }
     fn init(&self, stop: Option<f64>) {
         unsafe {
-            assert_eq!(self.f.fmi2SetupExperiment(self.c, 0, 0.0, 0.0, stop.is_some() as i32, stop.unwrap_or(0.0)), OK);
+            assert_eq!(
+                self.f.fmi2SetupExperiment(
+                    self.c,
+                    0,
+                    0.0,
+                    0.0,
+                    stop.is_some() as i32,
+                    stop.unwrap_or(0.0)
+                ),
+                OK
+            );
             assert_eq!(self.f.fmi2EnterInitializationMode(self.c), OK);
-            assert_eq!(self.f.fmi2ExitInitializationMode(self.c), OK, "{}", self.sink.dump());
+            assert_eq!(
+                self.f.fmi2ExitInitializationMode(self.c),
+                OK,
+                "{}",
+                self.sink.dump()
+            );
         }
     }
     fn get_state(&self) -> fmi2FMUstate {
@@ -122,14 +158,26 @@ impl<'a> Inst<'a> {
     }
     fn serialize(&self, s: fmi2FMUstate) -> Vec<u8> {
         let mut n = 0usize;
-        assert_eq!(unsafe { self.f.fmi2SerializedFMUstateSize(self.c, s, &mut n) }, OK);
+        assert_eq!(
+            unsafe { self.f.fmi2SerializedFMUstateSize(self.c, s, &mut n) },
+            OK
+        );
         let mut buf = vec![0u8; n];
-        assert_eq!(unsafe { self.f.fmi2SerializeFMUstate(self.c, s, buf.as_mut_ptr() as *mut i8, n) }, OK);
+        assert_eq!(
+            unsafe {
+                self.f
+                    .fmi2SerializeFMUstate(self.c, s, buf.as_mut_ptr() as *mut i8, n)
+            },
+            OK
+        );
         buf
     }
     fn deserialize(&self, bytes: &[u8]) -> (u32, fmi2FMUstate) {
         let mut s: fmi2FMUstate = null_mut();
-        let st = unsafe { self.f.fmi2DeSerializeFMUstate(self.c, bytes.as_ptr() as *const i8, bytes.len(), &mut s) };
+        let st = unsafe {
+            self.f
+                .fmi2DeSerializeFMUstate(self.c, bytes.as_ptr() as *const i8, bytes.len(), &mut s)
+        };
         (st, s)
     }
     fn free_state(&self, mut s: fmi2FMUstate) {
@@ -148,20 +196,46 @@ impl Drop for Inst<'_> {
 fn exports_every_cosimulation_function_and_only_fmi_symbols() {
     let so = unsafe { libloading::Library::new(lib_path()) }.unwrap();
     for name in CS_FUNCTIONS {
-        assert!(unsafe { so.get::<*const c_void>(name.as_bytes()) }.is_ok(), "{name} is not exported");
+        assert!(
+            unsafe { so.get::<*const c_void>(name.as_bytes()) }.is_ok(),
+            "{name} is not exported"
+        );
     }
     let f = lib_path();
-    if let Ok(out) = std::process::Command::new("nm").args(["-D", "--defined-only"]).arg(&f).output() {
+    if let Ok(out) = std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&f)
+        .output()
+    {
         let text = String::from_utf8_lossy(&out.stdout);
-        let names: Vec<&str> = text.lines().filter_map(|l| l.split_whitespace().nth(2)).collect();
-        let foreign: Vec<&&str> = names.iter().filter(|n| !n.starts_with("fmi2") && !n.starts_with("fmi3")).collect();
-        assert!(foreign.is_empty(), "symbols other than fmi2*/fmi3* exported: {foreign:?}");
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .collect();
+        let foreign: Vec<&&str> = names
+            .iter()
+            .filter(|n| !n.starts_with("fmi2") && !n.starts_with("fmi3"))
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "symbols other than fmi2*/fmi3* exported: {foreign:?}"
+        );
         assert!(names.len() >= 34 + 75, "{} symbols", names.len());
     }
     let f = lib();
     unsafe {
-        assert_eq!(std::ffi::CStr::from_ptr(f.fmi2GetVersion()).to_str().unwrap(), "2.0");
-        assert_eq!(std::ffi::CStr::from_ptr(f.fmi2GetTypesPlatform()).to_str().unwrap(), "default");
+        assert_eq!(
+            std::ffi::CStr::from_ptr(f.fmi2GetVersion())
+                .to_str()
+                .unwrap(),
+            "2.0"
+        );
+        assert_eq!(
+            std::ffi::CStr::from_ptr(f.fmi2GetTypesPlatform())
+                .to_str()
+                .unwrap(),
+            "default"
+        );
     }
 }
 
@@ -192,22 +266,78 @@ fn instantiation_failures_return_null_with_a_message() {
     let f = lib();
     // NULL callback structure: nothing to report through, NULL.
     let (n, g, u) = (cstr("x"), cstr("{x}"), cstr("file:///nonexistent"));
-    assert!(unsafe { f.fmi2Instantiate(n.as_ptr(), fmi2Type_fmi2CoSimulation, g.as_ptr(), u.as_ptr(), null(), 0, 0) }.is_null());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            u.as_ptr(),
+            null(),
+            0,
+            0,
+        )
+    }
+    .is_null());
     // Missing resources folder.
-    let e = Inst::try_new(&f, "file:///nonexistent/resources", "{x}", "a").err().unwrap();
+    let e = Inst::try_new(&f, "file:///nonexistent/resources", "{x}", "a")
+        .err()
+        .unwrap();
     assert!(e.contains("has no model.toml"), "{e}");
     // Not a file URI.
-    let e = Inst::try_new(&f, "http://example.com/resources", "{x}", "a").err().unwrap();
+    let e = Inst::try_new(&f, "http://example.com/resources", "{x}", "a")
+        .err()
+        .unwrap();
     assert!(e.contains("not a file: URI"), "{e}");
     // NULL strings.
     let sink = LogSink::default();
     let cb = callbacks(&sink);
-    assert!(unsafe { f.fmi2Instantiate(null(), fmi2Type_fmi2CoSimulation, g.as_ptr(), u.as_ptr(), &*cb, 0, 0) }.is_null());
-    assert!(unsafe { f.fmi2Instantiate(n.as_ptr(), fmi2Type_fmi2CoSimulation, null(), u.as_ptr(), &*cb, 0, 0) }.is_null());
-    assert!(unsafe { f.fmi2Instantiate(n.as_ptr(), fmi2Type_fmi2CoSimulation, g.as_ptr(), null(), &*cb, 0, 0) }.is_null());
-    assert!(sink.contains(ERROR, "instanceName is NULL"), "{}", sink.dump());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            null(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            u.as_ptr(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            null(),
+            u.as_ptr(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            null(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(
+        sink.contains(ERROR, "instanceName is NULL"),
+        "{}",
+        sink.dump()
+    );
     assert!(sink.contains(ERROR, "fmuGUID is NULL"), "{}", sink.dump());
-    assert!(sink.contains(ERROR, "fmuResourceLocation is NULL"), "{}", sink.dump());
+    assert!(
+        sink.contains(ERROR, "fmuResourceLocation is NULL"),
+        "{}",
+        sink.dump()
+    );
     assert!(!sink.dump().contains("FORMAT NOT %s"));
 }
 
@@ -218,7 +348,9 @@ mod with_model {
     fn wrong_guid_and_model_exchange_are_refused() {
         let f = lib();
         let r = Resources::oscillator("");
-        let e = Inst::try_new(&f, &r.uri(), "{00000000-0000-0000-0000-000000000000}", "a").err().unwrap();
+        let e = Inst::try_new(&f, &r.uri(), "{00000000-0000-0000-0000-000000000000}", "a")
+            .err()
+            .unwrap();
         assert!(e.contains("does not match the packed model's token"), "{e}");
         // Another model's token (the file differs by one comment).
         let other = Resources::oscillator(" (other)");
@@ -226,14 +358,33 @@ mod with_model {
         assert!(Inst::try_new(&f, &r.uri(), &other.token, "a").is_err());
         // URI forms: without authority, with localhost.
         let path = r.resources.to_str().unwrap().replace(' ', "%20");
-        for uri in [format!("file:{path}"), format!("file://localhost{path}/"), r.uri()] {
+        for uri in [
+            format!("file:{path}"),
+            format!("file://localhost{path}/"),
+            r.uri(),
+        ] {
             Inst::try_new(&f, &uri, &r.token, "a").unwrap_or_else(|e| panic!("{uri}: {e}"));
         }
         let sink = LogSink::default();
         let cb = callbacks(&sink);
         let (n, g, u) = (cstr("me"), cstr(&r.token), cstr(&r.uri()));
-        assert!(unsafe { f.fmi2Instantiate(n.as_ptr(), fmi2Type_fmi2ModelExchange, g.as_ptr(), u.as_ptr(), &*cb, 0, 0) }.is_null());
-        assert!(sink.contains(ERROR, "Co-Simulation only"), "{}", sink.dump());
+        assert!(unsafe {
+            f.fmi2Instantiate(
+                n.as_ptr(),
+                fmi2Type_fmi2ModelExchange,
+                g.as_ptr(),
+                u.as_ptr(),
+                &*cb,
+                0,
+                0,
+            )
+        }
+        .is_null());
+        assert!(
+            sink.contains(ERROR, "Co-Simulation only"),
+            "{}",
+            sink.dump()
+        );
     }
 
     /// Full life cycle: parameters, a step input, doStep to the end, outputs against the
@@ -270,7 +421,12 @@ mod with_model {
             // Past the stop time: error.
             assert_eq!(inst.step(2.0, 0.1), ERROR);
             let mut lst = 0.0;
-            assert_eq!(unsafe { f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut lst) }, OK);
+            assert_eq!(
+                unsafe {
+                    f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut lst)
+                },
+                OK
+            );
             assert!((lst - 2.0).abs() < 1e-12);
             assert_eq!(unsafe { f.fmi2Terminate(inst.c) }, OK);
             assert_eq!(inst.get(vr("x")).0, OK);
@@ -302,7 +458,11 @@ mod with_model {
         // Solver settings are fixed after initialization.
         assert_eq!(inst.seti(vr("solver.jacobian"), 1), ERROR);
         assert_eq!(inst.set(vr("solver.rtol"), 1e-3), ERROR);
-        assert!(inst.sink.contains(ERROR, "not tunable"), "{}", inst.sink.dump());
+        assert!(
+            inst.sink.contains(ERROR, "not tunable"),
+            "{}",
+            inst.sink.dump()
+        );
     }
 
     #[test]
@@ -316,7 +476,11 @@ mod with_model {
         assert!(inst.sink.contains(ERROR, "unknown value reference 9999"));
         assert_eq!(inst.set(9999, 1.0), ERROR);
         assert_eq!(inst.geti(x).0, ERROR, "Real variable through GetInteger");
-        assert_eq!(inst.get(vr("stats.steps")).0, ERROR, "Integer variable through GetReal");
+        assert_eq!(
+            inst.get(vr("stats.steps")).0,
+            ERROR,
+            "Integer variable through GetReal"
+        );
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             assert_eq!(inst.set(vr("u"), bad), ERROR);
             assert_eq!(inst.set(vr("k"), bad), ERROR);
@@ -326,8 +490,16 @@ mod with_model {
         assert_eq!(inst.set(vr("time"), 1.0), ERROR, "independent");
         assert_eq!(inst.set(vr("stats.cpu_time"), 1.0), ERROR, "local");
         assert_eq!(inst.seti(vr("stats.steps"), 1), ERROR, "local");
-        assert_eq!(inst.set(vr("m"), 2.0), ERROR, "fixed parameter in step mode");
-        assert_eq!(inst.set(vr("k"), 50.0), OK, "tunable parameter in step mode");
+        assert_eq!(
+            inst.set(vr("m"), 2.0),
+            ERROR,
+            "fixed parameter in step mode"
+        );
+        assert_eq!(
+            inst.set(vr("k"), 50.0),
+            OK,
+            "tunable parameter in step mode"
+        );
         // No Boolean / String variables.
         let (mut b, mut s) = (0, null());
         unsafe {
@@ -345,7 +517,10 @@ mod with_model {
             assert_eq!(f.fmi2SetReal(inst.c, &x, 1, null()), ERROR);
             assert_eq!(f.fmi2GetReal(inst.c, null(), 0, null_mut()), OK);
             assert_eq!(f.fmi2SetReal(inst.c, null(), 0, null()), OK);
-            assert_eq!(f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, null_mut()), ERROR);
+            assert_eq!(
+                f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, null_mut()),
+                ERROR
+            );
             assert_eq!(f.fmi2GetFMUstate(inst.c, null_mut()), ERROR);
             assert_eq!(f.fmi2SetFMUstate(inst.c, null_mut()), ERROR);
             assert_eq!(f.fmi2FreeFMUstate(inst.c, null_mut()), OK);
@@ -353,15 +528,28 @@ mod with_model {
             let bad = cstr("%s%s%n");
             assert_eq!(f.fmi2SetDebugLogging(inst.c, 1, 1, &bad.as_ptr()), ERROR);
         }
-        assert!(inst.sink.contains(ERROR, "unknown log category `%s%s%n`"), "{}", inst.sink.dump());
+        assert!(
+            inst.sink.contains(ERROR, "unknown log category `%s%s%n`"),
+            "{}",
+            inst.sink.dump()
+        );
         assert!(!inst.sink.dump().contains("FORMAT NOT %s"));
         // Step sizes and communication points.
         for h in [0.0, -0.1, f64::NAN, f64::INFINITY] {
             assert_eq!(inst.step(0.0, h), ERROR, "h = {h}");
         }
-        assert_eq!(inst.step(0.5, 0.1), ERROR, "communication point differs from the time");
+        assert_eq!(
+            inst.step(0.5, 0.1),
+            ERROR,
+            "communication point differs from the time"
+        );
         assert_eq!(inst.step(f64::NAN, 0.1), ERROR);
-        assert_eq!(inst.step(0.0, 0.1), OK, "usable after all that: {}", inst.sink.dump());
+        assert_eq!(
+            inst.step(0.0, 0.1),
+            OK,
+            "usable after all that: {}",
+            inst.sink.dump()
+        );
     }
 
     /// Every function in the states where the standard forbids it: Error, a message, no
@@ -377,11 +565,23 @@ mod with_model {
         let one = 1;
         // Calls that are illegal in a given state, as closures returning the status.
         let get_real = || unsafe { f.fmi2GetReal(inst.c, &x, 1, &mut v.clone()) };
-        let der_out = || unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &one, &mut v.clone()) };
-        let dir = || unsafe { f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut v.clone()) };
-        let status = || unsafe { f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut st.clone()) };
-        let real_status = || unsafe { f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut v.clone()) };
-        let bool_status = || unsafe { f.fmi2GetBooleanStatus(inst.c, fmi2StatusKind_fmi2Terminated, &mut b.clone()) };
+        let der_out =
+            || unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &one, &mut v.clone()) };
+        let dir = || unsafe {
+            f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut v.clone())
+        };
+        let status =
+            || unsafe { f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut st.clone()) };
+        let real_status = || unsafe {
+            f.fmi2GetRealStatus(
+                inst.c,
+                fmi2StatusKind_fmi2LastSuccessfulTime,
+                &mut v.clone(),
+            )
+        };
+        let bool_status = || unsafe {
+            f.fmi2GetBooleanStatus(inst.c, fmi2StatusKind_fmi2Terminated, &mut b.clone())
+        };
         let do_step = || unsafe { f.fmi2DoStep(inst.c, 0.0, 0.1, 1) };
         let terminate = || unsafe { f.fmi2Terminate(inst.c) };
         let setup = || unsafe { f.fmi2SetupExperiment(inst.c, 0, 0.0, 0.0, 0, 0.0) };
@@ -390,7 +590,9 @@ mod with_model {
         let set_u = || unsafe { f.fmi2SetReal(inst.c, &u, 1, &0.0) };
         let set_der = || unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &one, &0.0) };
         let cancel = || unsafe { f.fmi2CancelStep(inst.c) };
-        let int_status = || unsafe { f.fmi2GetIntegerStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut i.clone()) };
+        let int_status = || unsafe {
+            f.fmi2GetIntegerStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut i.clone())
+        };
         let me = || unsafe { f.fmi2EnterEventMode(inst.c) + f.fmi2SetTime(inst.c, 0.0) - ERROR };
         type Call<'a> = (&'a str, &'a dyn Fn() -> u32);
         let instantiated: Vec<Call> = vec![
@@ -409,7 +611,12 @@ mod with_model {
         for (name, call) in &instantiated {
             assert_eq!(call(), ERROR, "{name} in Instantiated");
         }
-        assert!(inst.sink.contains(ERROR, "not allowed in state Instantiated"), "{}", inst.sink.dump());
+        assert!(
+            inst.sink
+                .contains(ERROR, "not allowed in state Instantiated"),
+            "{}",
+            inst.sink.dump()
+        );
         assert_eq!(enter(), OK);
         let init_mode: Vec<Call> = vec![
             ("GetRealOutputDerivatives", &der_out),
@@ -545,7 +752,11 @@ mod with_model {
         outputs_over(&inst, 0.0, 3);
         let s = inst.get_state();
         let bytes = inst.serialize(s);
-        let mut cases: Vec<(String, Vec<u8>)> = vec![("empty".into(), vec![]), ("short".into(), bytes[..40].to_vec()), ("truncated".into(), bytes[..bytes.len() - 1].to_vec())];
+        let mut cases: Vec<(String, Vec<u8>)> = vec![
+            ("empty".into(), vec![]),
+            ("short".into(), bytes[..40].to_vec()),
+            ("truncated".into(), bytes[..bytes.len() - 1].to_vec()),
+        ];
         let mut longer = bytes.clone();
         longer.push(0);
         cases.push(("extended".into(), longer));
@@ -557,7 +768,9 @@ mod with_model {
         let mut seed = 12345u64;
         let garbage: Vec<u8> = (0..bytes.len())
             .map(|_| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (seed >> 33) as u8
             })
             .collect();
@@ -567,16 +780,27 @@ mod with_model {
             assert_eq!(st, ERROR, "{what}");
             assert!(out.is_null(), "{what}");
         }
-        assert!(inst.sink.contains(ERROR, "checksum"), "{}", inst.sink.dump());
+        assert!(
+            inst.sink.contains(ERROR, "checksum"),
+            "{}",
+            inst.sink.dump()
+        );
         // A state of another model (different token) is refused.
         let r2 = Resources::oscillator(" (other)");
         let other = Inst::new(&f, &r2);
         let (st, _) = other.deserialize(&bytes);
         assert_eq!(st, ERROR);
-        assert!(other.sink.contains(ERROR, "different model"), "{}", other.sink.dump());
+        assert!(
+            other.sink.contains(ERROR, "different model"),
+            "{}",
+            other.sink.dump()
+        );
         // A state pointer that is not a state, and an instance pointer as state.
         let mut junk = [0u64; 4];
-        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, junk.as_mut_ptr() as *mut c_void) }, ERROR);
+        assert_eq!(
+            unsafe { f.fmi2SetFMUstate(inst.c, junk.as_mut_ptr() as *mut c_void) },
+            ERROR
+        );
         assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, other.c) }, ERROR);
         // Still usable.
         assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, s) }, OK);
@@ -599,12 +823,22 @@ mod with_model {
         // An absurd stiffness makes the forces overflow: the integrator stops.
         assert_eq!(inst.set(vr("k"), 1e300), OK);
         assert_eq!(inst.step(0.1, 0.5), DISCARD, "{}", inst.sink.dump());
-        assert!(inst.sink.contains(DISCARD, "could not reach"), "{}", inst.sink.dump());
+        assert!(
+            inst.sink.contains(DISCARD, "could not reach"),
+            "{}",
+            inst.sink.dump()
+        );
         let mut lst = f64::NAN;
-        assert_eq!(unsafe { f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut lst) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut lst) },
+            OK
+        );
         assert!(lst > 0.1 - 1e-12 && lst < 0.6, "{lst}");
         let mut st = 99;
-        assert_eq!(unsafe { f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut st) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut st) },
+            OK
+        );
         assert_eq!(st, DISCARD);
         // stepFailed: DoStep is illegal, outputs can be read, the saved state restores.
         assert_eq!(inst.step(lst, 0.01), ERROR);
@@ -612,10 +846,18 @@ mod with_model {
         assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, saved) }, OK);
         assert_eq!(inst.get(vr("k")).1, 100.0);
         for i in 0..5 {
-            assert_eq!(inst.step(0.1 + i as f64 * 0.1, 0.1), OK, "{}", inst.sink.dump());
+            assert_eq!(
+                inst.step(0.1 + i as f64 * 0.1, 0.1),
+                OK,
+                "{}",
+                inst.sink.dump()
+            );
         }
         let (_, x) = inst.get(vr("x"));
-        assert!((x - step_response(100.0, 2.0, 0.1, 0.6)).abs() < 1e-6, "{x}");
+        assert!(
+            (x - step_response(100.0, 2.0, 0.1, 0.6)).abs() < 1e-6,
+            "{x}"
+        );
         inst.free_state(saved);
     }
 
@@ -634,7 +876,18 @@ mod with_model {
             let orders = [1, 2];
             let vals = [0.5, 0.0];
             let vrs = [u, u];
-            assert_eq!(unsafe { f.fmi2SetRealInputDerivatives(inst.c, vrs.as_ptr(), 2, orders.as_ptr(), vals.as_ptr()) }, OK);
+            assert_eq!(
+                unsafe {
+                    f.fmi2SetRealInputDerivatives(
+                        inst.c,
+                        vrs.as_ptr(),
+                        2,
+                        orders.as_ptr(),
+                        vals.as_ptr(),
+                    )
+                },
+                OK
+            );
             assert_eq!(inst.step(t, 0.02), OK);
             prev_x = inst.get(x).1;
         }
@@ -642,41 +895,95 @@ mod with_model {
         // k-only step response plus c/k times it (midpoint rule, 20000 intervals).
         let n = 20000;
         let dt = 1.0 / n as f64;
-        let ramp: f64 = (0..n).map(|j| step_response(100.0, 2.0, 0.5, (j as f64 + 0.5) * dt) * dt).sum::<f64>() + 2.0 / 100.0 * step_response(100.0, 2.0, 0.5, 1.0);
+        let ramp: f64 = (0..n)
+            .map(|j| step_response(100.0, 2.0, 0.5, (j as f64 + 0.5) * dt) * dt)
+            .sum::<f64>()
+            + 2.0 / 100.0 * step_response(100.0, 2.0, 0.5, 1.0);
         assert!((prev_x - ramp).abs() < 1e-5, "{prev_x} vs {ramp}");
         // Output derivatives of x are v and a (along the solution through the current state).
         let (mut d1, mut d2) = (0.0, 0.0);
-        assert_eq!(unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &1, &mut d1) }, OK);
-        assert_eq!(unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &2, &mut d2) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &1, &mut d1) },
+            OK
+        );
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &2, &mut d2) },
+            OK
+        );
         let (v, acc) = (inst.get(vr("v")).1, inst.get(a).1);
         assert!((d1 - v).abs() < 1e-7 * v.abs().max(1.0), "{d1} vs {v}");
-        assert!((d2 - acc).abs() < 1e-5 * acc.abs().max(1.0), "{d2} vs {acc}");
+        assert!(
+            (d2 - acc).abs() < 1e-5 * acc.abs().max(1.0),
+            "{d2} vs {acc}"
+        );
         // The force's rate against a difference quotient over a tiny extra step.
         let mut df = 0.0;
-        assert_eq!(unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &force, 1, &1, &mut df) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &force, 1, &1, &mut df) },
+            OK
+        );
         let f0 = inst.get(force).1;
         let t_end = inst.get(vr("time")).1;
         assert_eq!(inst.set(u, 0.5 * t_end), OK);
         let vals = [0.5, 0.0];
         let (orders, vrs) = ([1, 2], [u, u]);
-        assert_eq!(unsafe { f.fmi2SetRealInputDerivatives(inst.c, vrs.as_ptr(), 2, orders.as_ptr(), vals.as_ptr()) }, OK);
+        assert_eq!(
+            unsafe {
+                f.fmi2SetRealInputDerivatives(
+                    inst.c,
+                    vrs.as_ptr(),
+                    2,
+                    orders.as_ptr(),
+                    vals.as_ptr(),
+                )
+            },
+            OK
+        );
         assert_eq!(inst.step(t_end, 1e-6), OK);
         let fd = (inst.get(force).1 - f0) / 1e-6;
         assert!((df - fd).abs() < 1e-3 * df.abs().max(1.0), "{df} vs {fd}");
-        assert_eq!(unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &3, &mut d1) }, ERROR);
-        assert_eq!(unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &u, 1, &1, &mut d1) }, ERROR);
-        assert_eq!(unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &3, &0.0) }, ERROR);
-        assert_eq!(unsafe { f.fmi2SetRealInputDerivatives(inst.c, &x, 1, &1, &0.0) }, ERROR);
-        assert_eq!(unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &1, &f64::NAN) }, ERROR);
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &3, &mut d1) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &u, 1, &1, &mut d1) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &3, &0.0) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2SetRealInputDerivatives(inst.c, &x, 1, &1, &0.0) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &1, &f64::NAN) },
+            ERROR
+        );
         // Directional derivative: force = k (x − u) + c (v − u̇) → ∂force/∂u = −k; x has no
         // direct feedthrough.
         let (mut dforce, mut dx) = (0.0, 1.0);
-        assert_eq!(unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, &2.0, &mut dforce) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, &2.0, &mut dforce) },
+            OK
+        );
         assert!((dforce + 200.0).abs() < 1e-6, "{dforce}");
-        assert_eq!(unsafe { f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut dx) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut dx) },
+            OK
+        );
         assert_eq!(dx, 0.0);
-        assert_eq!(unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &x, 1, &1.0, &mut dx) }, ERROR, "known must be an input");
-        assert_eq!(unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, null(), &mut dx) }, ERROR);
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &x, 1, &1.0, &mut dx) },
+            ERROR,
+            "known must be an input"
+        );
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, null(), &mut dx) },
+            ERROR
+        );
     }
 
     #[test]
@@ -686,19 +993,44 @@ mod with_model {
         let inst = Inst::new(&f, &r);
         // loggingOn = 0 at instantiation: no events, but errors are reported.
         inst.init(None);
-        assert!(!inst.sink.messages.lock().unwrap().iter().any(|(s, _, _)| *s == OK));
+        assert!(!inst
+            .sink
+            .messages
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(s, _, _)| *s == OK));
         let cats = [cstr("logEvents")];
         let ptrs: Vec<_> = cats.iter().map(|c| c.as_ptr()).collect();
-        assert_eq!(unsafe { f.fmi2SetDebugLogging(inst.c, 1, 1, ptrs.as_ptr()) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2SetDebugLogging(inst.c, 1, 1, ptrs.as_ptr()) },
+            OK
+        );
         assert_eq!(unsafe { f.fmi2Reset(inst.c) }, OK);
         inst.init(None);
-        assert!(inst.sink.messages.lock().unwrap().iter().any(|(s, c, m)| *s == OK && c == "logEvents" && m.contains("initialized")), "{}", inst.sink.dump());
+        assert!(
+            inst.sink
+                .messages
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(s, c, m)| *s == OK && c == "logEvents" && m.contains("initialized")),
+            "{}",
+            inst.sink.dump()
+        );
         // Switch off the error category: errors are no longer reported.
         let cats = [cstr("logStatusError")];
         let ptrs: Vec<_> = cats.iter().map(|c| c.as_ptr()).collect();
-        assert_eq!(unsafe { f.fmi2SetDebugLogging(inst.c, 0, 1, ptrs.as_ptr()) }, OK);
+        assert_eq!(
+            unsafe { f.fmi2SetDebugLogging(inst.c, 0, 1, ptrs.as_ptr()) },
+            OK
+        );
         inst.sink.clear();
         assert_eq!(inst.get(9999).0, ERROR);
-        assert!(inst.sink.messages.lock().unwrap().is_empty(), "{}", inst.sink.dump());
+        assert!(
+            inst.sink.messages.lock().unwrap().is_empty(),
+            "{}",
+            inst.sink.dump()
+        );
     }
 }

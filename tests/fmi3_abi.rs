@@ -110,12 +110,33 @@ struct CbEnv {
     reentrant_status: Cell<u32>,
 }
 
-unsafe extern "C" fn cb_logger(env: *mut c_void, status: u32, category: *const i8, message: *const i8) {
+unsafe extern "C" fn cb_logger(
+    env: *mut c_void,
+    status: u32,
+    category: *const i8,
+    message: *const i8,
+) {
     let e = unsafe { &*(env as *const CbEnv) };
-    unsafe { fmi3_logger(&e.sink as *const LogSink as *mut c_void, status, category, message) };
+    unsafe {
+        fmi3_logger(
+            &e.sink as *const LogSink as *mut c_void,
+            status,
+            category,
+            message,
+        )
+    };
 }
 
-unsafe extern "C" fn intermediate(env: *mut c_void, t: f64, set_requested: bool, get_allowed: bool, step_finished: bool, can_return_early: bool, early: *mut bool, _early_time: *mut f64) {
+unsafe extern "C" fn intermediate(
+    env: *mut c_void,
+    t: f64,
+    set_requested: bool,
+    get_allowed: bool,
+    step_finished: bool,
+    can_return_early: bool,
+    early: *mut bool,
+    _early_time: *mut f64,
+) {
     let e = unsafe { &*(env as *const CbEnv) };
     let f = unsafe { &*e.f };
     assert!(set_requested && !get_allowed && step_finished && !can_return_early);
@@ -140,7 +161,13 @@ struct Inst<'a> {
 }
 
 impl<'a> Inst<'a> {
-    fn try_new(f: &'a Fmi3Binding, path: Option<&str>, token: &str, with_callback: bool, required: &[u32]) -> Result<Inst<'a>, String> {
+    fn try_new(
+        f: &'a Fmi3Binding,
+        path: Option<&str>,
+        token: &str,
+        with_callback: bool,
+        required: &[u32],
+    ) -> Result<Inst<'a>, String> {
         let env = Box::new(CbEnv {
             sink: LogSink::default(),
             f,
@@ -154,7 +181,11 @@ impl<'a> Inst<'a> {
         });
         let (n, t) = (cstr("inst3"), cstr(token));
         let p = path.map(cstr);
-        let cb: fmi3IntermediateUpdateCallback = if with_callback { Some(intermediate) } else { None };
+        let cb: fmi3IntermediateUpdateCallback = if with_callback {
+            Some(intermediate)
+        } else {
+            None
+        };
         let c = unsafe {
             f.fmi3InstantiateCoSimulation(
                 n.as_ptr(),
@@ -190,14 +221,33 @@ impl<'a> Inst<'a> {
     }
     fn init(&self, stop: Option<f64>) {
         unsafe {
-            assert_eq!(self.f.fmi3EnterInitializationMode(self.c, false, 0.0, 0.0, stop.is_some(), stop.unwrap_or(0.0)), OK);
-            assert_eq!(self.f.fmi3ExitInitializationMode(self.c), OK, "{}", self.env.sink.dump());
+            assert_eq!(
+                self.f.fmi3EnterInitializationMode(
+                    self.c,
+                    false,
+                    0.0,
+                    0.0,
+                    stop.is_some(),
+                    stop.unwrap_or(0.0)
+                ),
+                OK
+            );
+            assert_eq!(
+                self.f.fmi3ExitInitializationMode(self.c),
+                OK,
+                "{}",
+                self.env.sink.dump()
+            );
         }
     }
     /// doStep; returns (status, lastSuccessfulTime).
     fn step(&self, t: f64, h: f64) -> (u32, f64) {
         let (mut ehn, mut term, mut early, mut lst) = (true, true, true, f64::NAN);
-        let s = unsafe { self.f.fmi3DoStep(self.c, t, h, true, &mut ehn, &mut term, &mut early, &mut lst) };
+        let s = unsafe {
+            self.f.fmi3DoStep(
+                self.c, t, h, true, &mut ehn, &mut term, &mut early, &mut lst,
+            )
+        };
         if s == OK || s == DISCARD {
             assert!(!ehn && !term && !early);
         }
@@ -215,37 +265,97 @@ impl Drop for Inst<'_> {
 fn exports_all_75_functions() {
     let so = unsafe { libloading::Library::new(lib_path()) }.unwrap();
     for name in ALL_FUNCTIONS {
-        assert!(unsafe { so.get::<*const c_void>(name.as_bytes()) }.is_ok(), "{name} is not exported");
+        assert!(
+            unsafe { so.get::<*const c_void>(name.as_bytes()) }.is_ok(),
+            "{name} is not exported"
+        );
     }
-    assert_eq!(unsafe { std::ffi::CStr::from_ptr(lib().fmi3GetVersion()) }.to_str().unwrap(), "3.0");
+    assert_eq!(
+        unsafe { std::ffi::CStr::from_ptr(lib().fmi3GetVersion()) }
+            .to_str()
+            .unwrap(),
+        "3.0"
+    );
 }
 
 #[test]
 fn instantiation_checks_token_resources_and_interface_type() {
     let f = lib();
     let r = Resources::oscillator("");
-    let e = Inst::try_new(&f, Some(&r.path()), "{00000000-0000-0000-0000-000000000000}", false, &[]).err().unwrap();
+    let e = Inst::try_new(
+        &f,
+        Some(&r.path()),
+        "{00000000-0000-0000-0000-000000000000}",
+        false,
+        &[],
+    )
+    .err()
+    .unwrap();
     assert!(e.contains("does not match the packed model's token"), "{e}");
     let e = Inst::try_new(&f, None, &r.token, false, &[]).err().unwrap();
     assert!(e.contains("resourcePath is NULL"), "{e}");
-    let e = Inst::try_new(&f, Some("/nonexistent/"), &r.token, false, &[]).err().unwrap();
+    let e = Inst::try_new(&f, Some("/nonexistent/"), &r.token, false, &[])
+        .err()
+        .unwrap();
     assert!(e.contains("has no model.toml"), "{e}");
-    let e = Inst::try_new(&f, Some(&r.path()), &r.token, true, &[9999]).err().unwrap();
+    let e = Inst::try_new(&f, Some(&r.path()), &r.token, true, &[9999])
+        .err()
+        .unwrap();
     assert!(e.contains("unknown value reference 9999"), "{e}");
     // Without the trailing separator, and as a file URI, the path works too.
-    Inst::try_new(&f, Some(r.resources.to_str().unwrap()), &r.token, false, &[]).unwrap();
+    Inst::try_new(
+        &f,
+        Some(r.resources.to_str().unwrap()),
+        &r.token,
+        false,
+        &[],
+    )
+    .unwrap();
     Inst::try_new(&f, Some(&r.uri()), &r.token, false, &[]).unwrap();
     // A required intermediate variable that is not an input only warns.
     let i = Inst::try_new(&f, Some(&r.path()), &r.token, true, &[vr("x")]).unwrap();
-    assert!(i.env.sink.contains(fmi3Status_fmi3Warning, "is not an input"), "{}", i.env.sink.dump());
+    assert!(
+        i.env
+            .sink
+            .contains(fmi3Status_fmi3Warning, "is not an input"),
+        "{}",
+        i.env.sink.dump()
+    );
     let sink = LogSink::default();
     let (n, t, p) = (cstr("me"), cstr(&r.token), cstr(&r.path()));
     let env = &sink as *const LogSink as *mut c_void;
-    let me = unsafe { f.fmi3InstantiateModelExchange(n.as_ptr(), t.as_ptr(), p.as_ptr(), false, false, env, Some(fmi3_logger)) };
+    let me = unsafe {
+        f.fmi3InstantiateModelExchange(
+            n.as_ptr(),
+            t.as_ptr(),
+            p.as_ptr(),
+            false,
+            false,
+            env,
+            Some(fmi3_logger),
+        )
+    };
     assert!(me.is_null());
-    let se = unsafe { f.fmi3InstantiateScheduledExecution(n.as_ptr(), t.as_ptr(), p.as_ptr(), false, false, env, Some(fmi3_logger), None, None, None) };
+    let se = unsafe {
+        f.fmi3InstantiateScheduledExecution(
+            n.as_ptr(),
+            t.as_ptr(),
+            p.as_ptr(),
+            false,
+            false,
+            env,
+            Some(fmi3_logger),
+            None,
+            None,
+            None,
+        )
+    };
     assert!(se.is_null());
-    assert!(sink.contains(ERROR, "Co-Simulation only"), "{}", sink.dump());
+    assert!(
+        sink.contains(ERROR, "Co-Simulation only"),
+        "{}",
+        sink.dump()
+    );
 }
 
 #[test]
@@ -258,7 +368,10 @@ fn life_cycle_with_closed_form_and_illegal_calls() {
     unsafe {
         // Instantiated: no Get, no DoStep, no Exit, no Terminate, no EnterStepMode.
         assert_eq!(inst.get(x).0, ERROR);
-        assert_eq!(f.fmi3DoStep(inst.c, 0.0, 0.1, true, &mut ehn, &mut term, &mut early, &mut lst), ERROR);
+        assert_eq!(
+            f.fmi3DoStep(inst.c, 0.0, 0.1, true, &mut ehn, &mut term, &mut early, &mut lst),
+            ERROR
+        );
         assert_eq!(f.fmi3ExitInitializationMode(inst.c), ERROR);
         assert_eq!(f.fmi3Terminate(inst.c), ERROR);
         assert_eq!(f.fmi3EnterStepMode(inst.c), ERROR);
@@ -267,23 +380,44 @@ fn life_cycle_with_closed_form_and_illegal_calls() {
         assert_eq!(f.fmi3EnterContinuousTimeMode(inst.c), ERROR);
         assert_eq!(f.fmi3ActivateModelPartition(inst.c, 0, 0.0), ERROR);
         assert_eq!(f.fmi3EvaluateDiscreteStates(inst.c), ERROR);
-        assert!(inst.env.sink.contains(ERROR, "not allowed in state Instantiated"));
+        assert!(inst
+            .env
+            .sink
+            .contains(ERROR, "not allowed in state Instantiated"));
         assert_eq!(inst.set(vr("k"), 64.0), OK);
         assert_eq!(inst.set(vr("c"), 1.6), OK);
-        assert_eq!(f.fmi3EnterInitializationMode(inst.c, true, 1e-8, 0.0, true, 1.0), OK);
-        assert_eq!(f.fmi3EnterInitializationMode(inst.c, false, 0.0, 0.0, false, 0.0), ERROR);
-        assert_eq!(f.fmi3DoStep(inst.c, 0.0, 0.1, true, &mut ehn, &mut term, &mut early, &mut lst), ERROR);
+        assert_eq!(
+            f.fmi3EnterInitializationMode(inst.c, true, 1e-8, 0.0, true, 1.0),
+            OK
+        );
+        assert_eq!(
+            f.fmi3EnterInitializationMode(inst.c, false, 0.0, 0.0, false, 0.0),
+            ERROR
+        );
+        assert_eq!(
+            f.fmi3DoStep(inst.c, 0.0, 0.1, true, &mut ehn, &mut term, &mut early, &mut lst),
+            ERROR
+        );
         assert_eq!(inst.get(x), (OK, 0.0));
         assert_eq!(inst.get(vr("solver.rtol")), (OK, 1e-8));
         assert_eq!(f.fmi3ExitInitializationMode(inst.c), OK);
-        assert_eq!(f.fmi3EnterStepMode(inst.c), ERROR, "no Event Mode was requested");
+        assert_eq!(
+            f.fmi3EnterStepMode(inst.c),
+            ERROR,
+            "no Event Mode was requested"
+        );
         assert_eq!(f.fmi3EnterEventMode(inst.c), ERROR);
     }
     assert_eq!(inst.set(u, 0.1), OK);
     let mut worst: f64 = 0.0;
     for i in 0..50 {
         let t = i as f64 * 0.02;
-        assert_eq!(inst.step(t, 0.02), (OK, t + 0.02), "{}", inst.env.sink.dump());
+        assert_eq!(
+            inst.step(t, 0.02),
+            (OK, t + 0.02),
+            "{}",
+            inst.env.sink.dump()
+        );
         worst = worst.max((inst.get(x).1 - step_response(64.0, 1.6, 0.1, t + 0.02)).abs());
     }
     assert!(worst < 1e-6, "max error {worst}");
@@ -294,7 +428,10 @@ fn life_cycle_with_closed_form_and_illegal_calls() {
     // Statistics through Int64.
     let mut steps = 0i64;
     let svr = vr("stats.steps");
-    assert_eq!(unsafe { f.fmi3GetInt64(inst.c, &svr, 1, &mut steps, 1) }, OK);
+    assert_eq!(
+        unsafe { f.fmi3GetInt64(inst.c, &svr, 1, &mut steps, 1) },
+        OK
+    );
     assert!(steps >= 50);
     // Enumerations through Int64: fixed after initialization.
     let ivr = vr("solver.integrator");
@@ -310,7 +447,11 @@ fn life_cycle_with_closed_form_and_illegal_calls() {
         assert_eq!(inst.get(vr("k")).0, ERROR);
     }
     inst.init(None);
-    assert_eq!(inst.get(vr("k")), (OK, 100.0), "reset restores the defaults");
+    assert_eq!(
+        inst.get(vr("k")),
+        (OK, 100.0),
+        "reset restores the defaults"
+    );
 }
 
 #[test]
@@ -323,15 +464,35 @@ fn argument_checks() {
     let mut v = [0.0; 2];
     let vrs = [x, x];
     unsafe {
-        assert_eq!(f.fmi3GetFloat64(inst.c, vrs.as_ptr(), 2, v.as_mut_ptr(), 1), ERROR, "nValues mismatch");
-        assert_eq!(f.fmi3GetFloat64(inst.c, vrs.as_ptr(), 2, v.as_mut_ptr(), 2), OK);
-        assert_eq!(f.fmi3GetFloat64(inst.c, null(), 2, v.as_mut_ptr(), 2), ERROR);
-        assert_eq!(f.fmi3GetFloat64(inst.c, vrs.as_ptr(), 2, null_mut(), 2), ERROR);
+        assert_eq!(
+            f.fmi3GetFloat64(inst.c, vrs.as_ptr(), 2, v.as_mut_ptr(), 1),
+            ERROR,
+            "nValues mismatch"
+        );
+        assert_eq!(
+            f.fmi3GetFloat64(inst.c, vrs.as_ptr(), 2, v.as_mut_ptr(), 2),
+            OK
+        );
+        assert_eq!(
+            f.fmi3GetFloat64(inst.c, null(), 2, v.as_mut_ptr(), 2),
+            ERROR
+        );
+        assert_eq!(
+            f.fmi3GetFloat64(inst.c, vrs.as_ptr(), 2, null_mut(), 2),
+            ERROR
+        );
         assert_eq!(f.fmi3GetFloat64(inst.c, null(), 0, null_mut(), 0), OK);
         assert_eq!(f.fmi3GetFloat64(inst.c, &9999, 1, v.as_mut_ptr(), 1), ERROR);
-        assert_eq!(f.fmi3GetFloat64(null_mut(), vrs.as_ptr(), 1, v.as_mut_ptr(), 1), ERROR);
+        assert_eq!(
+            f.fmi3GetFloat64(null_mut(), vrs.as_ptr(), 1, v.as_mut_ptr(), 1),
+            ERROR
+        );
         let mut i = 0i32;
-        assert_eq!(f.fmi3GetInt32(inst.c, &x, 1, &mut i, 1), ERROR, "no Int32 variables");
+        assert_eq!(
+            f.fmi3GetInt32(inst.c, &x, 1, &mut i, 1),
+            ERROR,
+            "no Int32 variables"
+        );
         assert_eq!(f.fmi3GetInt32(inst.c, null(), 0, null_mut(), 0), OK);
         let mut b = false;
         assert_eq!(f.fmi3GetBoolean(inst.c, &x, 1, &mut b, 1), ERROR);
@@ -339,26 +500,64 @@ fn argument_checks() {
         assert_eq!(f.fmi3GetString(inst.c, &x, 1, &mut s, 1), ERROR);
         let mut size = 0usize;
         let mut bin: fmi3Binary = null();
-        assert_eq!(f.fmi3GetBinary(inst.c, &x, 1, &mut size, &mut bin, 1), ERROR);
+        assert_eq!(
+            f.fmi3GetBinary(inst.c, &x, 1, &mut size, &mut bin, 1),
+            ERROR
+        );
         let mut clk = false;
         assert_eq!(f.fmi3GetClock(inst.c, &x, 1, &mut clk), ERROR);
         let mut i64v = 0i64;
-        assert_eq!(f.fmi3GetInt64(inst.c, &x, 1, &mut i64v, 1), ERROR, "Float64 through Int64");
+        assert_eq!(
+            f.fmi3GetInt64(inst.c, &x, 1, &mut i64v, 1),
+            ERROR,
+            "Float64 through Int64"
+        );
         for bad in [f64::NAN, f64::INFINITY] {
             assert_eq!(inst.set(vr("u"), bad), ERROR);
         }
         assert_eq!(inst.set(x, 0.0), ERROR, "output");
-        assert_eq!(inst.set(vr("m"), 2.0), ERROR, "fixed parameter in Step Mode");
+        assert_eq!(
+            inst.set(vr("m"), 2.0),
+            ERROR,
+            "fixed parameter in Step Mode"
+        );
         let (mut a, mut bb, mut c) = (false, false, false);
-        assert_eq!(f.fmi3DoStep(inst.c, 0.0, 0.1, true, null_mut(), &mut bb, &mut c, &mut v[0]), ERROR);
-        assert_eq!(f.fmi3DoStep(inst.c, 0.0, 0.1, true, &mut a, &mut bb, &mut c, null_mut()), ERROR);
-        assert_eq!(f.fmi3DoStep(inst.c, 0.3, 0.1, true, &mut a, &mut bb, &mut c, &mut v[0]), ERROR, "wrong communication point");
+        assert_eq!(
+            f.fmi3DoStep(
+                inst.c,
+                0.0,
+                0.1,
+                true,
+                null_mut(),
+                &mut bb,
+                &mut c,
+                &mut v[0]
+            ),
+            ERROR
+        );
+        assert_eq!(
+            f.fmi3DoStep(inst.c, 0.0, 0.1, true, &mut a, &mut bb, &mut c, null_mut()),
+            ERROR
+        );
+        assert_eq!(
+            f.fmi3DoStep(inst.c, 0.3, 0.1, true, &mut a, &mut bb, &mut c, &mut v[0]),
+            ERROR,
+            "wrong communication point"
+        );
         let mut n = 0usize;
         assert_eq!(f.fmi3GetNumberOfContinuousStates(inst.c, &mut n), ERROR);
-        assert_eq!(f.fmi3GetNumberOfVariableDependencies(inst.c, x, &mut n), ERROR);
+        assert_eq!(
+            f.fmi3GetNumberOfVariableDependencies(inst.c, x, &mut n),
+            ERROR
+        );
         assert_eq!(f.fmi3SetDebugLogging(inst.c, true, 1, null()), ERROR);
     }
-    assert_eq!(inst.step(0.0, 0.1).0, OK, "still usable: {}", inst.env.sink.dump());
+    assert_eq!(
+        inst.step(0.0, 0.1).0,
+        OK,
+        "still usable: {}",
+        inst.env.sink.dump()
+    );
 }
 
 #[test]
@@ -382,24 +581,47 @@ fn serialized_state_round_trip_and_corruption() {
     assert_eq!(unsafe { f.fmi3GetFMUState(inst.c, &mut s) }, OK);
     let first = run(0.2, 10);
     let mut n = 0usize;
-    assert_eq!(unsafe { f.fmi3SerializedFMUStateSize(inst.c, s, &mut n) }, OK);
+    assert_eq!(
+        unsafe { f.fmi3SerializedFMUStateSize(inst.c, s, &mut n) },
+        OK
+    );
     let mut bytes = vec![0u8; n];
-    assert_eq!(unsafe { f.fmi3SerializeFMUState(inst.c, s, bytes.as_mut_ptr(), n - 1) }, ERROR, "wrong size");
-    assert_eq!(unsafe { f.fmi3SerializeFMUState(inst.c, s, bytes.as_mut_ptr(), n) }, OK);
+    assert_eq!(
+        unsafe { f.fmi3SerializeFMUState(inst.c, s, bytes.as_mut_ptr(), n - 1) },
+        ERROR,
+        "wrong size"
+    );
+    assert_eq!(
+        unsafe { f.fmi3SerializeFMUState(inst.c, s, bytes.as_mut_ptr(), n) },
+        OK
+    );
     let mut s2: fmi3FMUState = null_mut();
-    assert_eq!(unsafe { f.fmi3DeserializeFMUState(inst.c, bytes.as_ptr(), n, &mut s2) }, OK);
+    assert_eq!(
+        unsafe { f.fmi3DeserializeFMUState(inst.c, bytes.as_ptr(), n, &mut s2) },
+        OK
+    );
     assert_eq!(unsafe { f.fmi3SetFMUState(inst.c, s2) }, OK);
     assert_eq!(run(0.2, 10), first);
     for pos in [3, 30, n / 2, n - 2] {
         let mut b = bytes.clone();
         b[pos] = b[pos].wrapping_add(1);
         let mut s3: fmi3FMUState = null_mut();
-        assert_eq!(unsafe { f.fmi3DeserializeFMUState(inst.c, b.as_ptr(), n, &mut s3) }, ERROR, "byte {pos}");
+        assert_eq!(
+            unsafe { f.fmi3DeserializeFMUState(inst.c, b.as_ptr(), n, &mut s3) },
+            ERROR,
+            "byte {pos}"
+        );
         assert!(s3.is_null());
     }
     let mut s3: fmi3FMUState = null_mut();
-    assert_eq!(unsafe { f.fmi3DeserializeFMUState(inst.c, null(), 10, &mut s3) }, ERROR);
-    assert_eq!(unsafe { f.fmi3DeserializeFMUState(inst.c, bytes.as_ptr(), 0, &mut s3) }, ERROR);
+    assert_eq!(
+        unsafe { f.fmi3DeserializeFMUState(inst.c, null(), 10, &mut s3) },
+        ERROR
+    );
+    assert_eq!(
+        unsafe { f.fmi3DeserializeFMUState(inst.c, bytes.as_ptr(), 0, &mut s3) },
+        ERROR
+    );
     for mut p in [s, s2] {
         assert_eq!(unsafe { f.fmi3FreeFMUState(inst.c, &mut p) }, OK);
         assert!(p.is_null());
@@ -422,7 +644,11 @@ fn discard_then_retry_from_last_successful_time() {
     let (s, lst) = inst.step(t, 0.5);
     assert_eq!(s, DISCARD, "{}", inst.env.sink.dump());
     assert!(lst >= t && lst < t + 0.5, "{lst}");
-    assert!(inst.env.sink.contains(DISCARD, "could not reach"), "{}", inst.env.sink.dump());
+    assert!(
+        inst.env.sink.contains(DISCARD, "could not reach"),
+        "{}",
+        inst.env.sink.dump()
+    );
     assert_eq!(inst.get(vr("time")).1, lst);
     assert_eq!(inst.set(vr("k"), 100.0), OK);
     let (s, t2) = inst.step(lst, 0.05);
@@ -441,19 +667,73 @@ fn directional_and_adjoint_derivatives_and_output_derivatives() {
     let (force, x, u) = (vr("force"), vr("x"), vr("u"));
     let unknowns = [force, x];
     let mut sens = [0.0; 2];
-    assert_eq!(unsafe { f.fmi3GetDirectionalDerivative(inst.c, unknowns.as_ptr(), 2, &u, 1, &1.0, 1, sens.as_mut_ptr(), 2) }, OK);
+    assert_eq!(
+        unsafe {
+            f.fmi3GetDirectionalDerivative(
+                inst.c,
+                unknowns.as_ptr(),
+                2,
+                &u,
+                1,
+                &1.0,
+                1,
+                sens.as_mut_ptr(),
+                2,
+            )
+        },
+        OK
+    );
     assert!((sens[0] + 100.0).abs() < 1e-6 && sens[1] == 0.0, "{sens:?}");
     let seed = [2.0, 5.0];
     let mut adj = 0.0;
-    assert_eq!(unsafe { f.fmi3GetAdjointDerivative(inst.c, unknowns.as_ptr(), 2, &u, 1, seed.as_ptr(), 2, &mut adj, 1) }, OK);
+    assert_eq!(
+        unsafe {
+            f.fmi3GetAdjointDerivative(
+                inst.c,
+                unknowns.as_ptr(),
+                2,
+                &u,
+                1,
+                seed.as_ptr(),
+                2,
+                &mut adj,
+                1,
+            )
+        },
+        OK
+    );
     assert!((adj + 200.0).abs() < 1e-6, "{adj}");
-    assert_eq!(unsafe { f.fmi3GetAdjointDerivative(inst.c, unknowns.as_ptr(), 2, &u, 1, seed.as_ptr(), 1, &mut adj, 1) }, ERROR, "nSeed");
+    assert_eq!(
+        unsafe {
+            f.fmi3GetAdjointDerivative(
+                inst.c,
+                unknowns.as_ptr(),
+                2,
+                &u,
+                1,
+                seed.as_ptr(),
+                1,
+                &mut adj,
+                1,
+            )
+        },
+        ERROR,
+        "nSeed"
+    );
     let mut d = [0.0; 2];
     let orders = [1, 2];
     let xs = [x, x];
-    assert_eq!(unsafe { f.fmi3GetOutputDerivatives(inst.c, xs.as_ptr(), 2, orders.as_ptr(), d.as_mut_ptr(), 2) }, OK);
+    assert_eq!(
+        unsafe {
+            f.fmi3GetOutputDerivatives(inst.c, xs.as_ptr(), 2, orders.as_ptr(), d.as_mut_ptr(), 2)
+        },
+        OK
+    );
     let (v, a) = (inst.get(vr("v")).1, inst.get(vr("a")).1);
-    assert!((d[0] - v).abs() < 1e-7 && (d[1] - a).abs() < 1e-5 * a.abs().max(1.0), "{d:?} vs {v} {a}");
+    assert!(
+        (d[0] - v).abs() < 1e-7 && (d[1] - a).abs() < 1e-5 * a.abs().max(1.0),
+        "{d:?} vs {v} {a}"
+    );
 }
 
 /// The intermediate-update path: the FMU asks for the input at its internal steps and the
@@ -477,8 +757,19 @@ fn intermediate_update_callback_improves_accuracy() {
         }
         if callback {
             assert_eq!(inst.env.set_status.get(), OK, "{}", inst.env.sink.dump());
-            assert_eq!(inst.env.reentrant_status.get(), ERROR, "re-entrant calls are refused");
-            assert!(inst.env.sink.contains(ERROR, "called while another call on this instance is running"), "{}", inst.env.sink.dump());
+            assert_eq!(
+                inst.env.reentrant_status.get(),
+                ERROR,
+                "re-entrant calls are refused"
+            );
+            assert!(
+                inst.env.sink.contains(
+                    ERROR,
+                    "called while another call on this instance is running"
+                ),
+                "{}",
+                inst.env.sink.dump()
+            );
         }
         (worst, inst.env.calls.get())
     };
@@ -510,7 +801,10 @@ fn instances_on_threads_equal_sequential() {
     };
     let seq: Vec<Vec<u64>> = [1.0, 3.0, 5.0].iter().map(|&c| run(c)).collect();
     let par: Vec<Vec<u64>> = std::thread::scope(|s| {
-        let hs: Vec<_> = [1.0, 3.0, 5.0].iter().map(|&c| s.spawn(move || run(c))).collect();
+        let hs: Vec<_> = [1.0, 3.0, 5.0]
+            .iter()
+            .map(|&c| s.spawn(move || run(c)))
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(seq, par);

@@ -18,7 +18,12 @@ const M_OUT_DER: u32 = st::STEP | st::STEP_FAILED | st::TERMINATED | st::ERROR;
 const M_STATUS: u32 = st::STEP | st::STEP_FAILED | st::TERMINATED;
 
 #[inline]
-unsafe fn b2(c: fmi2Component, func: &str, mask: u32, body: impl FnOnce(&Instance, &mut Core) -> BodyResult) -> fmi2Status {
+unsafe fn b2(
+    c: fmi2Component,
+    func: &str,
+    mask: u32,
+    body: impl FnOnce(&Instance, &mut Core) -> BodyResult,
+) -> fmi2Status {
     // SAFETY: `c` comes from the importer; see `boundary`.
     unsafe { boundary(c, V, func, mask, body) as fmi2Status }
 }
@@ -57,8 +62,17 @@ pub extern "C" fn fmi2GetVersion() -> *const c_char {
 const _: fmi2GetVersionTYPE = Some(fmi2GetVersion);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetDebugLogging(c: fmi2Component, loggingOn: fmi2Boolean, nCategories: usize, categories: *const fmi2String) -> fmi2Status {
-    unsafe { b2(c, "fmi2SetDebugLogging", M_ANY, |inst, _| Ok(inst.set_debug_logging(loggingOn != 0, nCategories, categories))) }
+pub unsafe extern "C" fn fmi2SetDebugLogging(
+    c: fmi2Component,
+    loggingOn: fmi2Boolean,
+    nCategories: usize,
+    categories: *const fmi2String,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2SetDebugLogging", M_ANY, |inst, _| {
+            Ok(inst.set_debug_logging(loggingOn != 0, nCategories, categories))
+        })
+    }
 }
 const _: fmi2SetDebugLoggingTYPE = Some(fmi2SetDebugLogging);
 
@@ -74,7 +88,17 @@ pub unsafe extern "C" fn fmi2Instantiate(
     visible: fmi2Boolean,
     loggingOn: fmi2Boolean,
 ) -> fmi2Component {
-    guarded(null_mut(), || unsafe { instantiate(instanceName, fmuType, fmuGUID, fmuResourceLocation, functions, visible, loggingOn) })
+    guarded(null_mut(), || unsafe {
+        instantiate(
+            instanceName,
+            fmuType,
+            fmuGUID,
+            fmuResourceLocation,
+            functions,
+            visible,
+            loggingOn,
+        )
+    })
 }
 const _: fmi2InstantiateTYPE = Some(fmi2Instantiate);
 
@@ -87,7 +111,9 @@ unsafe fn instantiate(
     _visible: fmi2Boolean,
     loggingOn: fmi2Boolean,
 ) -> fmi2Component {
-    if functions.is_null() || (functions as usize) % std::mem::align_of::<fmi2CallbackFunctions>() != 0 {
+    if functions.is_null()
+        || !(functions as usize).is_multiple_of(std::mem::align_of::<fmi2CallbackFunctions>())
+    {
         return null_mut();
     }
     // SAFETY: non-NULL, aligned, the importer's struct; copied (the standard does not promise
@@ -98,14 +124,22 @@ unsafe fn instantiate(
     let name = unsafe { c_str(instanceName) };
     let cname = to_cstring(name.unwrap_or(""));
     let fail = |msg: String| {
-        emit(&logger, &cname, Status::Error, "logStatusError", &format!("fmi2Instantiate: {msg}"));
+        emit(
+            &logger,
+            &cname,
+            Status::Error,
+            "logStatusError",
+            &format!("fmi2Instantiate: {msg}"),
+        );
         null_mut()
     };
     let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
         return fail("instanceName is NULL or empty".into());
     };
     if fmuType != fmi2Type_fmi2CoSimulation {
-        return fail(format!("instance `{name}`: this FMU supports Co-Simulation only (fmuType {fmuType})"));
+        return fail(format!(
+            "instance `{name}`: this FMU supports Co-Simulation only (fmuType {fmuType})"
+        ));
     }
     // SAFETY: as above.
     let Some(guid) = (unsafe { c_str(fmuGUID) }) else {
@@ -131,7 +165,14 @@ unsafe fn instantiate(
         ));
     }
     let inst = Instance::new(V, cname, logger, loggingOn != 0, model, None);
-    inst.log_event(&format!("fmi2Instantiate: instance `{name}` of model `{}` from {}", inst.core.lock().map(|c| c.spec.name.clone()).unwrap_or_default(), dir.display()));
+    inst.log_event(&format!(
+        "fmi2Instantiate: instance `{name}` of model `{}` from {}",
+        inst.core
+            .lock()
+            .map(|c| c.spec.name.clone())
+            .unwrap_or_default(),
+        dir.display()
+    ));
     Box::into_raw(inst) as fmi2Component
 }
 
@@ -142,10 +183,21 @@ pub unsafe extern "C" fn fmi2FreeInstance(c: fmi2Component) {
 const _: fmi2FreeInstanceTYPE = Some(fmi2FreeInstance);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetupExperiment(c: fmi2Component, toleranceDefined: fmi2Boolean, tolerance: fmi2Real, startTime: fmi2Real, stopTimeDefined: fmi2Boolean, stopTime: fmi2Real) -> fmi2Status {
+pub unsafe extern "C" fn fmi2SetupExperiment(
+    c: fmi2Component,
+    toleranceDefined: fmi2Boolean,
+    tolerance: fmi2Real,
+    startTime: fmi2Real,
+    stopTimeDefined: fmi2Boolean,
+    stopTime: fmi2Real,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2SetupExperiment", st::INSTANTIATED, |_, core| {
-            core.sim.setup_experiment((toleranceDefined != 0).then_some(tolerance), startTime, (stopTimeDefined != 0).then_some(stopTime))?;
+            core.sim.setup_experiment(
+                (toleranceDefined != 0).then_some(tolerance),
+                startTime,
+                (stopTimeDefined != 0).then_some(stopTime),
+            )?;
             core.last_successful_time = startTime;
             Ok(Status::Ok)
         })
@@ -156,10 +208,15 @@ const _: fmi2SetupExperimentTYPE = Some(fmi2SetupExperiment);
 #[no_mangle]
 pub unsafe extern "C" fn fmi2EnterInitializationMode(c: fmi2Component) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2EnterInitializationMode", st::INSTANTIATED, |_, core| {
-            core.state = st::INIT_MODE;
-            Ok(Status::Ok)
-        })
+        b2(
+            c,
+            "fmi2EnterInitializationMode",
+            st::INSTANTIATED,
+            |_, core| {
+                core.state = st::INIT_MODE;
+                Ok(Status::Ok)
+            },
+        )
     }
 }
 const _: fmi2EnterInitializationModeTYPE = Some(fmi2EnterInitializationMode);
@@ -167,13 +224,20 @@ const _: fmi2EnterInitializationModeTYPE = Some(fmi2EnterInitializationMode);
 #[no_mangle]
 pub unsafe extern "C" fn fmi2ExitInitializationMode(c: fmi2Component) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2ExitInitializationMode", st::INIT_MODE, |inst, core| {
-            core.sim.initialize().map_err(|e| Fail::computation(e.to_string()))?;
-            core.state = st::STEP;
-            core.last_successful_time = core.sim.time();
-            inst.log_event(&format!("initialized at t = {}", core.sim.time()));
-            Ok(Status::Ok)
-        })
+        b2(
+            c,
+            "fmi2ExitInitializationMode",
+            st::INIT_MODE,
+            |inst, core| {
+                core.sim
+                    .initialize()
+                    .map_err(|e| Fail::computation(e.to_string()))?;
+                core.state = st::STEP;
+                core.last_successful_time = core.sim.time();
+                inst.log_event(&format!("initialized at t = {}", core.sim.time()));
+                Ok(Status::Ok)
+            },
+        )
     }
 }
 const _: fmi2ExitInitializationModeTYPE = Some(fmi2ExitInitializationMode);
@@ -203,7 +267,12 @@ const _: fmi2ResetTYPE = Some(fmi2Reset);
 // ---------------------------------------------------------------- get / set
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetReal(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *mut fmi2Real) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetReal(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *mut fmi2Real,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetReal", M_GET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -218,14 +287,22 @@ pub unsafe extern "C" fn fmi2GetReal(c: fmi2Component, vr: *const fmi2ValueRefer
 const _: fmi2GetRealTYPE = Some(fmi2GetReal);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetInteger(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *mut fmi2Integer) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetInteger(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *mut fmi2Integer,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetInteger", M_GET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
             let out = out_slice(value, nvr, "value")?;
             for (o, &r) in out.iter_mut().zip(vrs) {
                 // Counters saturate at the 32-bit limit of fmi2Integer.
-                *o = core.sim.get_integer(r)?.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+                *o = core
+                    .sim
+                    .get_integer(r)?
+                    .clamp(i32::MIN as i64, i32::MAX as i64) as i32;
             }
             Ok(Status::Ok)
         })
@@ -234,7 +311,12 @@ pub unsafe extern "C" fn fmi2GetInteger(c: fmi2Component, vr: *const fmi2ValueRe
 const _: fmi2GetIntegerTYPE = Some(fmi2GetInteger);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetBoolean(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *mut fmi2Boolean) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetBoolean(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *mut fmi2Boolean,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetBoolean", M_GET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -246,7 +328,12 @@ pub unsafe extern "C" fn fmi2GetBoolean(c: fmi2Component, vr: *const fmi2ValueRe
 const _: fmi2GetBooleanTYPE = Some(fmi2GetBoolean);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetString(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *mut fmi2String) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetString(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *mut fmi2String,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetString", M_GET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -258,7 +345,12 @@ pub unsafe extern "C" fn fmi2GetString(c: fmi2Component, vr: *const fmi2ValueRef
 const _: fmi2GetStringTYPE = Some(fmi2GetString);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetReal(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *const fmi2Real) -> fmi2Status {
+pub unsafe extern "C" fn fmi2SetReal(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *const fmi2Real,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2SetReal", M_SET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -274,7 +366,12 @@ pub unsafe extern "C" fn fmi2SetReal(c: fmi2Component, vr: *const fmi2ValueRefer
 const _: fmi2SetRealTYPE = Some(fmi2SetReal);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetInteger(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *const fmi2Integer) -> fmi2Status {
+pub unsafe extern "C" fn fmi2SetInteger(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *const fmi2Integer,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2SetInteger", M_SET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -290,7 +387,12 @@ pub unsafe extern "C" fn fmi2SetInteger(c: fmi2Component, vr: *const fmi2ValueRe
 const _: fmi2SetIntegerTYPE = Some(fmi2SetInteger);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetBoolean(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *const fmi2Boolean) -> fmi2Status {
+pub unsafe extern "C" fn fmi2SetBoolean(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *const fmi2Boolean,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2SetBoolean", M_SET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -302,7 +404,12 @@ pub unsafe extern "C" fn fmi2SetBoolean(c: fmi2Component, vr: *const fmi2ValueRe
 const _: fmi2SetBooleanTYPE = Some(fmi2SetBoolean);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetString(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, value: *const fmi2String) -> fmi2Status {
+pub unsafe extern "C" fn fmi2SetString(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    value: *const fmi2String,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2SetString", M_SET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -316,38 +423,82 @@ const _: fmi2SetStringTYPE = Some(fmi2SetString);
 // ---------------------------------------------------------------- FMU state
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetFMUstate(c: fmi2Component, FMUstate: *mut fmi2FMUstate) -> fmi2Status {
-    unsafe { b2(c, "fmi2GetFMUstate", M_ANY, |_, core| fmu_state::get(core, FMUstate)) }
+pub unsafe extern "C" fn fmi2GetFMUstate(
+    c: fmi2Component,
+    FMUstate: *mut fmi2FMUstate,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2GetFMUstate", M_ANY, |_, core| {
+            fmu_state::get(core, FMUstate)
+        })
+    }
 }
 const _: fmi2GetFMUstateTYPE = Some(fmi2GetFMUstate);
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi2SetFMUstate(c: fmi2Component, FMUstate: fmi2FMUstate) -> fmi2Status {
-    unsafe { b2(c, "fmi2SetFMUstate", M_ANY, |_, core| fmu_state::set(core, FMUstate)) }
+    unsafe {
+        b2(c, "fmi2SetFMUstate", M_ANY, |_, core| {
+            fmu_state::set(core, FMUstate)
+        })
+    }
 }
 const _: fmi2SetFMUstateTYPE = Some(fmi2SetFMUstate);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2FreeFMUstate(c: fmi2Component, FMUstate: *mut fmi2FMUstate) -> fmi2Status {
-    unsafe { b2(c, "fmi2FreeFMUstate", M_ANY, |_, _| fmu_state::free(FMUstate)) }
+pub unsafe extern "C" fn fmi2FreeFMUstate(
+    c: fmi2Component,
+    FMUstate: *mut fmi2FMUstate,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2FreeFMUstate", M_ANY, |_, _| {
+            fmu_state::free(FMUstate)
+        })
+    }
 }
 const _: fmi2FreeFMUstateTYPE = Some(fmi2FreeFMUstate);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SerializedFMUstateSize(c: fmi2Component, FMUstate: fmi2FMUstate, size: *mut usize) -> fmi2Status {
-    unsafe { b2(c, "fmi2SerializedFMUstateSize", M_ANY, |inst, _| fmu_state::size(inst, FMUstate, size)) }
+pub unsafe extern "C" fn fmi2SerializedFMUstateSize(
+    c: fmi2Component,
+    FMUstate: fmi2FMUstate,
+    size: *mut usize,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2SerializedFMUstateSize", M_ANY, |inst, _| {
+            fmu_state::size(inst, FMUstate, size)
+        })
+    }
 }
 const _: fmi2SerializedFMUstateSizeTYPE = Some(fmi2SerializedFMUstateSize);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SerializeFMUstate(c: fmi2Component, FMUstate: fmi2FMUstate, serializedState: *mut fmi2Byte, size: usize) -> fmi2Status {
-    unsafe { b2(c, "fmi2SerializeFMUstate", M_ANY, |inst, _| fmu_state::serialize(inst, FMUstate, serializedState as *mut u8, size)) }
+pub unsafe extern "C" fn fmi2SerializeFMUstate(
+    c: fmi2Component,
+    FMUstate: fmi2FMUstate,
+    serializedState: *mut fmi2Byte,
+    size: usize,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2SerializeFMUstate", M_ANY, |inst, _| {
+            fmu_state::serialize(inst, FMUstate, serializedState as *mut u8, size)
+        })
+    }
 }
 const _: fmi2SerializeFMUstateTYPE = Some(fmi2SerializeFMUstate);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2DeSerializeFMUstate(c: fmi2Component, serializedState: *const fmi2Byte, size: usize, FMUstate: *mut fmi2FMUstate) -> fmi2Status {
-    unsafe { b2(c, "fmi2DeSerializeFMUstate", M_ANY, |inst, core| fmu_state::deserialize(inst, core, serializedState as *const u8, size, FMUstate)) }
+pub unsafe extern "C" fn fmi2DeSerializeFMUstate(
+    c: fmi2Component,
+    serializedState: *const fmi2Byte,
+    size: usize,
+    FMUstate: *mut fmi2FMUstate,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2DeSerializeFMUstate", M_ANY, |inst, core| {
+            fmu_state::deserialize(inst, core, serializedState as *const u8, size, FMUstate)
+        })
+    }
 }
 const _: fmi2DeSerializeFMUstateTYPE = Some(fmi2DeSerializeFMUstate);
 
@@ -382,14 +533,21 @@ pub unsafe extern "C" fn fmi2GetDirectionalDerivative(
 const _: fmi2GetDirectionalDerivativeTYPE = Some(fmi2GetDirectionalDerivative);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetRealInputDerivatives(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, order: *const fmi2Integer, value: *const fmi2Real) -> fmi2Status {
+pub unsafe extern "C" fn fmi2SetRealInputDerivatives(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    order: *const fmi2Integer,
+    value: *const fmi2Real,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2SetRealInputDerivatives", M_SET, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
             let orders = in_slice(order, nvr, "order")?;
             let vals = in_slice(value, nvr, "value")?;
             for k in 0..nvr {
-                core.sim.set_input_derivative(vrs[k], orders[k] as i64, vals[k])?;
+                core.sim
+                    .set_input_derivative(vrs[k], orders[k] as i64, vals[k])?;
             }
             Ok(Status::Ok)
         })
@@ -398,7 +556,13 @@ pub unsafe extern "C" fn fmi2SetRealInputDerivatives(c: fmi2Component, vr: *cons
 const _: fmi2SetRealInputDerivativesTYPE = Some(fmi2SetRealInputDerivatives);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetRealOutputDerivatives(c: fmi2Component, vr: *const fmi2ValueReference, nvr: usize, order: *const fmi2Integer, value: *mut fmi2Real) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetRealOutputDerivatives(
+    c: fmi2Component,
+    vr: *const fmi2ValueReference,
+    nvr: usize,
+    order: *const fmi2Integer,
+    value: *mut fmi2Real,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetRealOutputDerivatives", M_OUT_DER, |_, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
@@ -416,23 +580,33 @@ const _: fmi2GetRealOutputDerivativesTYPE = Some(fmi2GetRealOutputDerivatives);
 // ---------------------------------------------------------------- stepping
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2DoStep(c: fmi2Component, currentCommunicationPoint: fmi2Real, communicationStepSize: fmi2Real, _noSetFMUStatePriorToCurrentPoint: fmi2Boolean) -> fmi2Status {
+pub unsafe extern "C" fn fmi2DoStep(
+    c: fmi2Component,
+    currentCommunicationPoint: fmi2Real,
+    communicationStepSize: fmi2Real,
+    _noSetFMUStatePriorToCurrentPoint: fmi2Boolean,
+) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2DoStep", st::STEP, |inst, core| match do_step(core, currentCommunicationPoint, communicationStepSize, None)? {
-            Advance::Completed => {
-                core.last_step_status = Status::Ok;
-                core.last_successful_time = core.sim.time();
-                Ok(Status::Ok)
-            }
-            Advance::Discard { last_successful_time, .. } => {
-                core.state = st::STEP_FAILED;
-                core.last_step_status = Status::Discard;
-                core.last_successful_time = last_successful_time;
-                inst.log(
+        b2(c, "fmi2DoStep", st::STEP, |inst, core| {
+            match do_step(core, currentCommunicationPoint, communicationStepSize, None)? {
+                Advance::Completed => {
+                    core.last_step_status = Status::Ok;
+                    core.last_successful_time = core.sim.time();
+                    Ok(Status::Ok)
+                }
+                Advance::Discard {
+                    last_successful_time,
+                    ..
+                } => {
+                    core.state = st::STEP_FAILED;
+                    core.last_step_status = Status::Discard;
+                    core.last_successful_time = last_successful_time;
+                    inst.log(
                     Status::Discard,
                     &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time}; restore a saved state (fmi2SetFMUstate) and retry with a smaller step", currentCommunicationPoint + communicationStepSize),
                 );
-                Ok(Status::Discard)
+                    Ok(Status::Discard)
+                }
             }
         })
     }
@@ -440,16 +614,25 @@ pub unsafe extern "C" fn fmi2DoStep(c: fmi2Component, currentCommunicationPoint:
 const _: fmi2DoStepTYPE = Some(fmi2DoStep);
 
 /// The common part of doStep: argument checks, timing, advancing.
-pub(crate) fn do_step(core: &mut Core, tc: f64, h: f64, intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>) -> Result<Advance, Fail> {
+pub(crate) fn do_step(
+    core: &mut Core,
+    tc: f64,
+    h: f64,
+    intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>,
+) -> Result<Advance, Fail> {
     if !(h.is_finite() && h > 0.0) {
-        return Err(Fail::arg(format!("communication step size {h} must be positive and finite")));
+        return Err(Fail::arg(format!(
+            "communication step size {h} must be positive and finite"
+        )));
     }
     if !tc.is_finite() {
         return Err(Fail::arg(format!("communication point {tc} is not finite")));
     }
     let t = core.sim.time();
     if (tc - t).abs() > 1e-9 * t.abs().max(1.0) {
-        return Err(Fail::arg(format!("communication point {tc} differs from the instance time {t}")));
+        return Err(Fail::arg(format!(
+            "communication point {tc} differs from the instance time {t}"
+        )));
     }
     let cpu = thread_cpu_time();
     let r = core.sim.advance_to(tc + h, intermediate);
@@ -462,12 +645,22 @@ pub(crate) fn do_step(core: &mut Core, tc: f64, h: f64, intermediate: Option<&mu
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi2CancelStep(c: fmi2Component) -> fmi2Status {
-    unsafe { b2(c, "fmi2CancelStep", M_ANY, |_, _| Err(Fail::arg("no asynchronous step is in progress (fmi2DoStep never returns fmi2Pending)"))) }
+    unsafe {
+        b2(c, "fmi2CancelStep", M_ANY, |_, _| {
+            Err(Fail::arg(
+                "no asynchronous step is in progress (fmi2DoStep never returns fmi2Pending)",
+            ))
+        })
+    }
 }
 const _: fmi2CancelStepTYPE = Some(fmi2CancelStep);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetStatus(c: fmi2Component, s: fmi2StatusKind, value: *mut fmi2Status) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetStatus(
+    c: fmi2Component,
+    s: fmi2StatusKind,
+    value: *mut fmi2Status,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetStatus", M_STATUS, |_, core| {
             let out = out_ref(value, "value")?;
@@ -482,7 +675,11 @@ pub unsafe extern "C" fn fmi2GetStatus(c: fmi2Component, s: fmi2StatusKind, valu
 const _: fmi2GetStatusTYPE = Some(fmi2GetStatus);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetRealStatus(c: fmi2Component, s: fmi2StatusKind, value: *mut fmi2Real) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetRealStatus(
+    c: fmi2Component,
+    s: fmi2StatusKind,
+    value: *mut fmi2Real,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetRealStatus", M_STATUS, |_, core| {
             let out = out_ref(value, "value")?;
@@ -497,18 +694,28 @@ pub unsafe extern "C" fn fmi2GetRealStatus(c: fmi2Component, s: fmi2StatusKind, 
 const _: fmi2GetRealStatusTYPE = Some(fmi2GetRealStatus);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetIntegerStatus(c: fmi2Component, s: fmi2StatusKind, value: *mut fmi2Integer) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetIntegerStatus(
+    c: fmi2Component,
+    s: fmi2StatusKind,
+    value: *mut fmi2Integer,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetIntegerStatus", M_STATUS, |_, _| {
             out_ref(value, "value")?;
-            Err(Fail::arg(format!("status kind {s}: there is no integer status")))
+            Err(Fail::arg(format!(
+                "status kind {s}: there is no integer status"
+            )))
         })
     }
 }
 const _: fmi2GetIntegerStatusTYPE = Some(fmi2GetIntegerStatus);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetBooleanStatus(c: fmi2Component, s: fmi2StatusKind, value: *mut fmi2Boolean) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetBooleanStatus(
+    c: fmi2Component,
+    s: fmi2StatusKind,
+    value: *mut fmi2Boolean,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetBooleanStatus", M_STATUS, |_, _| {
             let out = out_ref(value, "value")?;
@@ -524,11 +731,17 @@ pub unsafe extern "C" fn fmi2GetBooleanStatus(c: fmi2Component, s: fmi2StatusKin
 const _: fmi2GetBooleanStatusTYPE = Some(fmi2GetBooleanStatus);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetStringStatus(c: fmi2Component, s: fmi2StatusKind, value: *mut fmi2String) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetStringStatus(
+    c: fmi2Component,
+    s: fmi2StatusKind,
+    value: *mut fmi2String,
+) -> fmi2Status {
     unsafe {
         b2(c, "fmi2GetStringStatus", M_STATUS, |_, _| {
             out_ref(value, "value")?;
-            Err(Fail::arg(format!("status kind {s}: there is no string status (no asynchronous steps)")))
+            Err(Fail::arg(format!(
+                "status kind {s}: there is no string status (no asynchronous steps)"
+            )))
         })
     }
 }
@@ -545,20 +758,40 @@ pub unsafe extern "C" fn fmi2EnterEventMode(c: fmi2Component) -> fmi2Status {
 const _: fmi2EnterEventModeTYPE = Some(fmi2EnterEventMode);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2NewDiscreteStates(c: fmi2Component, _info: *mut fmi2EventInfo) -> fmi2Status {
-    unsafe { b2(c, "fmi2NewDiscreteStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi2NewDiscreteStates(
+    c: fmi2Component,
+    _info: *mut fmi2EventInfo,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2NewDiscreteStates", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2NewDiscreteStatesTYPE = Some(fmi2NewDiscreteStates);
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi2EnterContinuousTimeMode(c: fmi2Component) -> fmi2Status {
-    unsafe { b2(c, "fmi2EnterContinuousTimeMode", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+    unsafe {
+        b2(c, "fmi2EnterContinuousTimeMode", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2EnterContinuousTimeModeTYPE = Some(fmi2EnterContinuousTimeMode);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2CompletedIntegratorStep(c: fmi2Component, _noSetPrior: fmi2Boolean, _enterEventMode: *mut fmi2Boolean, _terminate: *mut fmi2Boolean) -> fmi2Status {
-    unsafe { b2(c, "fmi2CompletedIntegratorStep", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi2CompletedIntegratorStep(
+    c: fmi2Component,
+    _noSetPrior: fmi2Boolean,
+    _enterEventMode: *mut fmi2Boolean,
+    _terminate: *mut fmi2Boolean,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2CompletedIntegratorStep", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2CompletedIntegratorStepTYPE = Some(fmi2CompletedIntegratorStep);
 
@@ -569,31 +802,67 @@ pub unsafe extern "C" fn fmi2SetTime(c: fmi2Component, _time: fmi2Real) -> fmi2S
 const _: fmi2SetTimeTYPE = Some(fmi2SetTime);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2SetContinuousStates(c: fmi2Component, _x: *const fmi2Real, _nx: usize) -> fmi2Status {
-    unsafe { b2(c, "fmi2SetContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi2SetContinuousStates(
+    c: fmi2Component,
+    _x: *const fmi2Real,
+    _nx: usize,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2SetContinuousStates", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2SetContinuousStatesTYPE = Some(fmi2SetContinuousStates);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetDerivatives(c: fmi2Component, _d: *mut fmi2Real, _nx: usize) -> fmi2Status {
+pub unsafe extern "C" fn fmi2GetDerivatives(
+    c: fmi2Component,
+    _d: *mut fmi2Real,
+    _nx: usize,
+) -> fmi2Status {
     unsafe { b2(c, "fmi2GetDerivatives", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
 }
 const _: fmi2GetDerivativesTYPE = Some(fmi2GetDerivatives);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetEventIndicators(c: fmi2Component, _z: *mut fmi2Real, _ni: usize) -> fmi2Status {
-    unsafe { b2(c, "fmi2GetEventIndicators", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi2GetEventIndicators(
+    c: fmi2Component,
+    _z: *mut fmi2Real,
+    _ni: usize,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2GetEventIndicators", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2GetEventIndicatorsTYPE = Some(fmi2GetEventIndicators);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetContinuousStates(c: fmi2Component, _x: *mut fmi2Real, _nx: usize) -> fmi2Status {
-    unsafe { b2(c, "fmi2GetContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi2GetContinuousStates(
+    c: fmi2Component,
+    _x: *mut fmi2Real,
+    _nx: usize,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2GetContinuousStates", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2GetContinuousStatesTYPE = Some(fmi2GetContinuousStates);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi2GetNominalsOfContinuousStates(c: fmi2Component, _x: *mut fmi2Real, _nx: usize) -> fmi2Status {
-    unsafe { b2(c, "fmi2GetNominalsOfContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi2GetNominalsOfContinuousStates(
+    c: fmi2Component,
+    _x: *mut fmi2Real,
+    _nx: usize,
+) -> fmi2Status {
+    unsafe {
+        b2(c, "fmi2GetNominalsOfContinuousStates", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi2GetNominalsOfContinuousStatesTYPE = Some(fmi2GetNominalsOfContinuousStates);

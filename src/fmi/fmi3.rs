@@ -17,7 +17,12 @@ const M_GET: u32 = st::INIT_MODE | st::EVENT | st::STEP | st::TERMINATED | st::E
 const M_SET: u32 = st::INSTANTIATED | st::INIT_MODE | st::EVENT | st::STEP;
 
 #[inline]
-unsafe fn b3(c: fmi3Instance, func: &str, mask: u32, body: impl FnOnce(&Instance, &mut Core) -> BodyResult) -> fmi3Status {
+unsafe fn b3(
+    c: fmi3Instance,
+    func: &str,
+    mask: u32,
+    body: impl FnOnce(&Instance, &mut Core) -> BodyResult,
+) -> fmi3Status {
     // SAFETY: `c` comes from the importer; see `boundary`.
     unsafe { boundary(c, V, func, mask, body) as fmi3Status }
 }
@@ -56,17 +61,37 @@ pub extern "C" fn fmi3GetVersion() -> *const c_char {
 const _: fmi3GetVersionTYPE = Some(fmi3GetVersion);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetDebugLogging(instance: fmi3Instance, loggingOn: fmi3Boolean, nCategories: usize, categories: *const fmi3String) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetDebugLogging", M_ANY, |inst, _| Ok(inst.set_debug_logging(loggingOn, nCategories, categories))) }
+pub unsafe extern "C" fn fmi3SetDebugLogging(
+    instance: fmi3Instance,
+    loggingOn: fmi3Boolean,
+    nCategories: usize,
+    categories: *const fmi3String,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetDebugLogging", M_ANY, |inst, _| {
+            Ok(inst.set_debug_logging(loggingOn, nCategories, categories))
+        })
+    }
 }
 const _: fmi3SetDebugLoggingTYPE = Some(fmi3SetDebugLogging);
 
 // ---------------------------------------------------------------- instantiation
 
-unsafe fn log_before_instance(logMessage: fmi3LogMessageCallback, env: fmi3InstanceEnvironment, name: fmi3String, msg: &str) {
+unsafe fn log_before_instance(
+    logMessage: fmi3LogMessageCallback,
+    env: fmi3InstanceEnvironment,
+    name: fmi3String,
+    msg: &str,
+) {
     // SAFETY: importer's string or NULL.
     let n = to_cstring(unsafe { c_str(name) }.unwrap_or(""));
-    emit(&Logger::V3(logMessage, Env(env)), &n, Status::Error, "logStatusError", msg);
+    emit(
+        &Logger::V3(logMessage, Env(env)),
+        &n,
+        Status::Error,
+        "logStatusError",
+        msg,
+    );
 }
 
 #[no_mangle]
@@ -80,7 +105,9 @@ pub unsafe extern "C" fn fmi3InstantiateModelExchange(
     logMessage: fmi3LogMessageCallback,
 ) -> fmi3Instance {
     guarded(null_mut(), || {
-        unsafe { log_before_instance(logMessage, instanceEnvironment, instanceName, "fmi3InstantiateModelExchange: not supported: this FMU implements Co-Simulation only") };
+        unsafe {
+            log_before_instance(logMessage, instanceEnvironment, instanceName, "fmi3InstantiateModelExchange: not supported: this FMU implements Co-Simulation only")
+        };
         null_mut()
     })
 }
@@ -100,7 +127,9 @@ pub unsafe extern "C" fn fmi3InstantiateScheduledExecution(
     _unlockPreemption: fmi3UnlockPreemptionCallback,
 ) -> fmi3Instance {
     guarded(null_mut(), || {
-        unsafe { log_before_instance(logMessage, instanceEnvironment, instanceName, "fmi3InstantiateScheduledExecution: not supported: this FMU implements Co-Simulation only") };
+        unsafe {
+            log_before_instance(logMessage, instanceEnvironment, instanceName, "fmi3InstantiateScheduledExecution: not supported: this FMU implements Co-Simulation only")
+        };
         null_mut()
     })
 }
@@ -159,7 +188,13 @@ unsafe fn instantiate_cs(
     let name = unsafe { c_str(instanceName) };
     let cname = to_cstring(name.unwrap_or(""));
     let fail = |msg: String| {
-        emit(&logger, &cname, Status::Error, "logStatusError", &format!("fmi3InstantiateCoSimulation: {msg}"));
+        emit(
+            &logger,
+            &cname,
+            Status::Error,
+            "logStatusError",
+            &format!("fmi3InstantiateCoSimulation: {msg}"),
+        );
         null_mut()
     };
     let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
@@ -189,7 +224,8 @@ unsafe fn instantiate_cs(
         ));
     }
     // SAFETY: importer's array.
-    let required = match unsafe { in_slice(required, n_required, "requiredIntermediateVariables") } {
+    let required = match unsafe { in_slice(required, n_required, "requiredIntermediateVariables") }
+    {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -198,12 +234,22 @@ unsafe fn instantiate_cs(
     for &vr in required {
         match model.table.get(vr).map(|v| v.kind) {
             Some(crate::description::VarKind::Input(i)) => inputs.push((vr, i)),
-            Some(_) => warnings.push(format!("value reference {vr} is not an input; it is not updated during doStep")),
-            None => return fail(format!("requiredIntermediateVariables: unknown value reference {vr}")),
+            Some(_) => warnings.push(format!(
+                "value reference {vr} is not an input; it is not updated during doStep"
+            )),
+            None => {
+                return fail(format!(
+                    "requiredIntermediateVariables: unknown value reference {vr}"
+                ))
+            }
         }
     }
     let intermediate = match intermediateUpdate {
-        Some(cb) if !inputs.is_empty() => Some(Intermediate { callback: cb, env: Env(env), inputs }),
+        Some(cb) if !inputs.is_empty() => Some(Intermediate {
+            callback: cb,
+            env: Env(env),
+            inputs,
+        }),
         _ => None,
     };
     let inst = Instance::new(V, cname, logger, loggingOn, model, intermediate);
@@ -211,9 +257,15 @@ unsafe fn instantiate_cs(
         core.event_mode_used = eventModeUsed;
     }
     for w in warnings {
-        inst.log(Status::Warning, &format!("fmi3InstantiateCoSimulation: {w}"));
+        inst.log(
+            Status::Warning,
+            &format!("fmi3InstantiateCoSimulation: {w}"),
+        );
     }
-    inst.log_event(&format!("fmi3InstantiateCoSimulation: instance `{name}` from {}", dir.display()));
+    inst.log_event(&format!(
+        "fmi3InstantiateCoSimulation: instance `{name}` from {}",
+        dir.display()
+    ));
     Box::into_raw(inst) as fmi3Instance
 }
 
@@ -235,12 +287,21 @@ pub unsafe extern "C" fn fmi3EnterInitializationMode(
     stopTime: fmi3Float64,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3EnterInitializationMode", st::INSTANTIATED, |_, core| {
-            core.sim.setup_experiment(toleranceDefined.then_some(tolerance), startTime, stopTimeDefined.then_some(stopTime))?;
-            core.last_successful_time = startTime;
-            core.state = st::INIT_MODE;
-            Ok(Status::Ok)
-        })
+        b3(
+            instance,
+            "fmi3EnterInitializationMode",
+            st::INSTANTIATED,
+            |_, core| {
+                core.sim.setup_experiment(
+                    toleranceDefined.then_some(tolerance),
+                    startTime,
+                    stopTimeDefined.then_some(stopTime),
+                )?;
+                core.last_successful_time = startTime;
+                core.state = st::INIT_MODE;
+                Ok(Status::Ok)
+            },
+        )
     }
 }
 const _: fmi3EnterInitializationModeTYPE = Some(fmi3EnterInitializationMode);
@@ -248,13 +309,24 @@ const _: fmi3EnterInitializationModeTYPE = Some(fmi3EnterInitializationMode);
 #[no_mangle]
 pub unsafe extern "C" fn fmi3ExitInitializationMode(instance: fmi3Instance) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3ExitInitializationMode", st::INIT_MODE, |inst, core| {
-            core.sim.initialize().map_err(|e| Fail::computation(e.to_string()))?;
-            core.state = if core.event_mode_used { st::EVENT } else { st::STEP };
-            core.last_successful_time = core.sim.time();
-            inst.log_event(&format!("initialized at t = {}", core.sim.time()));
-            Ok(Status::Ok)
-        })
+        b3(
+            instance,
+            "fmi3ExitInitializationMode",
+            st::INIT_MODE,
+            |inst, core| {
+                core.sim
+                    .initialize()
+                    .map_err(|e| Fail::computation(e.to_string()))?;
+                core.state = if core.event_mode_used {
+                    st::EVENT
+                } else {
+                    st::STEP
+                };
+                core.last_successful_time = core.sim.time();
+                inst.log_event(&format!("initialized at t = {}", core.sim.time()));
+                Ok(Status::Ok)
+            },
+        )
     }
 }
 const _: fmi3ExitInitializationModeTYPE = Some(fmi3ExitInitializationMode);
@@ -264,7 +336,9 @@ pub unsafe extern "C" fn fmi3EnterEventMode(instance: fmi3Instance) -> fmi3Statu
     unsafe {
         b3(instance, "fmi3EnterEventMode", st::STEP, |_, core| {
             if !core.event_mode_used {
-                return Err(Fail::arg("Event Mode was not requested at instantiation (eventModeUsed = false)"));
+                return Err(Fail::arg(
+                    "Event Mode was not requested at instantiation (eventModeUsed = false)",
+                ));
             }
             core.state = st::EVENT;
             Ok(Status::Ok)
@@ -276,10 +350,15 @@ const _: fmi3EnterEventModeTYPE = Some(fmi3EnterEventMode);
 #[no_mangle]
 pub unsafe extern "C" fn fmi3Terminate(instance: fmi3Instance) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3Terminate", st::STEP | st::EVENT, |_, core| {
-            core.state = st::TERMINATED;
-            Ok(Status::Ok)
-        })
+        b3(
+            instance,
+            "fmi3Terminate",
+            st::STEP | st::EVENT,
+            |_, core| {
+                core.state = st::TERMINATED;
+                Ok(Status::Ok)
+            },
+        )
     }
 }
 const _: fmi3TerminateTYPE = Some(fmi3Terminate);
@@ -298,7 +377,13 @@ const _: fmi3ResetTYPE = Some(fmi3Reset);
 // ---------------------------------------------------------------- Float64 / Int64
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetFloat64(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *mut fmi3Float64, nValues: usize) -> fmi3Status {
+pub unsafe extern "C" fn fmi3GetFloat64(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    values: *mut fmi3Float64,
+    nValues: usize,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3GetFloat64", M_GET, |_, core| {
             check_n(nValueReferences, nValues)?;
@@ -314,12 +399,24 @@ pub unsafe extern "C" fn fmi3GetFloat64(instance: fmi3Instance, valueReferences:
 const _: fmi3GetFloat64TYPE = Some(fmi3GetFloat64);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetFloat64(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *const fmi3Float64, nValues: usize) -> fmi3Status {
+pub unsafe extern "C" fn fmi3SetFloat64(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    values: *const fmi3Float64,
+    nValues: usize,
+) -> fmi3Status {
     unsafe { set_float64(instance, valueReferences, nValueReferences, values, nValues) }
 }
 const _: fmi3SetFloat64TYPE = Some(fmi3SetFloat64);
 
-unsafe fn set_float64(instance: fmi3Instance, vr: *const fmi3ValueReference, nvr: usize, values: *const f64, n_values: usize) -> fmi3Status {
+unsafe fn set_float64(
+    instance: fmi3Instance,
+    vr: *const fmi3ValueReference,
+    nvr: usize,
+    values: *const f64,
+    n_values: usize,
+) -> fmi3Status {
     // Inside the intermediate-update callback the core is busy with the step: only record.
     // SAFETY: importer's pointer, checked by magic.
     if let Some(inst) = unsafe { Instance::from_ptr(instance, V) } {
@@ -335,7 +432,10 @@ unsafe fn set_float64(instance: fmi3Instance, vr: *const fmi3ValueReference, nvr
             return match r {
                 Ok(()) => Status::Ok as fmi3Status,
                 Err(msg) => {
-                    inst.log(Status::Error, &format!("fmi3SetFloat64 (intermediate update): {msg}"));
+                    inst.log(
+                        Status::Error,
+                        &format!("fmi3SetFloat64 (intermediate update): {msg}"),
+                    );
                     Status::Error as fmi3Status
                 }
             };
@@ -355,19 +455,33 @@ unsafe fn set_float64(instance: fmi3Instance, vr: *const fmi3ValueReference, nvr
     }
 }
 
-unsafe fn record_intermediate(inst: &Instance, ib: &mut Inbox, vr: *const u32, nvr: usize, values: *const f64, n_values: usize) -> Result<(), String> {
+unsafe fn record_intermediate(
+    inst: &Instance,
+    ib: &mut Inbox,
+    vr: *const u32,
+    nvr: usize,
+    values: *const f64,
+    n_values: usize,
+) -> Result<(), String> {
     if nvr != n_values {
-        return Err(format!("nValues = {n_values} differs from nValueReferences = {nvr}"));
+        return Err(format!(
+            "nValues = {n_values} differs from nValueReferences = {nvr}"
+        ));
     }
     // SAFETY: importer's arrays.
     let vrs = unsafe { in_slice(vr, nvr, "valueReferences") }?;
     // SAFETY: importer's arrays.
     let vals = unsafe { in_slice(values, n_values, "values") }?;
-    let im = inst.intermediate.as_ref().ok_or("no intermediate variables")?;
+    let im = inst
+        .intermediate
+        .as_ref()
+        .ok_or("no intermediate variables")?;
     let mut staged = Vec::with_capacity(nvr);
     for (&r, &v) in vrs.iter().zip(vals) {
         let Some(&(_, i)) = im.inputs.iter().find(|(x, _)| *x == r) else {
-            return Err(format!("value reference {r} is not one of the requiredIntermediateVariables inputs"));
+            return Err(format!(
+                "value reference {r} is not one of the requiredIntermediateVariables inputs"
+            ));
         };
         if !v.is_finite() {
             return Err(format!("value {v} for value reference {r} is not finite"));
@@ -379,7 +493,13 @@ unsafe fn record_intermediate(inst: &Instance, ib: &mut Inbox, vr: *const u32, n
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetInt64(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *mut fmi3Int64, nValues: usize) -> fmi3Status {
+pub unsafe extern "C" fn fmi3GetInt64(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    values: *mut fmi3Int64,
+    nValues: usize,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3GetInt64", M_GET, |_, core| {
             check_n(nValueReferences, nValues)?;
@@ -395,7 +515,13 @@ pub unsafe extern "C" fn fmi3GetInt64(instance: fmi3Instance, valueReferences: *
 const _: fmi3GetInt64TYPE = Some(fmi3GetInt64);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetInt64(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *const fmi3Int64, nValues: usize) -> fmi3Status {
+pub unsafe extern "C" fn fmi3SetInt64(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    values: *const fmi3Int64,
+    nValues: usize,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3SetInt64", M_SET, |_, core| {
             check_n(nValueReferences, nValues)?;
@@ -416,7 +542,13 @@ const _: fmi3SetInt64TYPE = Some(fmi3SetInt64);
 macro_rules! no_var_get_set {
     ($get:ident, $get_ty:ident, $set:ident, $set_ty:ident, $t:ty, $name:literal) => {
         #[no_mangle]
-        pub unsafe extern "C" fn $get(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *mut $t, nValues: usize) -> fmi3Status {
+        pub unsafe extern "C" fn $get(
+            instance: fmi3Instance,
+            valueReferences: *const fmi3ValueReference,
+            nValueReferences: usize,
+            values: *mut $t,
+            nValues: usize,
+        ) -> fmi3Status {
             unsafe {
                 b3(instance, stringify!($get), M_GET, |_, core| {
                     check_n(nValueReferences, nValues)?;
@@ -429,7 +561,13 @@ macro_rules! no_var_get_set {
         const _: $get_ty = Some($get);
 
         #[no_mangle]
-        pub unsafe extern "C" fn $set(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *const $t, nValues: usize) -> fmi3Status {
+        pub unsafe extern "C" fn $set(
+            instance: fmi3Instance,
+            valueReferences: *const fmi3ValueReference,
+            nValueReferences: usize,
+            values: *const $t,
+            nValues: usize,
+        ) -> fmi3Status {
             unsafe {
                 b3(instance, stringify!($set), M_SET, |_, core| {
                     check_n(nValueReferences, nValues)?;
@@ -443,19 +581,96 @@ macro_rules! no_var_get_set {
     };
 }
 
-no_var_get_set!(fmi3GetFloat32, fmi3GetFloat32TYPE, fmi3SetFloat32, fmi3SetFloat32TYPE, fmi3Float32, "Float32");
-no_var_get_set!(fmi3GetInt8, fmi3GetInt8TYPE, fmi3SetInt8, fmi3SetInt8TYPE, fmi3Int8, "Int8");
-no_var_get_set!(fmi3GetUInt8, fmi3GetUInt8TYPE, fmi3SetUInt8, fmi3SetUInt8TYPE, fmi3UInt8, "UInt8");
-no_var_get_set!(fmi3GetInt16, fmi3GetInt16TYPE, fmi3SetInt16, fmi3SetInt16TYPE, fmi3Int16, "Int16");
-no_var_get_set!(fmi3GetUInt16, fmi3GetUInt16TYPE, fmi3SetUInt16, fmi3SetUInt16TYPE, fmi3UInt16, "UInt16");
-no_var_get_set!(fmi3GetInt32, fmi3GetInt32TYPE, fmi3SetInt32, fmi3SetInt32TYPE, fmi3Int32, "Int32");
-no_var_get_set!(fmi3GetUInt32, fmi3GetUInt32TYPE, fmi3SetUInt32, fmi3SetUInt32TYPE, fmi3UInt32, "UInt32");
-no_var_get_set!(fmi3GetUInt64, fmi3GetUInt64TYPE, fmi3SetUInt64, fmi3SetUInt64TYPE, fmi3UInt64, "UInt64");
-no_var_get_set!(fmi3GetBoolean, fmi3GetBooleanTYPE, fmi3SetBoolean, fmi3SetBooleanTYPE, fmi3Boolean, "Boolean");
-no_var_get_set!(fmi3GetString, fmi3GetStringTYPE, fmi3SetString, fmi3SetStringTYPE, fmi3String, "String");
+no_var_get_set!(
+    fmi3GetFloat32,
+    fmi3GetFloat32TYPE,
+    fmi3SetFloat32,
+    fmi3SetFloat32TYPE,
+    fmi3Float32,
+    "Float32"
+);
+no_var_get_set!(
+    fmi3GetInt8,
+    fmi3GetInt8TYPE,
+    fmi3SetInt8,
+    fmi3SetInt8TYPE,
+    fmi3Int8,
+    "Int8"
+);
+no_var_get_set!(
+    fmi3GetUInt8,
+    fmi3GetUInt8TYPE,
+    fmi3SetUInt8,
+    fmi3SetUInt8TYPE,
+    fmi3UInt8,
+    "UInt8"
+);
+no_var_get_set!(
+    fmi3GetInt16,
+    fmi3GetInt16TYPE,
+    fmi3SetInt16,
+    fmi3SetInt16TYPE,
+    fmi3Int16,
+    "Int16"
+);
+no_var_get_set!(
+    fmi3GetUInt16,
+    fmi3GetUInt16TYPE,
+    fmi3SetUInt16,
+    fmi3SetUInt16TYPE,
+    fmi3UInt16,
+    "UInt16"
+);
+no_var_get_set!(
+    fmi3GetInt32,
+    fmi3GetInt32TYPE,
+    fmi3SetInt32,
+    fmi3SetInt32TYPE,
+    fmi3Int32,
+    "Int32"
+);
+no_var_get_set!(
+    fmi3GetUInt32,
+    fmi3GetUInt32TYPE,
+    fmi3SetUInt32,
+    fmi3SetUInt32TYPE,
+    fmi3UInt32,
+    "UInt32"
+);
+no_var_get_set!(
+    fmi3GetUInt64,
+    fmi3GetUInt64TYPE,
+    fmi3SetUInt64,
+    fmi3SetUInt64TYPE,
+    fmi3UInt64,
+    "UInt64"
+);
+no_var_get_set!(
+    fmi3GetBoolean,
+    fmi3GetBooleanTYPE,
+    fmi3SetBoolean,
+    fmi3SetBooleanTYPE,
+    fmi3Boolean,
+    "Boolean"
+);
+no_var_get_set!(
+    fmi3GetString,
+    fmi3GetStringTYPE,
+    fmi3SetString,
+    fmi3SetStringTYPE,
+    fmi3String,
+    "String"
+);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetBinary(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, valueSizes: *mut usize, values: *mut fmi3Binary, nValues: usize) -> fmi3Status {
+pub unsafe extern "C" fn fmi3GetBinary(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    valueSizes: *mut usize,
+    values: *mut fmi3Binary,
+    nValues: usize,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3GetBinary", M_GET, |_, core| {
             check_n(nValueReferences, nValues)?;
@@ -469,7 +684,14 @@ pub unsafe extern "C" fn fmi3GetBinary(instance: fmi3Instance, valueReferences: 
 const _: fmi3GetBinaryTYPE = Some(fmi3GetBinary);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetBinary(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, valueSizes: *const usize, values: *const fmi3Binary, nValues: usize) -> fmi3Status {
+pub unsafe extern "C" fn fmi3SetBinary(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    valueSizes: *const usize,
+    values: *const fmi3Binary,
+    nValues: usize,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3SetBinary", M_SET, |_, core| {
             check_n(nValueReferences, nValues)?;
@@ -483,7 +705,12 @@ pub unsafe extern "C" fn fmi3SetBinary(instance: fmi3Instance, valueReferences: 
 const _: fmi3SetBinaryTYPE = Some(fmi3SetBinary);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetClock(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *mut fmi3Clock) -> fmi3Status {
+pub unsafe extern "C" fn fmi3GetClock(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    values: *mut fmi3Clock,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3GetClock", M_GET, |_, core| {
             let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
@@ -495,7 +722,12 @@ pub unsafe extern "C" fn fmi3GetClock(instance: fmi3Instance, valueReferences: *
 const _: fmi3GetClockTYPE = Some(fmi3GetClock);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetClock(instance: fmi3Instance, valueReferences: *const fmi3ValueReference, nValueReferences: usize, values: *const fmi3Clock) -> fmi3Status {
+pub unsafe extern "C" fn fmi3SetClock(
+    instance: fmi3Instance,
+    valueReferences: *const fmi3ValueReference,
+    nValueReferences: usize,
+    values: *const fmi3Clock,
+) -> fmi3Status {
     unsafe {
         b3(instance, "fmi3SetClock", M_SET, |_, core| {
             let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
@@ -509,8 +741,23 @@ const _: fmi3SetClockTYPE = Some(fmi3SetClock);
 // ---------------------------------------------------------------- dependencies (not provided)
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetNumberOfVariableDependencies(instance: fmi3Instance, _valueReference: fmi3ValueReference, _nDependencies: *mut usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetNumberOfVariableDependencies", M_ANY, |_, _| Err(Fail::arg("not supported: dependencies are given in modelDescription.xml only"))) }
+pub unsafe extern "C" fn fmi3GetNumberOfVariableDependencies(
+    instance: fmi3Instance,
+    _valueReference: fmi3ValueReference,
+    _nDependencies: *mut usize,
+) -> fmi3Status {
+    unsafe {
+        b3(
+            instance,
+            "fmi3GetNumberOfVariableDependencies",
+            M_ANY,
+            |_, _| {
+                Err(Fail::arg(
+                    "not supported: dependencies are given in modelDescription.xml only",
+                ))
+            },
+        )
+    }
 }
 const _: fmi3GetNumberOfVariableDependenciesTYPE = Some(fmi3GetNumberOfVariableDependencies);
 
@@ -524,45 +771,98 @@ pub unsafe extern "C" fn fmi3GetVariableDependencies(
     _dependencyKinds: *mut fmi3DependencyKind,
     _nDependencies: usize,
 ) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetVariableDependencies", M_ANY, |_, _| Err(Fail::arg("not supported: dependencies are given in modelDescription.xml only"))) }
+    unsafe {
+        b3(instance, "fmi3GetVariableDependencies", M_ANY, |_, _| {
+            Err(Fail::arg(
+                "not supported: dependencies are given in modelDescription.xml only",
+            ))
+        })
+    }
 }
 const _: fmi3GetVariableDependenciesTYPE = Some(fmi3GetVariableDependencies);
 
 // ---------------------------------------------------------------- FMU state
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetFMUState(instance: fmi3Instance, FMUState: *mut fmi3FMUState) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetFMUState", M_ANY, |_, core| fmu_state::get(core, FMUState)) }
+pub unsafe extern "C" fn fmi3GetFMUState(
+    instance: fmi3Instance,
+    FMUState: *mut fmi3FMUState,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetFMUState", M_ANY, |_, core| {
+            fmu_state::get(core, FMUState)
+        })
+    }
 }
 const _: fmi3GetFMUStateTYPE = Some(fmi3GetFMUState);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetFMUState(instance: fmi3Instance, FMUState: fmi3FMUState) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetFMUState", M_ANY, |_, core| fmu_state::set(core, FMUState)) }
+pub unsafe extern "C" fn fmi3SetFMUState(
+    instance: fmi3Instance,
+    FMUState: fmi3FMUState,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetFMUState", M_ANY, |_, core| {
+            fmu_state::set(core, FMUState)
+        })
+    }
 }
 const _: fmi3SetFMUStateTYPE = Some(fmi3SetFMUState);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3FreeFMUState(instance: fmi3Instance, FMUState: *mut fmi3FMUState) -> fmi3Status {
-    unsafe { b3(instance, "fmi3FreeFMUState", M_ANY, |_, _| fmu_state::free(FMUState)) }
+pub unsafe extern "C" fn fmi3FreeFMUState(
+    instance: fmi3Instance,
+    FMUState: *mut fmi3FMUState,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3FreeFMUState", M_ANY, |_, _| {
+            fmu_state::free(FMUState)
+        })
+    }
 }
 const _: fmi3FreeFMUStateTYPE = Some(fmi3FreeFMUState);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SerializedFMUStateSize(instance: fmi3Instance, FMUState: fmi3FMUState, size: *mut usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SerializedFMUStateSize", M_ANY, |inst, _| fmu_state::size(inst, FMUState, size)) }
+pub unsafe extern "C" fn fmi3SerializedFMUStateSize(
+    instance: fmi3Instance,
+    FMUState: fmi3FMUState,
+    size: *mut usize,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SerializedFMUStateSize", M_ANY, |inst, _| {
+            fmu_state::size(inst, FMUState, size)
+        })
+    }
 }
 const _: fmi3SerializedFMUStateSizeTYPE = Some(fmi3SerializedFMUStateSize);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SerializeFMUState(instance: fmi3Instance, FMUState: fmi3FMUState, serializedState: *mut fmi3Byte, size: usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SerializeFMUState", M_ANY, |inst, _| fmu_state::serialize(inst, FMUState, serializedState, size)) }
+pub unsafe extern "C" fn fmi3SerializeFMUState(
+    instance: fmi3Instance,
+    FMUState: fmi3FMUState,
+    serializedState: *mut fmi3Byte,
+    size: usize,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SerializeFMUState", M_ANY, |inst, _| {
+            fmu_state::serialize(inst, FMUState, serializedState, size)
+        })
+    }
 }
 const _: fmi3SerializeFMUStateTYPE = Some(fmi3SerializeFMUState);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3DeserializeFMUState(instance: fmi3Instance, serializedState: *const fmi3Byte, size: usize, FMUState: *mut fmi3FMUState) -> fmi3Status {
-    unsafe { b3(instance, "fmi3DeserializeFMUState", M_ANY, |inst, core| fmu_state::deserialize(inst, core, serializedState, size, FMUState)) }
+pub unsafe extern "C" fn fmi3DeserializeFMUState(
+    instance: fmi3Instance,
+    serializedState: *const fmi3Byte,
+    size: usize,
+    FMUState: *mut fmi3FMUState,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3DeserializeFMUState", M_ANY, |inst, core| {
+            fmu_state::deserialize(inst, core, serializedState, size, FMUState)
+        })
+    }
 }
 const _: fmi3DeserializeFMUStateTYPE = Some(fmi3DeserializeFMUState);
 
@@ -581,19 +881,37 @@ unsafe fn partials(
     adjoint: bool,
 ) -> BodyResult {
     // SAFETY: importer's arrays, checked inside.
-    let (u, k) = unsafe { (in_slice(unknowns, n_unknowns, "unknowns")?, in_slice(knowns, n_knowns, "knowns")?) };
-    let (n_in, n_out) = if adjoint { (n_unknowns, n_knowns) } else { (n_knowns, n_unknowns) };
+    let (u, k) = unsafe {
+        (
+            in_slice(unknowns, n_unknowns, "unknowns")?,
+            in_slice(knowns, n_knowns, "knowns")?,
+        )
+    };
+    let (n_in, n_out) = if adjoint {
+        (n_unknowns, n_knowns)
+    } else {
+        (n_knowns, n_unknowns)
+    };
     if n_seed != n_in || n_sens != n_out {
         return Err(Fail::arg(format!("nSeed = {n_seed} and nSensitivity = {n_sens} must be {n_in} and {n_out} (all variables are scalars)")));
     }
     // SAFETY: as above.
-    let (s, out) = unsafe { (in_slice(seed, n_seed, "seed")?, out_slice(sensitivity, n_sens, "sensitivity")?) };
+    let (s, out) = unsafe {
+        (
+            in_slice(seed, n_seed, "seed")?,
+            out_slice(sensitivity, n_sens, "sensitivity")?,
+        )
+    };
     if s.iter().any(|x| !x.is_finite()) {
         return Err(Fail::arg("seed has a non-finite entry"));
     }
     let jac = core.sim.output_input_jacobian(u, k)?;
     let v = nalgebra::DVector::from_column_slice(s);
-    let r = if adjoint { jac.transpose() * v } else { jac * v };
+    let r = if adjoint {
+        jac.transpose() * v
+    } else {
+        jac * v
+    };
     out.copy_from_slice(r.as_slice());
     Ok(Status::Ok)
 }
@@ -610,7 +928,27 @@ pub unsafe extern "C" fn fmi3GetDirectionalDerivative(
     sensitivity: *mut fmi3Float64,
     nSensitivity: usize,
 ) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetDirectionalDerivative", M_GET, |_, core| partials(core, unknowns, nUnknowns, knowns, nKnowns, seed, nSeed, sensitivity, nSensitivity, false)) }
+    unsafe {
+        b3(
+            instance,
+            "fmi3GetDirectionalDerivative",
+            M_GET,
+            |_, core| {
+                partials(
+                    core,
+                    unknowns,
+                    nUnknowns,
+                    knowns,
+                    nKnowns,
+                    seed,
+                    nSeed,
+                    sensitivity,
+                    nSensitivity,
+                    false,
+                )
+            },
+        )
+    }
 }
 const _: fmi3GetDirectionalDerivativeTYPE = Some(fmi3GetDirectionalDerivative);
 
@@ -626,7 +964,22 @@ pub unsafe extern "C" fn fmi3GetAdjointDerivative(
     sensitivity: *mut fmi3Float64,
     nSensitivity: usize,
 ) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetAdjointDerivative", M_GET, |_, core| partials(core, unknowns, nUnknowns, knowns, nKnowns, seed, nSeed, sensitivity, nSensitivity, true)) }
+    unsafe {
+        b3(instance, "fmi3GetAdjointDerivative", M_GET, |_, core| {
+            partials(
+                core,
+                unknowns,
+                nUnknowns,
+                knowns,
+                nKnowns,
+                seed,
+                nSeed,
+                sensitivity,
+                nSensitivity,
+                true,
+            )
+        })
+    }
 }
 const _: fmi3GetAdjointDerivativeTYPE = Some(fmi3GetAdjointDerivative);
 
@@ -637,67 +990,157 @@ const NO_STRUCTURAL: &str = "not supported: the model has no structural paramete
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi3EnterConfigurationMode(instance: fmi3Instance) -> fmi3Status {
-    unsafe { b3(instance, "fmi3EnterConfigurationMode", M_ANY, |_, _| Err(Fail::arg(NO_STRUCTURAL))) }
+    unsafe {
+        b3(instance, "fmi3EnterConfigurationMode", M_ANY, |_, _| {
+            Err(Fail::arg(NO_STRUCTURAL))
+        })
+    }
 }
 const _: fmi3EnterConfigurationModeTYPE = Some(fmi3EnterConfigurationMode);
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi3ExitConfigurationMode(instance: fmi3Instance) -> fmi3Status {
-    unsafe { b3(instance, "fmi3ExitConfigurationMode", M_ANY, |_, _| Err(Fail::arg(NO_STRUCTURAL))) }
+    unsafe {
+        b3(instance, "fmi3ExitConfigurationMode", M_ANY, |_, _| {
+            Err(Fail::arg(NO_STRUCTURAL))
+        })
+    }
 }
 const _: fmi3ExitConfigurationModeTYPE = Some(fmi3ExitConfigurationMode);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetIntervalDecimal(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _intervals: *mut fmi3Float64, _q: *mut fmi3IntervalQualifier) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetIntervalDecimal", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3GetIntervalDecimal(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _intervals: *mut fmi3Float64,
+    _q: *mut fmi3IntervalQualifier,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetIntervalDecimal", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3GetIntervalDecimalTYPE = Some(fmi3GetIntervalDecimal);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetIntervalFraction(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _c: *mut fmi3UInt64, _r: *mut fmi3UInt64, _q: *mut fmi3IntervalQualifier) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetIntervalFraction", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3GetIntervalFraction(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _c: *mut fmi3UInt64,
+    _r: *mut fmi3UInt64,
+    _q: *mut fmi3IntervalQualifier,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetIntervalFraction", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3GetIntervalFractionTYPE = Some(fmi3GetIntervalFraction);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetShiftDecimal(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _shifts: *mut fmi3Float64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetShiftDecimal", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3GetShiftDecimal(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _shifts: *mut fmi3Float64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetShiftDecimal", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3GetShiftDecimalTYPE = Some(fmi3GetShiftDecimal);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetShiftFraction(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _c: *mut fmi3UInt64, _r: *mut fmi3UInt64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetShiftFraction", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3GetShiftFraction(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _c: *mut fmi3UInt64,
+    _r: *mut fmi3UInt64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetShiftFraction", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3GetShiftFractionTYPE = Some(fmi3GetShiftFraction);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetIntervalDecimal(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _intervals: *const fmi3Float64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetIntervalDecimal", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3SetIntervalDecimal(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _intervals: *const fmi3Float64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetIntervalDecimal", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3SetIntervalDecimalTYPE = Some(fmi3SetIntervalDecimal);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetIntervalFraction(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _c: *const fmi3UInt64, _r: *const fmi3UInt64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetIntervalFraction", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3SetIntervalFraction(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _c: *const fmi3UInt64,
+    _r: *const fmi3UInt64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetIntervalFraction", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3SetIntervalFractionTYPE = Some(fmi3SetIntervalFraction);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetShiftDecimal(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _shifts: *const fmi3Float64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetShiftDecimal", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3SetShiftDecimal(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _shifts: *const fmi3Float64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetShiftDecimal", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3SetShiftDecimalTYPE = Some(fmi3SetShiftDecimal);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetShiftFraction(instance: fmi3Instance, _vr: *const fmi3ValueReference, _n: usize, _c: *const fmi3UInt64, _r: *const fmi3UInt64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetShiftFraction", M_ANY, |_, _| Err(Fail::arg(NO_CLOCKS))) }
+pub unsafe extern "C" fn fmi3SetShiftFraction(
+    instance: fmi3Instance,
+    _vr: *const fmi3ValueReference,
+    _n: usize,
+    _c: *const fmi3UInt64,
+    _r: *const fmi3UInt64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetShiftFraction", M_ANY, |_, _| {
+            Err(Fail::arg(NO_CLOCKS))
+        })
+    }
 }
 const _: fmi3SetShiftFractionTYPE = Some(fmi3SetShiftFraction);
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi3EvaluateDiscreteStates(instance: fmi3Instance) -> fmi3Status {
-    unsafe { b3(instance, "fmi3EvaluateDiscreteStates", M_ANY, |_, _| Err(Fail::arg("not supported: the model has no discrete states"))) }
+    unsafe {
+        b3(instance, "fmi3EvaluateDiscreteStates", M_ANY, |_, _| {
+            Err(Fail::arg("not supported: the model has no discrete states"))
+        })
+    }
 }
 const _: fmi3EvaluateDiscreteStatesTYPE = Some(fmi3EvaluateDiscreteStates);
 
@@ -717,8 +1160,14 @@ pub unsafe extern "C" fn fmi3UpdateDiscreteStates(
             for (p, name) in [
                 (discreteStatesNeedUpdate, "discreteStatesNeedUpdate"),
                 (terminateSimulation, "terminateSimulation"),
-                (nominalsOfContinuousStatesChanged, "nominalsOfContinuousStatesChanged"),
-                (valuesOfContinuousStatesChanged, "valuesOfContinuousStatesChanged"),
+                (
+                    nominalsOfContinuousStatesChanged,
+                    "nominalsOfContinuousStatesChanged",
+                ),
+                (
+                    valuesOfContinuousStatesChanged,
+                    "valuesOfContinuousStatesChanged",
+                ),
                 (nextEventTimeDefined, "nextEventTimeDefined"),
             ] {
                 *out_ref(p, name)? = false;
@@ -736,13 +1185,26 @@ const NO_ME: &str = "not supported: this FMU implements Co-Simulation only";
 
 #[no_mangle]
 pub unsafe extern "C" fn fmi3EnterContinuousTimeMode(instance: fmi3Instance) -> fmi3Status {
-    unsafe { b3(instance, "fmi3EnterContinuousTimeMode", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+    unsafe {
+        b3(instance, "fmi3EnterContinuousTimeMode", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi3EnterContinuousTimeModeTYPE = Some(fmi3EnterContinuousTimeMode);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3CompletedIntegratorStep(instance: fmi3Instance, _noSetPrior: fmi3Boolean, _enterEventMode: *mut fmi3Boolean, _terminate: *mut fmi3Boolean) -> fmi3Status {
-    unsafe { b3(instance, "fmi3CompletedIntegratorStep", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3CompletedIntegratorStep(
+    instance: fmi3Instance,
+    _noSetPrior: fmi3Boolean,
+    _enterEventMode: *mut fmi3Boolean,
+    _terminate: *mut fmi3Boolean,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3CompletedIntegratorStep", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi3CompletedIntegratorStepTYPE = Some(fmi3CompletedIntegratorStep);
 
@@ -753,44 +1215,107 @@ pub unsafe extern "C" fn fmi3SetTime(instance: fmi3Instance, _time: fmi3Float64)
 const _: fmi3SetTimeTYPE = Some(fmi3SetTime);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3SetContinuousStates(instance: fmi3Instance, _x: *const fmi3Float64, _n: usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3SetContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3SetContinuousStates(
+    instance: fmi3Instance,
+    _x: *const fmi3Float64,
+    _n: usize,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3SetContinuousStates", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi3SetContinuousStatesTYPE = Some(fmi3SetContinuousStates);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetContinuousStateDerivatives(instance: fmi3Instance, _d: *mut fmi3Float64, _n: usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetContinuousStateDerivatives", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3GetContinuousStateDerivatives(
+    instance: fmi3Instance,
+    _d: *mut fmi3Float64,
+    _n: usize,
+) -> fmi3Status {
+    unsafe {
+        b3(
+            instance,
+            "fmi3GetContinuousStateDerivatives",
+            M_ANY,
+            |_, _| Err(Fail::arg(NO_ME)),
+        )
+    }
 }
 const _: fmi3GetContinuousStateDerivativesTYPE = Some(fmi3GetContinuousStateDerivatives);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetEventIndicators(instance: fmi3Instance, _z: *mut fmi3Float64, _n: usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetEventIndicators", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3GetEventIndicators(
+    instance: fmi3Instance,
+    _z: *mut fmi3Float64,
+    _n: usize,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetEventIndicators", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi3GetEventIndicatorsTYPE = Some(fmi3GetEventIndicators);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetContinuousStates(instance: fmi3Instance, _x: *mut fmi3Float64, _n: usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3GetContinuousStates(
+    instance: fmi3Instance,
+    _x: *mut fmi3Float64,
+    _n: usize,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetContinuousStates", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi3GetContinuousStatesTYPE = Some(fmi3GetContinuousStates);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetNominalsOfContinuousStates(instance: fmi3Instance, _x: *mut fmi3Float64, _n: usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetNominalsOfContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3GetNominalsOfContinuousStates(
+    instance: fmi3Instance,
+    _x: *mut fmi3Float64,
+    _n: usize,
+) -> fmi3Status {
+    unsafe {
+        b3(
+            instance,
+            "fmi3GetNominalsOfContinuousStates",
+            M_ANY,
+            |_, _| Err(Fail::arg(NO_ME)),
+        )
+    }
 }
 const _: fmi3GetNominalsOfContinuousStatesTYPE = Some(fmi3GetNominalsOfContinuousStates);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetNumberOfEventIndicators(instance: fmi3Instance, _n: *mut usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetNumberOfEventIndicators", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3GetNumberOfEventIndicators(
+    instance: fmi3Instance,
+    _n: *mut usize,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3GetNumberOfEventIndicators", M_ANY, |_, _| {
+            Err(Fail::arg(NO_ME))
+        })
+    }
 }
 const _: fmi3GetNumberOfEventIndicatorsTYPE = Some(fmi3GetNumberOfEventIndicators);
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3GetNumberOfContinuousStates(instance: fmi3Instance, _n: *mut usize) -> fmi3Status {
-    unsafe { b3(instance, "fmi3GetNumberOfContinuousStates", M_ANY, |_, _| Err(Fail::arg(NO_ME))) }
+pub unsafe extern "C" fn fmi3GetNumberOfContinuousStates(
+    instance: fmi3Instance,
+    _n: *mut usize,
+) -> fmi3Status {
+    unsafe {
+        b3(
+            instance,
+            "fmi3GetNumberOfContinuousStates",
+            M_ANY,
+            |_, _| Err(Fail::arg(NO_ME)),
+        )
+    }
 }
 const _: fmi3GetNumberOfContinuousStatesTYPE = Some(fmi3GetNumberOfContinuousStates);
 
@@ -817,16 +1342,21 @@ pub unsafe extern "C" fn fmi3GetOutputDerivatives(
     nValues: usize,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3GetOutputDerivatives", st::STEP | st::EVENT | st::TERMINATED | st::ERROR, |_, core| {
-            check_n(nValueReferences, nValues)?;
-            let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
-            let ord = in_slice(orders, nValueReferences, "orders")?;
-            let out = out_slice(values, nValues, "values")?;
-            for k in 0..nValueReferences {
-                out[k] = core.sim.output_derivative(vrs[k], ord[k] as i64)?;
-            }
-            Ok(Status::Ok)
-        })
+        b3(
+            instance,
+            "fmi3GetOutputDerivatives",
+            st::STEP | st::EVENT | st::TERMINATED | st::ERROR,
+            |_, core| {
+                check_n(nValueReferences, nValues)?;
+                let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
+                let ord = in_slice(orders, nValueReferences, "orders")?;
+                let out = out_slice(values, nValues, "values")?;
+                for k in 0..nValueReferences {
+                    out[k] = core.sim.output_derivative(vrs[k], ord[k] as i64)?;
+                }
+                Ok(Status::Ok)
+            },
+        )
     }
 }
 const _: fmi3GetOutputDerivativesTYPE = Some(fmi3GetOutputDerivatives);
@@ -864,7 +1394,10 @@ pub unsafe extern "C" fn fmi3DoStep(
             core.last_successful_time = *lst;
             match adv {
                 Advance::Completed => Ok(Status::Ok),
-                Advance::Discard { last_successful_time, .. } => {
+                Advance::Discard {
+                    last_successful_time,
+                    ..
+                } => {
                     inst.log(
                         Status::Discard,
                         &format!("fmi3DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time}; continue from there with a smaller step, or restore a saved state", tc + h),
@@ -888,7 +1421,18 @@ fn ask_intermediate(inst: &Instance, im: &Intermediate, t: f64) -> Vec<(usize, f
     let (mut early_requested, mut early_time) = (false, t);
     // SAFETY: the importer's callback with its own environment pointer and valid out pointers.
     // No lock on the inbox is held across the call.
-    unsafe { (im.callback)(im.env.0, t, true, false, true, false, &mut early_requested, &mut early_time) };
+    unsafe {
+        (im.callback)(
+            im.env.0,
+            t,
+            true,
+            false,
+            true,
+            false,
+            &mut early_requested,
+            &mut early_time,
+        )
+    };
     let mut ib = inst.inbox.lock().unwrap_or_else(|p| p.into_inner());
     ib.active = false;
     std::mem::take(&mut ib.values)
@@ -897,7 +1441,17 @@ fn ask_intermediate(inst: &Instance, im: &Intermediate, t: f64) -> Vec<(usize, f
 // ---------------------------------------------------------------- Scheduled Execution
 
 #[no_mangle]
-pub unsafe extern "C" fn fmi3ActivateModelPartition(instance: fmi3Instance, _clockReference: fmi3ValueReference, _activationTime: fmi3Float64) -> fmi3Status {
-    unsafe { b3(instance, "fmi3ActivateModelPartition", M_ANY, |_, _| Err(Fail::arg("not supported: this FMU implements Co-Simulation only"))) }
+pub unsafe extern "C" fn fmi3ActivateModelPartition(
+    instance: fmi3Instance,
+    _clockReference: fmi3ValueReference,
+    _activationTime: fmi3Float64,
+) -> fmi3Status {
+    unsafe {
+        b3(instance, "fmi3ActivateModelPartition", M_ANY, |_, _| {
+            Err(Fail::arg(
+                "not supported: this FMU implements Co-Simulation only",
+            ))
+        })
+    }
 }
 const _: fmi3ActivateModelPartitionTYPE = Some(fmi3ActivateModelPartition);

@@ -33,10 +33,19 @@ pub(crate) type ActiveEngine = crate::mbs::system::System;
 
 /// Log categories (name, description), for `modelDescription.xml` and `SetDebugLogging`.
 pub const LOG_CATEGORIES: [(&str, &str); 6] = [
-    ("logEvents", "Instantiation, initialization, step results and other events"),
+    (
+        "logEvents",
+        "Instantiation, initialization, step results and other events",
+    ),
     ("logStatusWarning", "Messages with status Warning"),
-    ("logStatusDiscard", "Messages with status Discard (a step the integrator could not complete)"),
-    ("logStatusError", "Messages with status Error (wrong calls, invalid values, failed computations)"),
+    (
+        "logStatusDiscard",
+        "Messages with status Discard (a step the integrator could not complete)",
+    ),
+    (
+        "logStatusError",
+        "Messages with status Error (wrong calls, invalid values, failed computations)",
+    ),
     ("logStatusFatal", "Messages with status Fatal"),
     ("logAll", "All of the above"),
 ];
@@ -112,7 +121,8 @@ pub(crate) enum Logger {
 
 /// FMI 3 intermediate update: the importer's callback and the inputs it provides that way.
 pub(crate) struct Intermediate {
-    pub callback: unsafe extern "C" fn(*mut c_void, f64, bool, bool, bool, bool, *mut bool, *mut f64),
+    pub callback:
+        unsafe extern "C" fn(*mut c_void, f64, bool, bool, bool, bool, *mut bool, *mut f64),
     pub env: Env,
     /// `(value reference, input index)` of the inputs the importer provides in the callback.
     pub inputs: Vec<(u32, usize)>,
@@ -176,18 +186,42 @@ pub(crate) struct LoadedModel {
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
-        return Err(format!("the resources folder {} has no model.toml", resource_dir.display()));
+        return Err(format!(
+            "the resources folder {} has no model.toml",
+            resource_dir.display()
+        ));
     }
-    let token = crate::description::token::resources_token(resource_dir).map_err(|e| format!("cannot read the resources folder {}: {e}", resource_dir.display()))?;
+    let token = crate::description::token::resources_token(resource_dir).map_err(|e| {
+        format!(
+            "cannot read the resources folder {}: {e}",
+            resource_dir.display()
+        )
+    })?;
     let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
-    Ok(LoadedModel { spec, table, engine, token })
+    Ok(LoadedModel {
+        spec,
+        table,
+        engine,
+        token,
+    })
 }
 
 impl Instance {
-    pub fn new(version: FmiVersion, name: CString, logger: Logger, logging_on: bool, model: LoadedModel, intermediate: Option<Intermediate>) -> Box<Instance> {
-        let sim = Simulation::new(model.spec.clone(), model.table.clone(), model.engine.clone());
+    pub fn new(
+        version: FmiVersion,
+        name: CString,
+        logger: Logger,
+        logging_on: bool,
+        model: LoadedModel,
+        intermediate: Option<Intermediate>,
+    ) -> Box<Instance> {
+        let sim = Simulation::new(
+            model.spec.clone(),
+            model.table.clone(),
+            model.engine.clone(),
+        );
         let t = sim.time();
         Box::new(Instance {
             magic: INSTANCE_MAGIC,
@@ -219,7 +253,7 @@ impl Instance {
     /// `p` must be NULL or point to readable memory of at least 16 bytes (any pointer the
     /// importer got from us, even of the other version or a state, qualifies).
     pub unsafe fn from_ptr<'a>(p: *mut c_void, version: FmiVersion) -> Option<&'a Instance> {
-        if p.is_null() || (p as usize) % std::mem::align_of::<Instance>() != 0 {
+        if p.is_null() || !(p as usize).is_multiple_of(std::mem::align_of::<Instance>()) {
             return None;
         }
         // SAFETY: per the caller's contract the first word is readable; `magic` is the first
@@ -275,7 +309,12 @@ impl Instance {
     ///
     /// # Safety
     /// `categories` must point to `n` C strings (checked for NULL).
-    pub unsafe fn set_debug_logging(&self, on: bool, n: usize, categories: *const *const c_char) -> Status {
+    pub unsafe fn set_debug_logging(
+        &self,
+        on: bool,
+        n: usize,
+        categories: *const *const c_char,
+    ) -> Status {
         self.logging_on.store(on, Ordering::Relaxed);
         if n == 0 {
             if on {
@@ -297,7 +336,10 @@ impl Instance {
             let name = match unsafe { c_str(c) } {
                 Some(s) => s,
                 None => {
-                    self.log(Status::Error, "SetDebugLogging: a category is NULL or not UTF-8");
+                    self.log(
+                        Status::Error,
+                        "SetDebugLogging: a category is NULL or not UTF-8",
+                    );
                     return Status::Error;
                 }
             };
@@ -309,7 +351,10 @@ impl Instance {
                 "logStatusFatal" => CAT_FATAL,
                 "logAll" => CAT_ALL,
                 other => {
-                    self.log(Status::Error, &format!("SetDebugLogging: unknown log category `{other}`"));
+                    self.log(
+                        Status::Error,
+                        &format!("SetDebugLogging: unknown log category `{other}`"),
+                    );
                     return Status::Error;
                 }
             };
@@ -346,7 +391,16 @@ pub(crate) fn emit(logger: &Logger, name: &CStr, status: Status, category: &str,
     match *logger {
         Logger::V2(Some(f), env) => {
             // SAFETY: the importer's callback with valid NUL-terminated strings.
-            unsafe { f(env.0, name.as_ptr(), status as u32, cat.as_ptr(), c"%s".as_ptr(), text.as_ptr()) }
+            unsafe {
+                f(
+                    env.0,
+                    name.as_ptr(),
+                    status as u32,
+                    cat.as_ptr(),
+                    c"%s".as_ptr(),
+                    text.as_ptr(),
+                )
+            }
         }
         Logger::V3(Some(f), env) => {
             // SAFETY: as above.
@@ -380,7 +434,7 @@ pub(crate) unsafe fn in_slice<'a, T>(p: *const T, n: usize, what: &str) -> Resul
     if p.is_null() {
         return Err(format!("{what} is NULL but its length is {n}"));
     }
-    if (p as usize) % std::mem::align_of::<T>() != 0 {
+    if !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(format!("{what} is not aligned"));
     }
     if n > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
@@ -394,14 +448,18 @@ pub(crate) unsafe fn in_slice<'a, T>(p: *const T, n: usize, what: &str) -> Resul
 ///
 /// # Safety
 /// For `n > 0`, `p` must point to `n` writable elements not aliased by other arguments.
-pub(crate) unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mut [T], String> {
+pub(crate) unsafe fn out_slice<'a, T>(
+    p: *mut T,
+    n: usize,
+    what: &str,
+) -> Result<&'a mut [T], String> {
     if n == 0 {
         return Ok(&mut []);
     }
     if p.is_null() {
         return Err(format!("{what} is NULL but its length is {n}"));
     }
-    if (p as usize) % std::mem::align_of::<T>() != 0 {
+    if !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(format!("{what} is not aligned"));
     }
     if n > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
@@ -419,7 +477,7 @@ pub(crate) unsafe fn out_ref<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, 
     if p.is_null() {
         return Err(format!("{what} is NULL"));
     }
-    if (p as usize) % std::mem::align_of::<T>() != 0 {
+    if !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(format!("{what} is not aligned"));
     }
     // SAFETY: caller's contract.
@@ -436,10 +494,18 @@ pub(crate) struct Fail {
 
 impl Fail {
     pub fn arg(msg: impl Into<String>) -> Fail {
-        Fail { status: Status::Error, msg: msg.into(), to_error_state: false }
+        Fail {
+            status: Status::Error,
+            msg: msg.into(),
+            to_error_state: false,
+        }
     }
     pub fn computation(msg: impl Into<String>) -> Fail {
-        Fail { status: Status::Error, msg: msg.into(), to_error_state: true }
+        Fail {
+            status: Status::Error,
+            msg: msg.into(),
+            to_error_state: true,
+        }
     }
 }
 
@@ -452,7 +518,11 @@ impl From<String> for Fail {
 impl From<CosimError> for Fail {
     fn from(e: CosimError) -> Fail {
         let computation = matches!(e, CosimError::Integrate(_) | CosimError::Model(_));
-        Fail { status: Status::Error, msg: e.to_string(), to_error_state: computation }
+        Fail {
+            status: Status::Error,
+            msg: e.to_string(),
+            to_error_state: computation,
+        }
     }
 }
 
@@ -473,14 +543,23 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 /// # Safety
 /// `ptr` must be NULL or a pointer the importer got from this library (or at least 16
 /// readable bytes); the body's own pointer arguments are its caller's business.
-pub(crate) unsafe fn boundary(ptr: *mut c_void, version: FmiVersion, func: &str, mask: u32, body: impl FnOnce(&Instance, &mut Core) -> BodyResult) -> Status {
+pub(crate) unsafe fn boundary(
+    ptr: *mut c_void,
+    version: FmiVersion,
+    func: &str,
+    mask: u32,
+    body: impl FnOnce(&Instance, &mut Core) -> BodyResult,
+) -> Status {
     // SAFETY: forwarded contract.
     let Some(inst) = (unsafe { Instance::from_ptr(ptr, version) }) else {
         // No instance, hence no logger to report through.
         return Status::Error;
     };
     if inst.is_poisoned() {
-        inst.log(Status::Error, &format!("{func}: the instance is unusable after an internal error; free it"));
+        inst.log(
+            Status::Error,
+            &format!("{func}: the instance is unusable after an internal error; free it"),
+        );
         return Status::Error;
     }
     let mut core = match inst.core.try_lock() {
@@ -491,12 +570,18 @@ pub(crate) unsafe fn boundary(ptr: *mut c_void, version: FmiVersion, func: &str,
         }
         Err(TryLockError::Poisoned(_)) => {
             inst.poison();
-            inst.log(Status::Error, &format!("{func}: the instance is unusable after an internal error; free it"));
+            inst.log(
+                Status::Error,
+                &format!("{func}: the instance is unusable after an internal error; free it"),
+            );
             return Status::Error;
         }
     };
     if core.state & mask == 0 {
-        inst.log(Status::Error, &format!("{func}: not allowed in state {}", st::name(core.state)));
+        inst.log(
+            Status::Error,
+            &format!("{func}: not allowed in state {}", st::name(core.state)),
+        );
         return Status::Error;
     }
     match catch_unwind(AssertUnwindSafe(|| body(inst, &mut core))) {
@@ -511,7 +596,13 @@ pub(crate) unsafe fn boundary(ptr: *mut c_void, version: FmiVersion, func: &str,
         Err(p) => {
             inst.poison();
             drop(core);
-            inst.log(Status::Error, &format!("{func}: internal error (panic: {}); the instance is unusable", panic_text(&*p)));
+            inst.log(
+                Status::Error,
+                &format!(
+                    "{func}: internal error (panic: {}); the instance is unusable",
+                    panic_text(&*p)
+                ),
+            );
             Status::Error
         }
     }
@@ -533,7 +624,10 @@ pub(crate) unsafe fn free_instance(ptr: *mut c_void, version: FmiVersion, func: 
     };
     let busy = matches!(inst.core.try_lock(), Err(TryLockError::WouldBlock));
     if busy {
-        inst.log(Status::Error, &format!("{func}: called from inside a callback of this instance; not freed"));
+        inst.log(
+            Status::Error,
+            &format!("{func}: called from inside a callback of this instance; not freed"),
+        );
         return;
     }
     // SAFETY: allocated by Box::into_raw in instantiate; the magic check above says it is live.
@@ -544,7 +638,10 @@ pub(crate) unsafe fn free_instance(ptr: *mut c_void, version: FmiVersion, func: 
 
 /// Thread CPU time in seconds (for `stats.cpu_time`).
 pub(crate) fn thread_cpu_time() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec.
     let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if r == 0 {
@@ -602,13 +699,16 @@ impl Snapshot {
 
 impl StateBox {
     pub fn new_raw(snapshot: Snapshot) -> *mut c_void {
-        Box::into_raw(Box::new(StateBox { magic: STATE_MAGIC, snapshot })) as *mut c_void
+        Box::into_raw(Box::new(StateBox {
+            magic: STATE_MAGIC,
+            snapshot,
+        })) as *mut c_void
     }
 
     /// # Safety
     /// `p` must be NULL or at least 8 readable bytes.
     pub unsafe fn from_ptr<'a>(p: *mut c_void) -> Option<&'a mut StateBox> {
-        if p.is_null() || (p as usize) % std::mem::align_of::<StateBox>() != 0 {
+        if p.is_null() || !(p as usize).is_multiple_of(std::mem::align_of::<StateBox>()) {
             return None;
         }
         // SAFETY: caller's contract; `magic` is the first field.
@@ -651,7 +751,8 @@ pub(crate) mod fmu_state {
     /// `s` is the importer's `FMUState` argument.
     pub unsafe fn set(core: &mut Core, s: *mut c_void) -> BodyResult {
         // SAFETY: forwarded.
-        let b = unsafe { StateBox::from_ptr(s) }.ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
+        let b = unsafe { StateBox::from_ptr(s) }
+            .ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
         b.snapshot.restore(core)?;
         Ok(Status::Ok)
     }
@@ -681,21 +782,33 @@ pub(crate) mod fmu_state {
     /// Importer's arguments.
     pub unsafe fn size(inst: &Instance, s: *mut c_void, size: *mut usize) -> BodyResult {
         // SAFETY: forwarded.
-        let b = unsafe { StateBox::from_ptr(s) }.ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
+        let b = unsafe { StateBox::from_ptr(s) }
+            .ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
         // SAFETY: forwarded.
         let out = unsafe { out_ref(size, "size") }?;
-        *out = state_bytes::encode(&inst.token, &b.snapshot).map_err(Fail::arg)?.len();
+        *out = state_bytes::encode(&inst.token, &b.snapshot)
+            .map_err(Fail::arg)?
+            .len();
         Ok(Status::Ok)
     }
 
     /// # Safety
     /// Importer's arguments.
-    pub unsafe fn serialize(inst: &Instance, s: *mut c_void, bytes: *mut u8, size: usize) -> BodyResult {
+    pub unsafe fn serialize(
+        inst: &Instance,
+        s: *mut c_void,
+        bytes: *mut u8,
+        size: usize,
+    ) -> BodyResult {
         // SAFETY: forwarded.
-        let b = unsafe { StateBox::from_ptr(s) }.ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
+        let b = unsafe { StateBox::from_ptr(s) }
+            .ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
         let data = state_bytes::encode(&inst.token, &b.snapshot).map_err(Fail::arg)?;
         if size != data.len() {
-            return Err(Fail::arg(format!("buffer size {size} differs from the serialized size {}", data.len())));
+            return Err(Fail::arg(format!(
+                "buffer size {size} differs from the serialized size {}",
+                data.len()
+            )));
         }
         // SAFETY: forwarded.
         let out = unsafe { out_slice(bytes, size, "serializedState") }?;
@@ -705,7 +818,13 @@ pub(crate) mod fmu_state {
 
     /// # Safety
     /// Importer's arguments.
-    pub unsafe fn deserialize(inst: &Instance, core: &mut Core, bytes: *const u8, size: usize, s: *mut *mut c_void) -> BodyResult {
+    pub unsafe fn deserialize(
+        inst: &Instance,
+        core: &mut Core,
+        bytes: *const u8,
+        size: usize,
+        s: *mut *mut c_void,
+    ) -> BodyResult {
         // SAFETY: forwarded.
         let data = unsafe { in_slice(bytes, size, "serializedState") }?;
         // SAFETY: forwarded.

@@ -13,16 +13,21 @@ pub(crate) fn fmi2_resource_dir(uri: &str) -> Result<PathBuf, String> {
         // Authority: empty or localhost.
         let (auth, path) = after.split_at(after.find('/').unwrap_or(after.len()));
         if !(auth.is_empty() || auth.eq_ignore_ascii_case("localhost")) {
-            return Err(format!("fmuResourceLocation `{uri}` names a remote host `{auth}`"));
+            return Err(format!(
+                "fmuResourceLocation `{uri}` names a remote host `{auth}`"
+            ));
         }
         path
     } else {
         rest
     };
     if !path.starts_with('/') {
-        return Err(format!("fmuResourceLocation `{uri}` is not an absolute path"));
+        return Err(format!(
+            "fmuResourceLocation `{uri}` is not an absolute path"
+        ));
     }
-    let decoded = percent_decode(path).ok_or_else(|| format!("fmuResourceLocation `{uri}` has an invalid percent-encoding"))?;
+    let decoded = percent_decode(path)
+        .ok_or_else(|| format!("fmuResourceLocation `{uri}` has an invalid percent-encoding"))?;
     Ok(PathBuf::from(decoded))
 }
 
@@ -61,15 +66,29 @@ mod tests {
 
     #[test]
     fn fmi2_uri_forms() {
-        for uri in ["file:///tmp/a%20b/resources/", "file:/tmp/a%20b/resources/", "file://localhost/tmp/a%20b/resources/"] {
-            assert_eq!(fmi2_resource_dir(uri).unwrap(), PathBuf::from("/tmp/a b/resources/"), "{uri}");
+        for uri in [
+            "file:///tmp/a%20b/resources/",
+            "file:/tmp/a%20b/resources/",
+            "file://localhost/tmp/a%20b/resources/",
+        ] {
+            assert_eq!(
+                fmi2_resource_dir(uri).unwrap(),
+                PathBuf::from("/tmp/a b/resources/"),
+                "{uri}"
+            );
         }
         assert!(fmi2_resource_dir("http://x/y").is_err());
         assert!(fmi2_resource_dir("file://server/share").is_err());
         assert!(fmi2_resource_dir("file:relative/x").is_err());
         assert!(fmi2_resource_dir("file:///bad%zz").is_err());
         assert!(fmi2_resource_dir("file:///trunc%2").is_err());
-        assert_eq!(fmi2_resource_dir("file:///%C3%A4").unwrap(), PathBuf::from("/ä"));
-        assert_eq!(fmi3_resource_dir("/x/resources/").unwrap(), PathBuf::from("/x/resources/"));
+        assert_eq!(
+            fmi2_resource_dir("file:///%C3%A4").unwrap(),
+            PathBuf::from("/ä")
+        );
+        assert_eq!(
+            fmi3_resource_dir("/x/resources/").unwrap(),
+            PathBuf::from("/x/resources/")
+        );
     }
 }

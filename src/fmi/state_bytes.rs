@@ -40,7 +40,8 @@ fn token_bytes(token: &str) -> [u8; TOKEN_LEN] {
 }
 
 pub(crate) fn encode(token: &str, snap: &Snapshot) -> Result<Vec<u8>, String> {
-    let payload = postcard::to_stdvec(snap).map_err(|e| format!("cannot serialize the FMU state: {e}"))?;
+    let payload =
+        postcard::to_stdvec(snap).map_err(|e| format!("cannot serialize the FMU state: {e}"))?;
     let mut out = Vec::with_capacity(HEADER + SUM + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -54,21 +55,31 @@ pub(crate) fn encode(token: &str, snap: &Snapshot) -> Result<Vec<u8>, String> {
 
 pub(crate) fn decode(token: &str, bytes: &[u8]) -> Result<Snapshot, String> {
     if bytes.len() < HEADER + SUM {
-        return Err(format!("serialized FMU state too short ({} bytes)", bytes.len()));
+        return Err(format!(
+            "serialized FMU state too short ({} bytes)",
+            bytes.len()
+        ));
     }
     if &bytes[..8] != MAGIC {
         return Err("not a serialized FMU state of mbsfmu (bad magic)".into());
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != VERSION {
-        return Err(format!("serialized FMU state has format version {version}, this FMU reads version {VERSION}"));
+        return Err(format!(
+            "serialized FMU state has format version {version}, this FMU reads version {VERSION}"
+        ));
     }
     if bytes[12..12 + TOKEN_LEN] != token_bytes(token) {
-        return Err("the serialized FMU state belongs to a different model (token mismatch)".into());
+        return Err(
+            "the serialized FMU state belongs to a different model (token mismatch)".into(),
+        );
     }
     let len = u64::from_le_bytes(bytes[12 + TOKEN_LEN..HEADER].try_into().expect("8 bytes"));
     if len != (bytes.len() - HEADER - SUM) as u64 {
-        return Err(format!("serialized FMU state: payload length {len} does not match the {} bytes given", bytes.len() - HEADER - SUM));
+        return Err(format!(
+            "serialized FMU state: payload length {len} does not match the {} bytes given",
+            bytes.len() - HEADER - SUM
+        ));
     }
     let payload = &bytes[HEADER + SUM..];
     if checksum(&bytes[..HEADER], payload)[..] != bytes[HEADER..HEADER + SUM] {

@@ -20,10 +20,17 @@ pub enum AnyIntegrator {
 impl AnyIntegrator {
     /// The integrator for `settings.method`, for a system with `n_q` coordinates and `n_c`
     /// constraints.
-    pub fn new(settings: Settings, n_q: usize, n_c: usize) -> Result<AnyIntegrator, IntegrateError> {
+    pub fn new(
+        settings: Settings,
+        n_q: usize,
+        n_c: usize,
+    ) -> Result<AnyIntegrator, IntegrateError> {
         match settings.method {
             Method::Bdf => Ok(AnyIntegrator::StandIn(StandInRk::new(settings, n_q, n_c)?)),
-            m => Err(IntegrateError::Settings(format!("integration method `{}` is not available in this build", m.name()))),
+            m => Err(IntegrateError::Settings(format!(
+                "integration method `{}` is not available in this build",
+                m.name()
+            ))),
         }
     }
 
@@ -92,7 +99,9 @@ pub struct StandInRk {
 impl StandInRk {
     pub fn new(settings: Settings, n_q: usize, n_c: usize) -> Result<StandInRk, IntegrateError> {
         if n_c > 0 {
-            return Err(IntegrateError::Settings("the stand-in integrator handles unconstrained systems only".into()));
+            return Err(IntegrateError::Settings(
+                "the stand-in integrator handles unconstrained systems only".into(),
+            ));
         }
         let z = || vec![0.0; n_q];
         Ok(StandInRk {
@@ -116,15 +125,28 @@ impl StandInRk {
     }
 
     /// Acceleration `M⁻¹ f` into `out`.
-    fn accel<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t: f64, q: &[f64], v: &[f64], out_idx: usize) -> Result<(), IntegrateError> {
+    fn accel<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        out_idx: usize,
+    ) -> Result<(), IntegrateError> {
         sys.mass_matrix(t, q, &mut self.m);
         sys.forces(t, q, v, &mut self.f);
         self.stats.f_evals += 1;
         let lu = self.m.clone().lu();
         let b = nalgebra::DVector::from_column_slice(&self.f);
-        let a = lu.solve(&b).ok_or_else(|| IntegrateError::Singular { t, what: "mass matrix".into() })?;
+        let a = lu.solve(&b).ok_or_else(|| IntegrateError::Singular {
+            t,
+            what: "mass matrix".into(),
+        })?;
         if a.iter().any(|x| !x.is_finite()) {
-            return Err(IntegrateError::NonFinite { t, what: "accelerations".into() });
+            return Err(IntegrateError::NonFinite {
+                t,
+                what: "accelerations".into(),
+            });
         }
         self.k[out_idx].copy_from_slice(a.as_slice());
         self.kq[out_idx].copy_from_slice(v);
@@ -135,7 +157,10 @@ impl StandInRk {
 impl<S: MultibodySystem + ?Sized> Integrator<S> for StandInRk {
     fn initialize(&mut self, sys: &mut S, x: &MechState) -> Result<(), IntegrateError> {
         if x.q.len() != self.n_q || x.v.len() != self.n_q {
-            return Err(IntegrateError::Inconsistent { t: x.t, what: "state dimensions".into() });
+            return Err(IntegrateError::Inconsistent {
+                t: x.t,
+                what: "state dimensions".into(),
+            });
         }
         self.x = x.clone();
         self.stats = Stats::default();
@@ -150,7 +175,15 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for StandInRk {
         self.h = if self.settings.initial_step > 0.0 {
             self.settings.initial_step
         } else {
-            super::step_control::initial_step_size(x.t, &y, &dy, self.settings.rtol, self.settings.atol, 2, self.settings.max_step)
+            super::step_control::initial_step_size(
+                x.t,
+                &y,
+                &dy,
+                self.settings.rtol,
+                self.settings.atol,
+                2,
+                self.settings.max_step,
+            )
         };
         Ok(())
     }
@@ -175,7 +208,12 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for StandInRk {
                 h = t_limit - t;
             }
             if h < h_min && !clipped {
-                return Err(IntegrateError::StepTooSmall { t, h, h_min, reason: "error test".into() });
+                return Err(IntegrateError::StepTooSmall {
+                    t,
+                    h,
+                    h_min,
+                    reason: "error test".into(),
+                });
             }
             // Stages (Bogacki–Shampine): c = 0, 1/2, 3/4, 1.
             let stage = |me: &mut Self, coef: &[(usize, f64)]| {
@@ -201,7 +239,12 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for StandInRk {
             let t_new = if clipped { t_limit } else { t + h };
             self.accel(sys, t_new, &yq, &yv, 3)?;
             // Error: y3 − y2 with b* = (7/24, 1/4, 1/3, 1/8).
-            let e = [2.0 / 9.0 - 7.0 / 24.0, 1.0 / 3.0 - 0.25, 4.0 / 9.0 - 1.0 / 3.0, -0.125];
+            let e = [
+                2.0 / 9.0 - 7.0 / 24.0,
+                1.0 / 3.0 - 0.25,
+                4.0 / 9.0 - 1.0 / 3.0,
+                -0.125,
+            ];
             for i in 0..n {
                 let (mut eq, mut ev) = (0.0, 0.0);
                 for (j, ej) in e.iter().enumerate() {
@@ -215,9 +258,18 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for StandInRk {
                 self.new[i] = self.yq[i];
                 self.new[n + i] = self.yv[i];
             }
-            let err = weighted_rms_norm(&self.err, &self.old, &self.new, self.settings.rtol, self.settings.atol);
+            let err = weighted_rms_norm(
+                &self.err,
+                &self.old,
+                &self.new,
+                self.settings.rtol,
+                self.settings.atol,
+            );
             if !err.is_finite() {
-                return Err(IntegrateError::NonFinite { t, what: "error estimate".into() });
+                return Err(IntegrateError::NonFinite {
+                    t,
+                    what: "error estimate".into(),
+                });
             }
             if err <= 1.0 {
                 self.stats.steps += 1;
@@ -241,7 +293,12 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for StandInRk {
             rejections += 1;
             self.h = h * self.ctrl.factor(err, 2, false);
             if rejections > 50 {
-                return Err(IntegrateError::StepTooSmall { t, h: self.h, h_min, reason: "50 consecutive rejections".into() });
+                return Err(IntegrateError::StepTooSmall {
+                    t,
+                    h: self.h,
+                    h_min,
+                    reason: "50 consecutive rejections".into(),
+                });
             }
         }
     }

@@ -11,7 +11,12 @@ use std::sync::Mutex;
 pub fn lib_path() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("target/<profile>/deps");
-    for p in [deps.join("libmbsfmu.so"), deps.parent().expect("target/<profile>").join("libmbsfmu.so")] {
+    for p in [
+        deps.join("libmbsfmu.so"),
+        deps.parent()
+            .expect("target/<profile>")
+            .join("libmbsfmu.so"),
+    ] {
         if p.is_file() {
             return p;
         }
@@ -26,7 +31,11 @@ impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!("mbsfmu-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+        let p = std::env::temp_dir().join(format!(
+            "mbsfmu-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }
@@ -143,9 +152,17 @@ impl Resources {
         // A space in the path exercises the percent-encoding of FMI 2 URIs.
         let resources = dir.0.join("unpacked fmu").join("resources");
         std::fs::create_dir_all(&resources).unwrap();
-        std::fs::write(resources.join("model.toml"), format!("{OSCILLATOR}\n# {extra}\n")).unwrap();
+        std::fs::write(
+            resources.join("model.toml"),
+            format!("{OSCILLATOR}\n# {extra}\n"),
+        )
+        .unwrap();
         let token = mbsfmu::description::token::resources_token(&resources).unwrap();
-        Resources { dir, resources, token }
+        Resources {
+            dir,
+            resources,
+            token,
+        }
     }
 
     /// FMI 2 `file:` URI with percent-encoding.
@@ -162,9 +179,13 @@ impl Resources {
 
 /// Value references of the oscillator model, looked up by name in the variable table.
 pub fn vr(name: &str) -> u32 {
-    let spec = mbsfmu::mbs::load_model_str(OSCILLATOR, Path::new("model.toml")).expect("oscillator model loads");
+    let spec = mbsfmu::mbs::load_model_str(OSCILLATOR, Path::new("model.toml"))
+        .expect("oscillator model loads");
     let table = mbsfmu::description::VariableTable::from_spec(&spec);
-    table.by_name(name).unwrap_or_else(|| panic!("no variable {name}")).value_reference
+    table
+        .by_name(name)
+        .unwrap_or_else(|| panic!("no variable {name}"))
+        .value_reference
 }
 
 /// Log messages `(status, category, message)` of one instance.
@@ -175,10 +196,19 @@ pub struct LogSink {
 
 impl LogSink {
     pub fn contains(&self, status: u32, needle: &str) -> bool {
-        self.messages.lock().unwrap().iter().any(|(s, _, m)| *s == status && m.contains(needle))
+        self.messages
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(s, _, m)| *s == status && m.contains(needle))
     }
     pub fn dump(&self) -> String {
-        self.messages.lock().unwrap().iter().map(|(s, c, m)| format!("[{s} {c}] {m}\n")).collect()
+        self.messages
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(s, c, m)| format!("[{s} {c}] {m}\n"))
+            .collect()
     }
     pub fn clear(&self) {
         self.messages.lock().unwrap().clear();
@@ -196,16 +226,38 @@ fn text(p: *const c_char) -> String {
 /// FMI 2 logger. The real type is variadic; stable Rust cannot define variadic functions, so
 /// this receives the format and its first argument (the same registers on x86_64 System V).
 /// It checks that the FMU passes `"%s"` as the format and the text as the argument.
-pub unsafe extern "C" fn fmi2_logger(env: *mut c_void, _name: *const c_char, status: u32, category: *const c_char, fmt: *const c_char, arg: *const c_char) {
+pub unsafe extern "C" fn fmi2_logger(
+    env: *mut c_void,
+    _name: *const c_char,
+    status: u32,
+    category: *const c_char,
+    fmt: *const c_char,
+    arg: *const c_char,
+) {
     let sink = unsafe { &*(env as *const LogSink) };
     let fmt = text(fmt);
-    let msg = if fmt == "%s" { text(arg) } else { format!("FORMAT NOT %s: {fmt}") };
-    sink.messages.lock().unwrap().push((status, text(category), msg));
+    let msg = if fmt == "%s" {
+        text(arg)
+    } else {
+        format!("FORMAT NOT %s: {fmt}")
+    };
+    sink.messages
+        .lock()
+        .unwrap()
+        .push((status, text(category), msg));
 }
 
-pub unsafe extern "C" fn fmi3_logger(env: *mut c_void, status: u32, category: *const c_char, message: *const c_char) {
+pub unsafe extern "C" fn fmi3_logger(
+    env: *mut c_void,
+    status: u32,
+    category: *const c_char,
+    message: *const c_char,
+) {
     let sink = unsafe { &*(env as *const LogSink) };
-    sink.messages.lock().unwrap().push((status, text(category), text(message)));
+    sink.messages
+        .lock()
+        .unwrap()
+        .push((status, text(category), text(message)));
 }
 
 pub fn cstr(s: &str) -> CString {
