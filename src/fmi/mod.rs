@@ -173,6 +173,13 @@ pub(crate) struct Instance {
     pub core: Mutex<Core>,
 }
 
+// Instances are used from the importer's threads: everything in them must be Send + Sync.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Instance>();
+    send_sync::<StateBox>();
+};
+
 /// What the loaded model gives an instance.
 pub(crate) struct LoadedModel {
     pub spec: Arc<ModelSpec>,
