@@ -3,7 +3,10 @@
 
 mod common;
 
-use common::closed_form::{chain_angles, four_link, quarter_car, slider_crank, Motion, RefTable};
+use common::closed_form::{
+    chain_angles, four_link, pendulum_chain, quarter_car, slider_crank, Motion, RefTable,
+};
+use mbsfmu::integrate::test_systems::{saddle_point_solve, CartesianChain};
 use std::f64::consts::PI;
 
 /// Composite Simpson of `f` over [a, b] with `n` (even) intervals.
@@ -169,6 +172,14 @@ fn slider_crank_torque_matches_newton_euler() {
             "theta {th}: {tau} vs {}",
             d.torque
         );
+        for j in 0..2 {
+            assert!((d.slider_on_rod[j] - fb[j]).abs() < 1e-12);
+            assert!((d.crank_on_rod[j] - fa[j]).abs() < 1e-12);
+        }
+        // crank force balance: ground + rod's reaction + weight = m1 a_G1
+        let fo = d.ground_on_crank;
+        assert!((fo[0] - fa[0] - 0.12 * acc_g1[0]).abs() < 1e-12);
+        assert!((fo[1] - fa[1] - 0.12 * 9.81 - 0.12 * acc_g1[1]).abs() < 1e-12);
     }
 }
 
@@ -288,6 +299,8 @@ fn agrees_with_committed_tables() {
             assert!((d.kin.x - tab.data[ix][i]).abs() < 1e-12, "{file} t={t}");
             assert!((d.torque - tab.data[itau][i]).abs() < 1e-10, "{file} t={t}");
             assert!((d.normal - tab.data[inn][i]).abs() < 1e-10, "{file} t={t}");
+            let fo = tab.data[tab.column_index("ground_on_crank_y").unwrap()][i];
+            assert!((d.ground_on_crank[1] - fo).abs() < 1e-10, "{file} t={t}");
         }
     }
     for (file, motion) in [
@@ -392,4 +405,76 @@ fn every_reference_table_loads() {
         }
     }
     assert!(n >= 15);
+}
+
+/// The minimal-coordinate chain and the Cartesian test system (`CartesianChain`, saddle-point
+/// accelerations) describe the same mechanics: equal particle accelerations at random states,
+/// and `consistent_state` is the reference tables' "projected" start.
+#[test]
+fn minimal_chain_agrees_with_cartesian_test_system() {
+    let n = 7;
+    let p = pendulum_chain::Params::paper(n);
+    let mut cart = CartesianChain::paper(n);
+    for (i, &t) in [0.0, 2.5, 9.1, 31.0].iter().enumerate() {
+        let phi: Vec<f64> = (0..n)
+            .map(|k| 0.6 * ((k * 7 + i * 3) as f64).sin())
+            .collect();
+        let dphi: Vec<f64> = (0..n)
+            .map(|k| 0.9 * ((k * 5 + i) as f64 + 0.3).cos())
+            .collect();
+        let ddphi = pendulum_chain::accelerations(&p, t, &phi, &dphi);
+        let (r, v, a) = pendulum_chain::cartesian(&p, t, &phi, &dphi, &ddphi);
+        let q: Vec<f64> = r.iter().flatten().copied().collect();
+        let vq: Vec<f64> = v.iter().flatten().copied().collect();
+        let (acc, _) = saddle_point_solve(&mut cart, t, &q, &vq);
+        for k in 0..n {
+            for c in 0..2 {
+                let diff = (acc[2 * k + c] - a[k][c]).abs();
+                assert!(diff < 1e-9, "t={t} particle {k} axis {c}: {diff:e}");
+            }
+        }
+    }
+    // projected start of the references = CartesianChain's consistent state
+    let state = CartesianChain::paper(n).consistent_state(0.0);
+    let w = 2.0 * PI * 0.05;
+    for k in 0..n {
+        assert!(state.v[2 * k].abs() < 1e-14);
+        assert!((state.v[2 * k + 1] - 0.2 * w).abs() < 1e-14);
+    }
+}
+
+/// The committed N = 4 table's first samples from a tiny RK4 integration of the Rust
+/// minimal-coordinate equations (a second implementation of the Python script's equations).
+#[test]
+fn minimal_chain_reproduces_committed_table() {
+    let tab = RefTable::load("pendulum_chain_n4_projected.csv").unwrap();
+    let p = pendulum_chain::Params::paper(4);
+    let w = 2.0 * PI * 0.05;
+    let mut y = vec![0.0; 8];
+    y[4] = -0.3 * w; // projected start: phi'_1 = -s'_x(0) / l
+    let f = |t: f64, y: &[f64]| -> Vec<f64> {
+        let a = pendulum_chain::accelerations(&p, t, &y[..4], &y[4..]);
+        y[4..].iter().copied().chain(a).collect()
+    };
+    let h = 1e-3;
+    let mut t = 0.0;
+    for step in 1..=5000 {
+        let k1 = f(t, &y);
+        let y2: Vec<f64> = y.iter().zip(&k1).map(|(a, b)| a + 0.5 * h * b).collect();
+        let k2 = f(t + 0.5 * h, &y2);
+        let y3: Vec<f64> = y.iter().zip(&k2).map(|(a, b)| a + 0.5 * h * b).collect();
+        let k3 = f(t + 0.5 * h, &y3);
+        let y4: Vec<f64> = y.iter().zip(&k3).map(|(a, b)| a + h * b).collect();
+        let k4 = f(t + h, &y4);
+        for i in 0..8 {
+            y[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
+        }
+        t = step as f64 * h;
+        if step % 100 == 0 {
+            for (k, yk) in y.iter().take(4).enumerate() {
+                let r = tab.at(&format!("phi_{}", k + 1), t).unwrap();
+                assert!((yk - r).abs() < 1e-9, "t={t} phi_{}: {yk} vs {r}", k + 1);
+            }
+        }
+    }
 }

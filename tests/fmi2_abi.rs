@@ -440,7 +440,7 @@ mod with_model {
         let f = lib();
         let r = Resources::oscillator("");
         let inst = Inst::new(&f, &r);
-        assert_eq!(inst.seti(vr("solver.integrator"), 1), OK); // bdf
+        assert_eq!(inst.seti(vr("solver.integrator"), 11), OK); // dopri5
         assert_eq!(inst.seti(vr("solver.integrator"), 0), ERROR);
         assert_eq!(inst.seti(vr("solver.integrator"), 12), ERROR);
         assert_eq!(inst.seti(vr("solver.jacobian"), 3), OK);

@@ -437,8 +437,8 @@ fn life_cycle_with_closed_form_and_illegal_calls() {
     let ivr = vr("solver.integrator");
     let mut m = 0i64;
     assert_eq!(unsafe { f.fmi3GetInt64(inst.c, &ivr, 1, &mut m, 1) }, OK);
-    assert_eq!(m, 1);
-    assert_eq!(unsafe { f.fmi3SetInt64(inst.c, &ivr, 1, &1, 1) }, ERROR);
+    assert_eq!(m, 11, "dopri5, from the model file");
+    assert_eq!(unsafe { f.fmi3SetInt64(inst.c, &ivr, 1, &11, 1) }, ERROR);
     unsafe {
         assert_eq!(f.fmi3Terminate(inst.c), OK);
         assert_eq!(inst.set(u, 0.0), ERROR, "Set in Terminated");

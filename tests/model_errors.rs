@@ -88,9 +88,18 @@ fn expect(t: &str, element: &str, problem: &str) -> ModelError {
     let (msg, e) = load_err_at(&text, Path::new(FILE));
     let prefix = format!("{FILE}:{line}:{col}: ");
     eprintln!("{msg}");
-    assert!(msg.starts_with(&prefix), "expected location {prefix}\n     got: {msg}");
-    assert!(msg.contains(element), "element {element:?} missing in: {msg}");
-    assert!(msg.contains(problem), "problem {problem:?} missing in: {msg}");
+    assert!(
+        msg.starts_with(&prefix),
+        "expected location {prefix}\n     got: {msg}"
+    );
+    assert!(
+        msg.contains(element),
+        "element {element:?} missing in: {msg}"
+    );
+    assert!(
+        msg.contains(problem),
+        "problem {problem:?} missing in: {msg}"
+    );
     e
 }
 
@@ -113,19 +122,38 @@ fn the_base_model_is_valid() {
 
 #[test]
 fn toml_syntax_error() {
-    let e = expect(&replace("mass = 1.0\ninertia", "mass = §\ninertia"), "", "TOML syntax error: invalid string; expected `\"`, `'`");
+    let e = expect(
+        &replace("mass = 1.0\ninertia", "mass = §\ninertia"),
+        "",
+        "TOML syntax error: invalid string; expected `\"`, `'`",
+    );
     assert!(matches!(e, ModelError::Syntax { .. }), "{e:?}");
-    expect(&replace("[[joints]]\nname = \"ball\"", "[[joints]]\nname = \"ball\" §\"x\""), "", "TOML syntax error: expected newline");
+    expect(
+        &replace(
+            "[[joints]]\nname = \"ball\"",
+            "[[joints]]\nname = \"ball\" §\"x\"",
+        ),
+        "",
+        "TOML syntax error: expected newline",
+    );
 }
 
 #[test]
 fn unknown_key_in_a_body() {
-    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\n§mas = 1.0"), "bodies[1] \"b\"", "unknown key `mas`");
+    expect(
+        &replace("name = \"b\"\nmass = 1.0", "name = \"b\"\n§mas = 1.0"),
+        "bodies[1] \"b\"",
+        "unknown key `mas`",
+    );
 }
 
 #[test]
 fn unknown_section() {
-    let e = expect(&append("[[§bodys]]\nname = \"c\"\n"), "", "unknown key `bodys`");
+    let e = expect(
+        &append("[[§bodys]]\nname = \"c\"\n"),
+        "",
+        "unknown key `bodys`",
+    );
     assert!(matches!(e, ModelError::Syntax { .. }));
 }
 
@@ -141,7 +169,10 @@ fn wrong_type() {
 #[test]
 fn missing_key() {
     expect(
-        &replace("[[bodies]]\nname = \"b\"\nmass = 1.0\n", "§[[bodies]]\nname = \"b\"\n"),
+        &replace(
+            "[[bodies]]\nname = \"b\"\nmass = 1.0\n",
+            "§[[bodies]]\nname = \"b\"\n",
+        ),
         "bodies[1] \"b\"",
         "missing key `mass`",
     );
@@ -158,12 +189,20 @@ fn key_that_does_not_apply_to_the_type() {
 
 #[test]
 fn vector_with_two_components() {
-    expect(&replace("position = [2.0, 0.0, 0.0]", "position = §[2.0, 0.0]"), "bodies[1] \"b\"", "`position` needs 3 components, got 2");
+    expect(
+        &replace("position = [2.0, 0.0, 0.0]", "position = §[2.0, 0.0]"),
+        "bodies[1] \"b\"",
+        "`position` needs 3 components, got 2",
+    );
 }
 
 #[test]
 fn unknown_joint_type() {
-    expect(&replace("type = \"revolute\"", "type = §\"hinge\""), "joints[0] \"pivot\"", "unknown joint type \"hinge\" (one of: revolute");
+    expect(
+        &replace("type = \"revolute\"", "type = §\"hinge\""),
+        "joints[0] \"pivot\"",
+        "unknown joint type \"hinge\" (one of: revolute",
+    );
 }
 
 #[test]
@@ -177,13 +216,20 @@ fn unknown_output_type() {
 
 #[test]
 fn unknown_integrator() {
-    expect(&append("[solver]\nintegrator = §\"rk4\"\n"), "[solver]", "unknown integrator \"rk4\" (one of: bdf, rosenbrock_nystrom");
+    expect(
+        &append("[solver]\nintegrator = §\"rk4\"\n"),
+        "[solver]",
+        "unknown integrator \"rk4\" (one of: bdf, rosenbrock_nystrom",
+    );
 }
 
 #[test]
 fn unknown_initialization() {
     expect(
-        &replace("gravity = [0.0, -9.81, 0.0]", "gravity = [0.0, -9.81, 0.0]\ninitial = §\"steady\""),
+        &replace(
+            "gravity = [0.0, -9.81, 0.0]",
+            "gravity = [0.0, -9.81, 0.0]\ninitial = §\"steady\"",
+        ),
         "[model]",
         "`initial` must be \"consistent\" or \"static\", got \"steady\"",
     );
@@ -193,12 +239,20 @@ fn unknown_initialization() {
 
 #[test]
 fn duplicate_body_name() {
-    expect(&replace("name = \"b\"\nmass", "name = §\"a\"\nmass"), "bodies[1] \"a\"", "duplicate name `a`: bodies and frames share one namespace");
+    expect(
+        &replace("name = \"b\"\nmass", "name = §\"a\"\nmass"),
+        "bodies[1] \"a\"",
+        "duplicate name `a`: bodies and frames share one namespace",
+    );
 }
 
 #[test]
 fn body_named_ground() {
-    expect(&replace("name = \"b\"\nmass", "name = §\"ground\"\nmass"), "bodies[1] \"ground\"", "the name `ground` is reserved");
+    expect(
+        &replace("name = \"b\"\nmass", "name = §\"ground\"\nmass"),
+        "bodies[1] \"ground\"",
+        "the name `ground` is reserved",
+    );
 }
 
 #[test]
@@ -212,34 +266,58 @@ fn output_named_like_a_parameter() {
 
 #[test]
 fn input_named_time() {
-    expect(&replace("name = \"u\"", "name = §\"time\""), "inputs[0] \"time\"", "name `time` is reserved for the independent variable");
+    expect(
+        &replace("name = \"u\"", "name = §\"time\""),
+        "inputs[0] \"time\"",
+        "name `time` is reserved for the independent variable",
+    );
 }
 
 #[test]
 fn reserved_solver_prefix() {
-    expect(&replace("name = \"k\"", "name = §\"solver.rtol\""), "parameters[0] \"solver.rtol\"", "the prefixes `solver.` and `stats.` are reserved");
+    expect(
+        &replace("name = \"k\"", "name = §\"solver.rtol\""),
+        "parameters[0] \"solver.rtol\"",
+        "the prefixes `solver.` and `stats.` are reserved",
+    );
 }
 
 #[test]
 fn invalid_name() {
-    expect(&replace("name = \"b\"\nmass", "name = §\"my body\"\nmass"), "bodies[1] \"my body\"", "name `my body` is not valid");
+    expect(
+        &replace("name = \"b\"\nmass", "name = §\"my body\"\nmass"),
+        "bodies[1] \"my body\"",
+        "name `my body` is not valid",
+    );
 }
 
 #[test]
 fn duplicate_joint_name() {
-    expect(&replace("name = \"ball\"", "name = §\"pivot\""), "joints[1] \"pivot\"", "duplicate joint name `pivot`");
+    expect(
+        &replace("name = \"ball\"", "name = §\"pivot\""),
+        "joints[1] \"pivot\"",
+        "duplicate joint name `pivot`",
+    );
 }
 
 // ----- references ------------------------------------------------------------------------------
 
 #[test]
 fn joint_names_a_body_that_does_not_exist() {
-    expect(&replace("body2 = \"b\"\npoint", "body2 = §\"c\"\npoint"), "joints[1] \"ball\"", "`body2`: no body or frame named `c`");
+    expect(
+        &replace("body2 = \"b\"\npoint", "body2 = §\"c\"\npoint"),
+        "joints[1] \"ball\"",
+        "`body2`: no body or frame named `c` (the fixed world is \"ground\")",
+    );
 }
 
 #[test]
 fn driver_names_a_joint_that_does_not_exist() {
-    expect(&replace("joint = \"pivot\"", "joint = §\"pivt\""), "drivers[0] \"drive\"", "no joint named `pivt`");
+    expect(
+        &replace("joint = \"pivot\"", "joint = §\"pivt\""),
+        "drivers[0] \"drive\"",
+        "no joint named `pivt` (did you mean `pivot`?)",
+    );
 }
 
 #[test]
@@ -254,18 +332,32 @@ fn motion_names_an_input_that_does_not_exist() {
 #[test]
 fn expression_names_an_unknown_parameter() {
     // The column points into the string, at the unknown name.
-    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"2*§mm\""), "bodies[1] \"b\"", "in the expression \"2*mm\": unknown name `mm` (not a parameter)");
+    expect(
+        &replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"2*§mm\""),
+        "bodies[1] \"b\"",
+        "in the expression \"2*mm\": unknown name `mm` (not a parameter)",
+    );
 }
 
 #[test]
 fn expression_syntax_error() {
-    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"2*(1 + 3§\""), "bodies[1] \"b\"", "missing `)`");
+    expect(
+        &replace(
+            "name = \"b\"\nmass = 1.0",
+            "name = \"b\"\nmass = \"2*(1 + 3§\"",
+        ),
+        "bodies[1] \"b\"",
+        "missing `)`",
+    );
 }
 
 #[test]
 fn unused_input() {
     expect(
-        &replace("[[inputs]]\nname = \"u\"\nstart = 0.0\n", "[[inputs]]\nname = \"u\"\nstart = 0.0\n\n[[inputs]]\nname = §\"w\"\n"),
+        &replace(
+            "[[inputs]]\nname = \"u\"\nstart = 0.0\n",
+            "[[inputs]]\nname = \"u\"\nstart = 0.0\n\n[[inputs]]\nname = §\"w\"\n",
+        ),
         "inputs[1] \"w\"",
         "this input drives nothing",
     );
@@ -273,32 +365,53 @@ fn unused_input() {
 
 #[test]
 fn output_names_an_unknown_force() {
-    expect(&append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = §\"sprng\"\n"), "outputs[0] \"f\"", "no force element named `sprng`");
+    expect(
+        &append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = §\"sprng\"\n"),
+        "outputs[0] \"f\"",
+        "no force element named `sprng` (did you mean `spring`?)",
+    );
 }
 
 // ----- non-physical values -----------------------------------------------------------------------
 
 #[test]
 fn negative_mass() {
-    expect(&replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §-1.0"), "bodies[1] \"b\"", "`mass` must be positive, got -1 kg");
+    expect(
+        &replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §-1.0"),
+        "bodies[1] \"b\"",
+        "`mass` must be positive, got -1 kg",
+    );
 }
 
 #[test]
 fn mass_parameter_with_zero_default() {
     let t = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §\"m_b\"");
-    let t = t.replace("[[inputs]]", "[[parameters]]\nname = \"m_b\"\nvalue = 0.0\n\n[[inputs]]");
+    let t = t.replace(
+        "[[inputs]]",
+        "[[parameters]]\nname = \"m_b\"\nvalue = 0.0\n\n[[inputs]]",
+    );
     expect(&t, "bodies[1] \"b\"", "`mass` must be positive, got 0 kg");
 }
 
 #[test]
 fn inertia_not_positive_definite() {
-    expect(&replace("inertia = [1.0, 1.0, 1.0]\nposition = [2.0", "inertia = §[1.0, -1.0, 1.0]\nposition = [2.0"), "bodies[1] \"b\"", "inertia is not positive definite");
+    expect(
+        &replace(
+            "inertia = [1.0, 1.0, 1.0]\nposition = [2.0",
+            "inertia = §[1.0, -1.0, 1.0]\nposition = [2.0",
+        ),
+        "bodies[1] \"b\"",
+        "inertia is not positive definite",
+    );
 }
 
 #[test]
 fn full_inertia_not_positive_definite() {
     expect(
-        &replace("inertia = [1.0, 1.0, 1.0]\nposition = [2.0", "inertia = §{ xx = 1.0, yy = 1.0, zz = 1.0, xy = 2.0 }\nposition = [2.0"),
+        &replace(
+            "inertia = [1.0, 1.0, 1.0]\nposition = [2.0",
+            "inertia = §{ xx = 1.0, yy = 1.0, zz = 1.0, xy = 2.0 }\nposition = [2.0",
+        ),
         "bodies[1] \"b\"",
         "inertia is not positive definite (principal moments -1, 1, 3 kg m^2)",
     );
@@ -316,7 +429,10 @@ fn inertia_violates_triangle_inequality() {
 #[test]
 fn quaternion_not_unit() {
     expect(
-        &replace("position = [2.0, 0.0, 0.0]", "position = [2.0, 0.0, 0.0]\norientation = §[1.0, 0.0, 0.0, 1.0]"),
+        &replace(
+            "position = [2.0, 0.0, 0.0]",
+            "position = [2.0, 0.0, 0.0]\norientation = §[1.0, 0.0, 0.0, 1.0]",
+        ),
         "bodies[1] \"b\"",
         "`orientation` quaternion must have unit length",
     );
@@ -324,13 +440,20 @@ fn quaternion_not_unit() {
 
 #[test]
 fn zero_length_axis() {
-    expect(&replace("axis = [0.0, 0.0, 1.0]", "axis = §[0.0, 0.0, 0.0]"), "joints[0] \"pivot\"", "`axis` has zero length");
+    expect(
+        &replace("axis = [0.0, 0.0, 1.0]", "axis = §[0.0, 0.0, 0.0]"),
+        "joints[0] \"pivot\"",
+        "`axis` has zero length",
+    );
 }
 
 #[test]
 fn x_axis_not_perpendicular() {
     expect(
-        &replace("axis = [0.0, 0.0, 1.0]", "axis = [0.0, 0.0, 1.0]\nx_axis = §[1.0, 0.0, 1.0]"),
+        &replace(
+            "axis = [0.0, 0.0, 1.0]",
+            "axis = [0.0, 0.0, 1.0]\nx_axis = §[1.0, 0.0, 1.0]",
+        ),
         "joints[0] \"pivot\"",
         "`x_axis` must be perpendicular to `axis` (they are 45.0000° apart)",
     );
@@ -342,18 +465,28 @@ fn universal_axis2_not_perpendicular() {
         "point = [1.5, 0.0, 0.0]",
         "point = [1.5, 0.0, 0.0]\naxis = [0.0, 0.0, 1.0]\naxis2 = §[0.0, 0.1, 1.0]",
     );
-    expect(&t, "joints[1] \"ball\"", "`axis2` must be perpendicular to `axis`");
+    expect(
+        &t,
+        "joints[1] \"ball\"",
+        "`axis2` must be perpendicular to `axis`",
+    );
 }
 
 #[test]
 fn negative_stiffness() {
-    let t = replace("stiffness = \"k\"", "stiffness = \"k\"").replace("value = 100.0", "value = §-100.0");
+    let t = replace("stiffness = \"k\"", "stiffness = \"k\"")
+        .replace("value = 100.0", "value = §-100.0");
     // The parameter's value is fine on its own; the spring that uses it is not.
     let (text, _, _) = strip_marker(&t);
-    let msg = load_model_str(&text, Path::new(FILE)).unwrap_err().to_string();
+    let msg = load_model_str(&text, Path::new(FILE))
+        .unwrap_err()
+        .to_string();
     let line = text.lines().position(|l| l == "stiffness = \"k\"").unwrap() + 1;
     assert!(msg.starts_with(&format!("{FILE}:{line}:13: ")), "{msg}");
-    assert!(msg.contains("forces[0] \"spring\": `stiffness` must not be negative, got -100 N/m"), "{msg}");
+    assert!(
+        msg.contains("forces[0] \"spring\": `stiffness` must not be negative, got -100 N/m"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -395,7 +528,10 @@ fn revolute_joint_on_a_particle() {
 #[test]
 fn inertia_on_a_particle() {
     expect(
-        &replace("type = \"particle\"\nmass = 1.0\n", "type = \"particle\"\nmass = 1.0\ninertia = §[1.0, 1.0, 1.0]\n"),
+        &replace(
+            "type = \"particle\"\nmass = 1.0\n",
+            "type = \"particle\"\nmass = 1.0\ninertia = §[1.0, 1.0, 1.0]\n",
+        ),
         "bodies[2] \"p\"",
         "a particle has no `inertia`",
     );
@@ -403,12 +539,23 @@ fn inertia_on_a_particle() {
 
 #[test]
 fn joint_connecting_a_body_to_itself() {
-    expect(&replace("body2 = \"b\"\npoint", "body2 = §\"a\"\npoint"), "joints[1] \"ball\"", "connects body `a` to itself");
+    expect(
+        &replace("body2 = \"b\"\npoint", "body2 = §\"a\"\npoint"),
+        "joints[1] \"ball\"",
+        "connects body `a` to itself",
+    );
 }
 
 #[test]
 fn joint_between_two_ground_points() {
-    expect(&replace("body2 = \"a\"\npoint = [0.0", "body2 = §\"ground\"\npoint = [0.0"), "joints[0] \"pivot\"", "connects ground to itself");
+    expect(
+        &replace(
+            "body2 = \"a\"\npoint = [0.0",
+            "body2 = §\"ground\"\npoint = [0.0",
+        ),
+        "joints[0] \"pivot\"",
+        "connects ground to itself",
+    );
 }
 
 #[test]
@@ -422,7 +569,15 @@ fn joint_between_a_moving_frame_and_ground() {
 
 #[test]
 fn missing_joint_axis() {
-    expect(&replace("[[joints]]\nname = \"pivot\"", "§[[joints]]\nname = \"pivot\"").replace("axis = [0.0, 0.0, 1.0]\n", ""), "joints[0] \"pivot\"", "missing key `axis` (a revolute joint needs it)");
+    expect(
+        &replace(
+            "[[joints]]\nname = \"pivot\"",
+            "§[[joints]]\nname = \"pivot\"",
+        )
+        .replace("axis = [0.0, 0.0, 1.0]\n", ""),
+        "joints[0] \"pivot\"",
+        "missing key `axis` (a revolute joint needs it)",
+    );
 }
 
 // ----- drivers, forces, motions ----------------------------------------------------------------
@@ -433,6 +588,15 @@ fn driver_on_a_joint_without_a_coordinate() {
         &append("[[drivers]]\nname = \"d2\"\njoint = §\"ball\"\nmotion = 0.0\n"),
         "drivers[1] \"d2\"",
         "joint `ball` is a spherical joint, which has no coordinate to drive",
+    );
+}
+
+#[test]
+fn two_drivers_on_one_joint() {
+    expect(
+        &append("[[drivers]]\nname = \"d2\"\njoint = §\"pivot\"\nmotion = 0.0\n"),
+        "drivers[1] \"d2\"",
+        "driver `drive` already prescribes this coordinate",
     );
 }
 
@@ -448,7 +612,9 @@ fn driver_with_joint_and_body() {
 #[test]
 fn point_driver_on_ground() {
     expect(
-        &append("[[drivers]]\nname = \"d2\"\nbody = §\"ground\"\ncomponent = \"x\"\nmotion = 0.0\n"),
+        &append(
+            "[[drivers]]\nname = \"d2\"\nbody = §\"ground\"\ncomponent = \"x\"\nmotion = 0.0\n",
+        ),
         "drivers[1] \"d2\"",
         "a point driver needs a body, not ground",
     );
@@ -492,8 +658,10 @@ fn output_coordinate_of_a_spherical_joint() {
 
 #[test]
 fn tunable_mass_parameter() {
-    let t = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"m_b\"")
-        .replace("[[inputs]]", "[[parameters]]\nname = \"m_b\"\nvalue = 2.0\ntunable = §true\n\n[[inputs]]");
+    let t = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = \"m_b\"").replace(
+        "[[inputs]]",
+        "[[parameters]]\nname = \"m_b\"\nvalue = 2.0\ntunable = §true\n\n[[inputs]]",
+    );
     expect(&t, "parameters[1] \"m_b\"", "cannot be tunable: it is used in bodies[1] \"b\" `mass`, which is fixed after initialization");
 }
 
@@ -501,18 +669,27 @@ fn tunable_mass_parameter() {
 
 #[test]
 fn experiment_stop_before_start() {
-    expect(&append("[experiment]\nstart = 1.0\nstop = §0.5\n"), "[experiment]", "`stop` (0.5) must be after `start` (1)");
+    expect(
+        &append("[experiment]\nstart = 1.0\nstop = §0.5\n"),
+        "[experiment]",
+        "`stop` (0.5) must be after `start` (1)",
+    );
 }
 
 #[test]
 fn experiment_tolerance_not_positive() {
-    expect(&append("[experiment]\ntolerance = §0.0\n"), "[experiment]", "`tolerance` must be positive, got 0");
+    expect(
+        &append("[experiment]\ntolerance = §0.0\n"),
+        "[experiment]",
+        "`tolerance` must be positive, got 0",
+    );
 }
 
 // ----- table files -----------------------------------------------------------------------------------
 
 fn table_dir(name: &str, csv: Option<&str>) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mbsfmu-model-errors-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("mbsfmu-model-errors-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     if let Some(csv) = csv {
         std::fs::write(dir.join("profile.csv"), csv).unwrap();
@@ -526,8 +703,15 @@ fn table_case(name: &str, csv: Option<&str>, problem: &str) {
     let t = append("[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = { table = §\"profile.csv\" }\n");
     let (text, line, col) = strip_marker(&t);
     let (msg, _) = load_err_at(&text, &path);
-    let prefix = format!("{}:{line}:{col}: drivers[1] \"d2\": table file `{}`: ", path.display(), dir.join("profile.csv").display());
-    assert!(msg.starts_with(&prefix), "expected {prefix}\n     got {msg}");
+    let prefix = format!(
+        "{}:{line}:{col}: drivers[1] \"d2\": table file `{}`: ",
+        path.display(),
+        dir.join("profile.csv").display()
+    );
+    assert!(
+        msg.starts_with(&prefix),
+        "expected {prefix}\n     got {msg}"
+    );
     assert!(msg.contains(problem), "{problem:?} missing in {msg}");
     std::fs::remove_dir_all(dir).ok();
 }
@@ -539,17 +723,29 @@ fn table_file_missing() {
 
 #[test]
 fn table_not_increasing() {
-    table_case("order", Some("t,z\n0,0\n1,0.1\n0.5,0.2\n"), "line 4: the first column must be strictly increasing (0.5 follows 1)");
+    table_case(
+        "order",
+        Some("t,z\n0,0\n1,0.1\n0.5,0.2\n"),
+        "line 4: the first column must be strictly increasing (0.5 follows 1)",
+    );
 }
 
 #[test]
 fn table_not_numeric() {
-    table_case("text", Some("t,z\n0,0\n1,ten\n"), "line 3: column 2: `ten` is not a finite number");
+    table_case(
+        "text",
+        Some("t,z\n0,0\n1,ten\n"),
+        "line 3: column 2: `ten` is not a finite number",
+    );
 }
 
 #[test]
 fn table_too_short() {
-    table_case("short", Some("t,z\n0,0\n"), "1 data rows, at least 2 are needed");
+    table_case(
+        "short",
+        Some("t,z\n0,0\n"),
+        "1 data rows, at least 2 are needed",
+    );
 }
 
 #[test]
@@ -558,7 +754,10 @@ fn good_table_is_recorded_as_a_source_file() {
     let path = dir.join("model.toml");
     let text = append("[[drivers]]\nname = \"d2\"\nbody = \"p\"\ncomponent = \"z\"\nmotion = { table = \"profile.csv\" }\n");
     let spec = load_model_str(&text, &path).unwrap();
-    assert_eq!(spec.source_files, vec![path.clone(), dir.join("profile.csv")]);
+    assert_eq!(
+        spec.source_files,
+        vec![path.clone(), dir.join("profile.csv")]
+    );
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -578,5 +777,96 @@ fn every_message_starts_with_the_file_path() {
     }
     let missing = Path::new("no/such/model.toml");
     let msg = load_model(missing).unwrap_err().to_string();
-    assert!(msg.starts_with("no/such/model.toml: cannot read the model file"), "{msg}");
+    assert!(
+        msg.starts_with("no/such/model.toml: cannot read the model file"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn nested_tables_report_their_own_keys() {
+    expect(
+        &replace(
+            "motion = { input = \"u\" }",
+            "motion = { input = \"u\", §gain = 2.0 }",
+        ),
+        "drivers[0] \"drive\"",
+        "unknown key `gain`",
+    );
+    expect(
+        &replace(
+            "motion = { input = \"u\" }",
+            "motion = { input = \"u\", table = §\"x.csv\" }",
+        ),
+        "drivers[0] \"drive\"",
+        "key `table` does not apply to an input motion `motion` (it uses: input)",
+    );
+    expect(
+        &replace(
+            "inertia = [1.0, 1.0, 1.0]\nposition = [2.0",
+            "inertia = { xx = 1.0, yy = 1.0, §zx = 0.0 }\nposition = [2.0",
+        ),
+        "bodies[1] \"b\"",
+        "unknown key `zx`",
+    );
+}
+
+/// Mangled versions of every gallery model: the loader returns an error or a model, never
+/// panics, and every error message starts with the file path.
+#[test]
+fn mangled_models_never_panic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let junk = [
+        "",
+        "0",
+        "-1",
+        "\"x\"",
+        "[",
+        "]",
+        "=",
+        "\n",
+        "\"ground\"",
+        "1e400",
+        "nan",
+        "{}",
+        "[0,0]",
+        "\"pi/0\"",
+    ];
+    let mut errors = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for _ in 0..150 {
+            let mut t = text.clone();
+            for _ in 0..1 + next() % 3 {
+                let mut at = (next() as usize) % t.len();
+                while !t.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let mut end = (at + (next() as usize) % 12).min(t.len());
+                while !t.is_char_boundary(end) {
+                    end -= 1;
+                }
+                t.replace_range(at..end, junk[(next() as usize) % junk.len()]);
+            }
+            if let Err(e) = load_model_str(&t, &path) {
+                errors += 1;
+                assert!(
+                    e.to_string().starts_with(&path.display().to_string()),
+                    "{e}"
+                );
+            }
+        }
+    }
+    assert!(errors > 500, "most mangled files are wrong ({errors})");
 }

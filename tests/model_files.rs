@@ -58,11 +58,17 @@ fn frame_angle(f1: &Matrix3<f64>, f2: &Matrix3<f64>) -> f64 {
 }
 
 fn joint<'a>(spec: &'a ModelSpec, name: &str) -> &'a JointSpec {
-    spec.joints.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("no joint {name}"))
+    spec.joints
+        .iter()
+        .find(|j| j.name == name)
+        .unwrap_or_else(|| panic!("no joint {name}"))
 }
 
 fn body<'a>(spec: &'a ModelSpec, name: &str) -> &'a BodySpec {
-    spec.bodies.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("no body {name}"))
+    spec.bodies
+        .iter()
+        .find(|j| j.name == name)
+        .unwrap_or_else(|| panic!("no body {name}"))
 }
 
 fn names<T>(v: &[T], f: impl Fn(&T) -> &str) -> Vec<String> {
@@ -74,7 +80,11 @@ fn names<T>(v: &[T], f: impl Fn(&T) -> &str) -> Vec<String> {
 fn check_frames(spec: &ModelSpec) {
     for j in &spec.joints {
         for f in [&j.frame1, &j.frame2] {
-            assert!((f.axes.transpose() * f.axes - Matrix3::identity()).norm() < 1e-12, "{}", j.name);
+            assert!(
+                (f.axes.transpose() * f.axes - Matrix3::identity()).norm() < 1e-12,
+                "{}",
+                j.name
+            );
             assert!((f.axes.determinant() - 1.0).abs() < 1e-12, "{}", j.name);
         }
         let (p1, a1) = global(spec, j.body1, &j.frame1);
@@ -83,8 +93,16 @@ fn check_frames(spec: &ModelSpec) {
             let l = c(j.length.expect("distance joint has a length"), spec);
             assert!(((p2 - p1).norm() - l).abs() < 1e-12, "{}", j.name);
         } else {
-            assert!((p2 - p1).norm() < 1e-12, "{}: origins differ {p1} {p2}", j.name);
-            assert!((a1.column(2) - a2.column(2)).norm() < 1e-12, "{}: z axes differ", j.name);
+            assert!(
+                (p2 - p1).norm() < 1e-12,
+                "{}: origins differ {p1} {p2}",
+                j.name
+            );
+            assert!(
+                (a1.column(2) - a2.column(2)).norm() < 1e-12,
+                "{}: z axes differ",
+                j.name
+            );
             if j.kind != JointKind::Revolute {
                 assert!((a1 - a2).norm() < 1e-12, "{}: frames differ", j.name);
             }
@@ -100,7 +118,10 @@ fn every_model_in_the_gallery_loads() {
         if path.extension().and_then(|e| e.to_str()) == Some("toml") {
             let spec = load_model(&path).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(spec.source_files[0], path);
-            assert_eq!(format!("{}.toml", spec.name), path.file_name().unwrap().to_str().unwrap());
+            assert_eq!(
+                format!("{}.toml", spec.name),
+                path.file_name().unwrap().to_str().unwrap()
+            );
             check_frames(&spec);
             n += 1;
         }
@@ -115,17 +136,42 @@ fn pendulum_chain() {
     assert_eq!((s.inputs[0].start, s.inputs[1].start), (2.0, 0.0));
     assert_eq!(names(&s.outputs, |o| &o.name), ["tip_x", "tip_y"]);
     assert_eq!(s.bodies.len(), 16);
-    assert!(s.bodies.iter().all(|b| b.kind == BodyKind::Particle && c(b.mass, &s) == 1.0));
-    assert_eq!(s.frames[0].position, [Motion::Input(0), Motion::Input(1), Motion::Constant(Scalar::Const(0.0))]);
-    let rods: Vec<_> = s.joints.iter().filter(|j| j.kind == JointKind::Distance).collect();
-    let planes: Vec<_> = s.joints.iter().filter(|j| j.kind == JointKind::Planar).collect();
+    assert!(s
+        .bodies
+        .iter()
+        .all(|b| b.kind == BodyKind::Particle && c(b.mass, &s) == 1.0));
+    assert_eq!(
+        s.frames[0].position,
+        [
+            Motion::Input(0),
+            Motion::Input(1),
+            Motion::Constant(Scalar::Const(0.0))
+        ]
+    );
+    let rods: Vec<_> = s
+        .joints
+        .iter()
+        .filter(|j| j.kind == JointKind::Distance)
+        .collect();
+    let planes: Vec<_> = s
+        .joints
+        .iter()
+        .filter(|j| j.kind == JointKind::Planar)
+        .collect();
     assert_eq!((rods.len(), planes.len()), (16, 16));
     // The first rod hangs from the suspension frame at its origin.
     assert_eq!(rods[0].body1, BodyRef::Frame(0));
     assert!(rods[0].frame1.origin.norm() < 1e-15);
     assert!(rods.iter().all(|r| r.length == Some(Scalar::Const(1.0))));
     assert_eq!(s.bodies[15].position, Vector3::new(2.0, -16.0, 0.0));
-    assert_eq!(s.outputs[1].quantity, OutputQuantity::Position { body: BodyRef::Body(15), point: Vector3::zeros(), component: 1 });
+    assert_eq!(
+        s.outputs[1].quantity,
+        OutputQuantity::Position {
+            body: BodyRef::Body(15),
+            point: Vector3::zeros(),
+            component: 1
+        }
+    );
     assert_eq!(s.gravity.map(|g| c(g, &s)), [0.0, -9.81, 0.0]);
     assert_eq!(s.experiment.stop, 200.0);
 }
@@ -133,13 +179,18 @@ fn pendulum_chain() {
 #[test]
 fn double_pendulum_bar2_frame_and_prestressed_spring() {
     let s = load("double_pendulum_stiff.toml");
-    assert_eq!(names(&s.outputs, |o| &o.name), ["theta1", "theta2", "omega1"]);
+    assert_eq!(
+        names(&s.outputs, |o| &o.name),
+        ["theta1", "theta2", "omega1"]
+    );
     let b2 = body(&s, "bar2");
     // Paper 000: centre (3.4488887, -0.388228), velocity (3.8822857, 14.4888887) (its last
     // digits of ẏ are off: 10 * 1.5 cos(π/12) = 14.4888873).
     assert!((b2.position - Vector3::new(3.4488887, -0.388228, 0.0)).norm() < 1e-6);
     assert!((b2.velocity - Vector3::new(3.8822857, 14.4888887, 0.0)).norm() < 2e-6);
-    let pin_velocity = b2.velocity + b2.angular_velocity.cross(&(Vector3::new(2.0, 0.0, 0.0) - b2.position));
+    let pin_velocity = b2.velocity
+        + b2.angular_velocity
+            .cross(&(Vector3::new(2.0, 0.0, 0.0) - b2.position));
     assert!(pin_velocity.norm() < 1e-12, "consistent with bar 1 at rest");
     assert!((b2.orientation.angle() - PI / 12.0).abs() < 1e-12); // 23π/12 ≡ −π/12
     assert_eq!(c(b2.inertia[2], &s), 0.225);
@@ -150,21 +201,38 @@ fn double_pendulum_bar2_frame_and_prestressed_spring() {
     assert!((elbow.frame1.origin - Vector3::new(1.0, 0.0, 0.0)).norm() < 1e-12);
     let (_, f1) = global(&s, elbow.body1, &elbow.frame1);
     let (_, f2) = global(&s, elbow.body2, &elbow.frame2);
-    assert!((frame_angle(&f1, &f2) + PI / 12.0).abs() < 1e-12, "initial elbow angle −π/12");
+    assert!(
+        (frame_angle(&f1, &f2) + PI / 12.0).abs() < 1e-12,
+        "initial elbow angle −π/12"
+    );
     let shoulder = joint(&s, "shoulder");
     let (_, g1) = global(&s, shoulder.body1, &shoulder.frame1);
     let (_, g2) = global(&s, shoulder.body2, &shoulder.frame2);
     assert!(frame_angle(&g1, &g2).abs() < 1e-12);
     // The springs take the joints' frames; the stiff one starts π/12 from its free angle.
     match &s.forces[1].kind {
-        ForceKind::RotationalSpringDamper { frame1, frame2, stiffness, damping, free_angle, .. } => {
+        ForceKind::RotationalSpringDamper {
+            frame1,
+            frame2,
+            stiffness,
+            damping,
+            free_angle,
+            ..
+        } => {
             assert_eq!((frame1, frame2), (&elbow.frame1, &elbow.frame2));
-            assert_eq!((c(*stiffness, &s), c(*damping, &s), c(*free_angle, &s)), (3e5, 5e4, 0.0));
+            assert_eq!(
+                (c(*stiffness, &s), c(*damping, &s), c(*free_angle, &s)),
+                (3e5, 5e4, 0.0)
+            );
         }
         k => panic!("{k:?}"),
     }
     match &s.forces[0].kind {
-        ForceKind::RotationalSpringDamper { free_angle, stiffness, .. } => {
+        ForceKind::RotationalSpringDamper {
+            free_angle,
+            stiffness,
+            ..
+        } => {
             assert_eq!(c(*free_angle, &s), 3.0 * PI / 2.0);
             assert_eq!(*stiffness, Scalar::Param(0));
         }
@@ -190,7 +258,10 @@ fn slider_crank() {
     assert_eq!(s.drivers[0].target, DriverTarget::JointCoordinate(0));
     assert_eq!(s.drivers[0].motion, Motion::Input(0));
     assert_eq!(s.outputs[1].unit, "N.m");
-    assert_eq!(s.outputs[1].quantity, OutputQuantity::DriverForce { driver: 0 });
+    assert_eq!(
+        s.outputs[1].quantity,
+        OutputQuantity::DriverForce { driver: 0 }
+    );
     match s.forces[0].kind {
         ForceKind::PrismaticFriction { joint, mu, v_reg } => {
             assert_eq!(s.joints[joint].name, "slide");
@@ -200,7 +271,10 @@ fn slider_crank() {
         ref k => panic!("{k:?}"),
     }
     assert!(s.parameters[0].tunable, "friction is tunable");
-    assert_eq!(body(&s, "rod").inertia.map(|x| c(x, &s)), [4e-3, 4e-4, 4e-3, 0.0, 0.0, 0.0]);
+    assert_eq!(
+        body(&s, "rod").inertia.map(|x| c(x, &s)),
+        [4e-3, 4e-4, 4e-3, 0.0, 0.0, 0.0]
+    );
     // Crank pin: crank and rod have the same orientation, so the pin angle starts at 0.
     let pin = joint(&s, "crank_pin");
     assert!((pin.frame1.axes - pin.frame2.axes).norm() < 1e-12);
@@ -210,7 +284,10 @@ fn slider_crank() {
 fn four_link_mass_properties_and_geometry() {
     let s = load("four_link.toml");
     assert_eq!(names(&s.inputs, |i| &i.name), ["rotor_angle"]);
-    assert_eq!(names(&s.outputs, |o| &o.name), ["rocker_angle", "rotor_torque"]);
+    assert_eq!(
+        names(&s.outputs, |o| &o.name),
+        ["rocker_angle", "rotor_torque"]
+    );
     let rho = 1500.0;
     let m_rotor = rho * PI * 4.0 * 0.1;
     let rotor = body(&s, "rotor");
@@ -247,18 +324,36 @@ fn four_link_mass_properties_and_geometry() {
 fn quarter_car_rig() {
     let s = load("quarter_car_rig.toml");
     assert_eq!(names(&s.inputs, |i| &i.name), ["stamp_z"]);
-    assert_eq!(names(&s.outputs, |o| &o.name), ["chassis_z", "wheel_z", "tire_force", "stamp_force"]);
+    assert_eq!(
+        names(&s.outputs, |o| &o.name),
+        ["chassis_z", "wheel_z", "tire_force", "stamp_force"]
+    );
     assert_eq!(s.initialization, Initialization::Static);
     assert_eq!(s.gravity.map(|g| c(g, &s)), [0.0, 0.0, -9.81]);
     let tire = &s.outputs[2];
     assert_eq!((tire.scale, tire.unit.as_str()), (-1.0, "N"));
     assert_eq!(s.outputs[3].unit, "N");
     match &s.forces[1].kind {
-        ForceKind::SpringDamper { body1, point1, body2, point2, free_length, law, actuator } => {
+        ForceKind::SpringDamper {
+            body1,
+            point1,
+            body2,
+            point2,
+            free_length,
+            law,
+            actuator,
+        } => {
             assert_eq!((*body1, *body2), (BodyRef::Body(2), BodyRef::Body(1)));
             assert!(point1.norm() < 1e-15 && point2.norm() < 1e-15);
             assert_eq!(c(*free_length, &s), 0.3);
-            assert_eq!(*law, ForceLaw::Linear { stiffness: Scalar::Param(2), damping: Scalar::Const(0.0), preload: Scalar::Const(0.0) });
+            assert_eq!(
+                *law,
+                ForceLaw::Linear {
+                    stiffness: Scalar::Param(2),
+                    damping: Scalar::Const(0.0),
+                    preload: Scalar::Const(0.0)
+                }
+            );
             assert!(actuator.is_none());
         }
         k => panic!("{k:?}"),
@@ -280,12 +375,31 @@ fn bouncing_balls() {
     assert_eq!(body(&s, "ball2").position.y, 0.5);
     assert!((c(body(&s, "ball1").inertia[0], &s) - 0.004).abs() < 1e-15);
     match &s.forces[1].kind {
-        ForceKind::Contact { geometry: ContactGeometry::SpherePlane { sphere_body, center, radius, plane_body, normal, .. }, law, stiffness, damping } => {
-            assert_eq!((*sphere_body, *plane_body), (BodyRef::Body(1), BodyRef::Ground));
+        ForceKind::Contact {
+            geometry:
+                ContactGeometry::SpherePlane {
+                    sphere_body,
+                    center,
+                    radius,
+                    plane_body,
+                    normal,
+                    ..
+                },
+            law,
+            stiffness,
+            damping,
+        } => {
+            assert_eq!(
+                (*sphere_body, *plane_body),
+                (BodyRef::Body(1), BodyRef::Ground)
+            );
             assert!(center.norm() < 1e-15);
             assert_eq!(c(*radius, &s), 0.1);
             assert_eq!(*normal, Vector3::y());
-            assert_eq!((*law, c(*stiffness, &s), c(*damping, &s)), (ContactLaw::Linear, 1e5, 0.0));
+            assert_eq!(
+                (*law, c(*stiffness, &s), c(*damping, &s)),
+                (ContactLaw::Linear, 1e5, 0.0)
+            );
         }
         k => panic!("{k:?}"),
     }
@@ -300,9 +414,394 @@ fn spherical_chain() {
     assert!((g.normalize() - Vector3::new(0.3, -1.0, 0.2).normalize()).norm() < 1e-12);
     assert_eq!(s.bodies.len(), 8);
     assert!(s.joints.iter().all(|j| j.kind == JointKind::Spherical));
-    assert_eq!(s.outputs[0].quantity, OutputQuantity::Position { body: BodyRef::Body(7), point: Vector3::new(0.0, -0.5, 0.0), component: 0 });
+    assert_eq!(
+        s.outputs[0].quantity,
+        OutputQuantity::Position {
+            body: BodyRef::Body(7),
+            point: Vector3::new(0.0, -0.5, 0.0),
+            component: 0
+        }
+    );
     let b = body(&s, "bar3");
     assert_eq!(b.angular_velocity, Vector3::new(0.0, -1.0, 0.0));
     assert!((c(b.inertia[1], &s) - 0.005 / 12.0).abs() < 1e-15);
     assert!((c(b.inertia[0], &s) - 1.0025 / 12.0).abs() < 1e-15);
+}
+
+/// One element of every kind not in the gallery, with its resolved values checked by hand.
+const FEATURES: &str = r#"
+[model]
+name = "features"
+gravity = [0.0, "g_y", 0.0]
+
+[[parameters]]
+name = "g_y"
+value = -9.81
+
+[[parameters]]
+name = "L"
+value = 2.0
+description = "used only inside expressions: fixed"
+
+[[parameters]]
+name = "k"
+value = "1000*L"
+
+[[parameters]]
+name = "m"
+value = 3.0
+
+[[inputs]]
+name = "force_in"
+unit = "N"
+start = 5.0
+
+[[inputs]]
+name = "base_z"
+start = 0.25
+
+[[bodies]]
+name = "a"
+mass = "m"
+inertia = { xx = 2.0, yy = 3.0, zz = 4.0, xy = 0.5 }
+position = [0.0, 0.0, 0.0]
+orientation = { axis = [0.0, 0.0, 1.0], angle = 0.5 }
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [1.0, 1.0, 1.0]
+position = ["L", 0.0, 0.0]
+orientation = [0.9950041652780258, 0.0, 0.0, 0.09983341664682815]
+
+[[bodies]]
+name = "c"
+mass = 1.0
+inertia = [1.0, 1.0, 1.0]
+position = [0.0, 1.0, 0.0]
+orientation = { axis = [1.0, 0.0, 0.0], angle = 0.3 }
+
+[[frames]]
+name = "base"
+position = [{ type = "sine", amplitude = 0.1, frequency = 2.0 }, { type = "ramp", initial = 1.0, slope = 0.5, start = 1.0 }, "base_z"]
+
+[[joints]]
+name = "hinge_ab"
+type = "revolute"
+body1 = "a"
+body2 = "b"
+point = [1.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "hinge_x"
+type = "revolute"
+body1 = "ground"
+body2 = "c"
+point = [0.0, 1.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[joints]]
+name = "cardan"
+type = "universal"
+body1 = "a"
+body2 = "c"
+point = [0.0, 0.5, 0.0]
+axis = [0.0, 0.0, 1.0]
+axis2 = [1.0, 1.0, 0.0]
+
+[[joints]]
+name = "explicit"
+type = "cylindrical"
+body1 = "base"
+body2 = "b"
+frame1 = { origin = [1.0, 2.0, 3.0], axis = [0.0, 1.0, 0.0], x_axis = [0.0, 0.0, 1.0] }
+frame2 = { origin = [0.5, 0.0, 0.0] }
+
+[[drivers]]
+name = "lift"
+body = "b"
+point = [2.0, 1.0, 0.0]
+component = "y"
+motion = { type = "smooth_step", initial = 0.0, final = 0.2, start = 0.5, duration = 1.0 }
+
+[[forces]]
+name = "poly"
+type = "spring_damper"
+law = "polynomial"
+body1 = "base"
+body2 = "b"
+point2 = [2.0, 0.0, 1.0]
+coeffs = ["k", 0.0, 5e4]
+damping = 3.0
+actuator = { input = "force_in" }
+
+[[forces]]
+name = "torsion"
+type = "rotational_spring_damper"
+body1 = "a"
+body2 = "b"
+axis = [0.0, 0.0, 1.0]
+stiffness = "k"
+free_angle = 0.1
+
+[[forces]]
+name = "mount"
+type = "bushing"
+body1 = "a"
+body2 = "c"
+point = [0.0, 1.0, 0.0]
+stiffness = [1.0, 2.0, 3.0]
+rot_damping = [0.1, 0.2, 0.3]
+
+[[forces]]
+name = "bump"
+type = "contact"
+geometry = "sphere_plane"
+sphere = "c"
+center = [0.0, 1.0, 0.1]
+radius = 0.05
+plane = "a"
+point = [0.0, 0.0, -1.0]
+normal = [0.0, 0.0, 2.0]
+law = "hertz"
+stiffness = 1e9
+
+[[outputs]]
+name = "hinge_angle_deg"
+type = "joint_coordinate"
+joint = "hinge_ab"
+scale = "180/pi"
+
+[[outputs]]
+name = "reaction_y"
+type = "joint_force"
+joint = "cardan"
+component = "y"
+
+[[outputs]]
+name = "spring_len"
+type = "element_length"
+force = "poly"
+
+[[outputs]]
+name = "torsion_torque"
+type = "element_force"
+force = "torsion"
+"#;
+
+#[test]
+fn every_element_kind_resolves() {
+    let s = mbsfmu::mbs::load_model_str(FEATURES, Path::new("features.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    check_frames_except(&s, "explicit");
+    let p = |n: &str| s.parameters.iter().find(|p| p.name == n).unwrap();
+    // Parameter expressions use earlier defaults; tunability follows the uses.
+    assert_eq!(p("k").value, 2000.0);
+    assert!(p("g_y").tunable && p("k").tunable);
+    assert!(!p("L").tunable, "used only in expressions");
+    assert!(!p("m").tunable, "a mass");
+    assert_eq!(s.gravity[1], Scalar::Param(0));
+    assert_eq!(s.bodies[0].mass, Scalar::Param(3));
+    assert_eq!(s.bodies[1].position.x, 2.0);
+    // Full inertia: xx yy zz xy xz yz.
+    assert_eq!(
+        s.bodies[0].inertia.map(|x| c(x, &s)),
+        [2.0, 3.0, 4.0, 0.5, 0.0, 0.0]
+    );
+
+    // Revolute between two rotated bodies: θ0 = 0.2 − 0.5 (body b's quaternion is 0.2 about z).
+    let j = joint(&s, "hinge_ab");
+    let (_, f1) = global(&s, j.body1, &j.frame1);
+    let (_, f2) = global(&s, j.body2, &j.frame2);
+    assert!((frame_angle(&f1, &f2) - (0.2 - 0.5)).abs() < 1e-12);
+    // Revolute about global x: θ0 = body c's rotation 0.3 about x, with z1 = z2 = global x.
+    let j = joint(&s, "hinge_x");
+    let (_, f1) = global(&s, j.body1, &j.frame1);
+    let (_, f2) = global(&s, j.body2, &j.frame2);
+    assert!((f1.column(2) - Vector3::x()).norm() < 1e-12);
+    assert!((frame_angle(&f1, &f2) - 0.3).abs() < 1e-12);
+
+    // Universal: frame1.z = axis, frame2.x = axis2 (normalized), both global at t0.
+    let j = joint(&s, "cardan");
+    let (_, f1) = global(&s, j.body1, &j.frame1);
+    let (_, f2) = global(&s, j.body2, &j.frame2);
+    assert!((f1.column(2) - Vector3::z()).norm() < 1e-12);
+    assert!((f2.column(0) - Vector3::new(1.0, 1.0, 0.0).normalize()).norm() < 1e-12);
+
+    // Explicit frames are taken as given (axes completed to a right-handed frame).
+    let j = joint(&s, "explicit");
+    assert_eq!(j.body1, BodyRef::Frame(0));
+    assert_eq!(j.frame1.origin, Vector3::new(1.0, 2.0, 3.0));
+    assert_eq!(
+        j.frame1.axes,
+        Matrix3::from_columns(&[Vector3::z(), Vector3::x(), Vector3::y()])
+    );
+    assert_eq!(j.frame2.axes, Matrix3::identity());
+
+    // Motions.
+    let base = &s.frames[0];
+    assert_eq!(
+        base.position[0],
+        Motion::Sine {
+            offset: 0.0.into(),
+            amplitude: 0.1.into(),
+            frequency: 2.0.into(),
+            phase: 0.0.into()
+        }
+    );
+    assert_eq!(
+        base.position[1],
+        Motion::Ramp {
+            initial: 1.0.into(),
+            slope: 0.5.into(),
+            start: 1.0.into()
+        }
+    );
+    assert_eq!(base.position[2], Motion::Input(1));
+    let d = &s.drivers[0];
+    // Point (2, 1, 0) on body b (at (2, 0, 0), rotated 0.2 about z) in body coordinates.
+    let local = Vector3::new(0.2f64.sin(), 0.2f64.cos(), 0.0);
+    match d.target {
+        DriverTarget::PointComponent {
+            body,
+            point,
+            component,
+        } => {
+            assert_eq!((body, component), (1, 1));
+            assert!((point - local).norm() < 1e-12);
+        }
+        ref t => panic!("{t:?}"),
+    }
+    assert_eq!(
+        d.motion,
+        Motion::SmoothStep {
+            initial: 0.0.into(),
+            final_value: 0.2.into(),
+            start: 0.5.into(),
+            duration: 1.0.into()
+        }
+    );
+
+    // Polynomial spring from the moving frame's origin; its point on the frame is relative to
+    // the frame's position at t0: (sin 0 · 0.1, 1.0, 0.25).
+    match &s.forces[0].kind {
+        ForceKind::SpringDamper {
+            body1,
+            point1,
+            body2,
+            point2,
+            free_length,
+            law,
+            actuator,
+        } => {
+            assert_eq!((*body1, *body2), (BodyRef::Frame(0), BodyRef::Body(1)));
+            assert!(point1.norm() < 1e-15);
+            let p2 = Vector3::new(2.0, 0.0, 1.0) - Vector3::new(2.0, 0.0, 0.0);
+            let r = nalgebra::Rotation3::from_axis_angle(&Vector3::z_axis(), 0.2);
+            assert!((point2 - r.inverse() * p2).norm() < 1e-12);
+            let l0: f64 =
+                (Vector3::<f64>::new(2.0, 0.0, 1.0) - Vector3::new(0.0, 1.0, 0.25)).norm();
+            assert!((c(*free_length, &s) - l0).abs() < 1e-12);
+            assert_eq!(
+                *law,
+                ForceLaw::Polynomial {
+                    coeffs: vec![Scalar::Param(2), 0.0.into(), 5e4.into()],
+                    damping: 3.0.into()
+                }
+            );
+            assert_eq!(*actuator, Some(Motion::Input(0)));
+        }
+        k => panic!("{k:?}"),
+    }
+    // Rotational spring between bodies: frames like a revolute at body b's centre, angle
+    // starting at the relative rotation −0.3.
+    match &s.forces[1].kind {
+        ForceKind::RotationalSpringDamper {
+            body1,
+            frame1,
+            body2,
+            frame2,
+            stiffness,
+            free_angle,
+            ..
+        } => {
+            let (p1, a1) = global(&s, *body1, frame1);
+            let (p2, a2) = global(&s, *body2, frame2);
+            assert!((p1 - Vector3::new(2.0, 0.0, 0.0)).norm() < 1e-12 && (p2 - p1).norm() < 1e-12);
+            assert!((frame_angle(&a1, &a2) + 0.3).abs() < 1e-12);
+            assert_eq!((*stiffness, *free_angle), (Scalar::Param(2), 0.1.into()));
+        }
+        k => panic!("{k:?}"),
+    }
+    match &s.forces[2].kind {
+        ForceKind::Bushing {
+            frame1,
+            frame2,
+            body1,
+            body2,
+            stiffness,
+            damping,
+            rot_stiffness,
+            rot_damping,
+        } => {
+            let (p1, a1) = global(&s, *body1, frame1);
+            let (p2, a2) = global(&s, *body2, frame2);
+            assert!((p1 - p2).norm() < 1e-12 && (a1 - a2).norm() < 1e-12);
+            assert_eq!(*stiffness, [1.0.into(), 2.0.into(), 3.0.into()]);
+            assert_eq!(*damping, [0.0.into(); 3]);
+            assert_eq!(*rot_stiffness, [0.0.into(); 3]);
+            assert_eq!(*rot_damping, [0.1.into(), 0.2.into(), 0.3.into()]);
+        }
+        k => panic!("{k:?}"),
+    }
+    // Contact: centre and plane in body coordinates of c and a, normal normalized.
+    match &s.forces[3].kind {
+        ForceKind::Contact {
+            geometry:
+                ContactGeometry::SpherePlane {
+                    sphere_body,
+                    center,
+                    radius,
+                    plane_body,
+                    point,
+                    normal,
+                },
+            law,
+            ..
+        } => {
+            assert_eq!(
+                (*sphere_body, *plane_body, *law),
+                (BodyRef::Body(2), BodyRef::Body(0), ContactLaw::Hertz)
+            );
+            let rc = nalgebra::Rotation3::from_axis_angle(&Vector3::x_axis(), 0.3);
+            assert!((center - rc.inverse() * Vector3::new(0.0, 0.0, 0.1)).norm() < 1e-12);
+            assert_eq!(c(*radius, &s), 0.05);
+            assert!((point - Vector3::new(0.0, 0.0, -1.0)).norm() < 1e-12); // a's z is global z
+            assert!((normal - Vector3::z()).norm() < 1e-12);
+        }
+        k => panic!("{k:?}"),
+    }
+    // Outputs: units by kind, scale.
+    let o = &s.outputs;
+    assert!((o[0].scale - 180.0 / PI).abs() < 1e-12);
+    assert_eq!(o[0].unit, "");
+    assert_eq!(
+        (o[1].unit.as_str(), o[1].quantity.clone()),
+        (
+            "N",
+            OutputQuantity::JointForce {
+                joint: 2,
+                component: 1
+            }
+        )
+    );
+    assert_eq!(o[2].unit, "m");
+    assert_eq!(o[3].unit, "N.m");
+}
+
+fn check_frames_except(spec: &ModelSpec, skip: &str) {
+    let mut s = spec.clone();
+    s.joints.retain(|j| j.name != skip);
+    check_frames(&s);
 }

@@ -90,6 +90,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 name: "x".into(),
                 unit: "m".into(),
                 description: "Position".into(),
+                scale: 1.0,
                 quantity: OutputQuantity::Position {
                     body: BodyRef::Body(0),
                     point: Vector3::zeros(),
@@ -100,6 +101,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 name: "a".into(),
                 unit: "m/s2".into(),
                 description: "Acceleration".into(),
+                scale: 1.0,
                 quantity: OutputQuantity::Acceleration {
                     body: BodyRef::Body(0),
                     point: Vector3::zeros(),
@@ -110,6 +112,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 name: "f".into(),
                 unit: "N".into(),
                 description: "Spring force".into(),
+                scale: 1.0,
                 quantity: OutputQuantity::ElementForce { force: 0 },
             },
         ],
@@ -944,11 +947,8 @@ fn fmu_layout_resources_and_token() {
         assert_eq!(files[&so], b"\x7fELF fake runtime");
         assert_eq!(files["resources/model.toml"], b"# model text\n");
         assert!(files["model.png"].starts_with(b"\x89PNG"));
-        // The token is the hash of exactly the resources/ files.
-        let token = model_token(&[
-            ("model.toml".into(), b"# model text\n".to_vec()),
-            ("tables/spring.csv".into(), b"0,0\n1,100\n".to_vec()),
-        ]);
+        // The token is the runtime's: model file, then the referenced files in order.
+        let token = model_token([b"# model text\n".as_slice(), b"0,0\n1,100\n".as_slice()]);
         assert_eq!(packed.description.token, token);
         let md = ModelDescription::from_xml(
             std::str::from_utf8(&files["modelDescription.xml"]).unwrap(),
@@ -967,6 +967,18 @@ fn fmu_layout_resources_and_token() {
             assert!(doc.contains(needle), "documentation lacks {needle}");
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn same_inputs_give_identical_fmu_bytes() {
+    let dir = temp_dir("repro");
+    let model = dir.join("m.toml");
+    std::fs::write(&model, "k = 1\n").unwrap();
+    let opts = options(&dir, FmiVersion::Fmi2);
+    let a = build_fmu(&small_model(vec![]), &model, &opts).unwrap().0;
+    let b = build_fmu(&small_model(vec![]), &model, &opts).unwrap().0;
+    assert!(a == b, "two builds differ");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1015,6 +1027,14 @@ fn packaging_errors_name_the_file() {
     let e = build_fmu(&small_model(vec![]), &model, &opts).unwrap_err();
     assert!(
         e.to_string().contains("libfake.so") && e.to_string().contains("ELF"),
+        "{e}"
+    );
+    // A parameter named like a reserved variable.
+    let mut spec = small_model(vec![]);
+    spec.parameters[0].name = "solver.rtol".into();
+    let e = build_fmu(&spec, &model, &opts).unwrap_err();
+    assert!(
+        e.to_string().contains("\"solver.rtol\" is used twice") && e.is_user_error(),
         "{e}"
     );
     // Bad extra platform.
@@ -1172,4 +1192,57 @@ fn cli_user_errors_exit_1_and_name_the_file() {
             && out.contains("info")
             && out.contains("check")
     );
+}
+
+/// A second, independent reader: the fmi-schema crate (strict about unknown attributes and
+/// elements) parses both versions and sees the same names, tokens, flags and counts.
+#[test]
+fn fmi_schema_crate_parses_both_versions() {
+    use fmi_schema::traits::FmiModelDescription;
+    let md3 = description(FmiVersion::Fmi3);
+    // fmi-schema 0.8.0 does not know the `unit` attribute of Float64 variables (it is in the
+    // standard's fmi3RealBaseAttributes, and fmpy's XSD check accepts it): strip it for this
+    // reader only.
+    let mut xml3 = md3.to_xml().unwrap();
+    while let Some(p) = xml3.find(" unit=\"") {
+        let end = p + 7 + xml3[p + 7..].find('"').unwrap() + 1;
+        xml3.replace_range(p..end, "");
+    }
+    let x3 = fmi_schema::fmi3::Fmi3ModelDescription::deserialize(&xml3).unwrap();
+    assert_eq!(x3.model_name, "slider");
+    assert_eq!(x3.instantiation_token, TOKEN);
+    let cs = x3.co_simulation.as_ref().unwrap();
+    assert_eq!(cs.model_identifier, "slider");
+    assert_eq!(cs.provides_intermediate_update, Some(true));
+    assert_eq!(cs.can_get_and_set_fmu_state, Some(true));
+    assert_eq!(cs.might_return_early_from_do_step, Some(false));
+    // fmi-schema 0.8.0 has no FMI 3 Enumeration variables either; it skips the two solver
+    // enumerations.
+    let n_enum = md3
+        .variables
+        .iter()
+        .filter(|v| {
+            matches!(
+                v.var_type,
+                mbsfmu::description::xml::XmlType::Enumeration(_)
+            )
+        })
+        .count();
+    assert_eq!(n_enum, 2);
+    assert_eq!(x3.model_variables.len(), md3.variables.len() - n_enum);
+    assert_eq!(
+        x3.model_structure.unknowns.len(),
+        md3.outputs.len() + md3.initial_unknowns.len()
+    );
+    assert_eq!(x3.default_experiment.as_ref().unwrap().stop_time, Some(2.0));
+
+    let md2 = description(FmiVersion::Fmi2);
+    let x2 = fmi_schema::fmi2::Fmi2ModelDescription::deserialize(&md2.to_xml().unwrap()).unwrap();
+    assert_eq!(x2.guid, TOKEN);
+    let cs = x2.co_simulation.as_ref().unwrap();
+    assert_eq!(cs.can_interpolate_inputs, Some(true));
+    assert_eq!(cs.provides_directional_derivative, Some(true));
+    assert_eq!(x2.num_variables(), md2.variables.len());
+    assert_eq!(x2.model_structure.outputs.unknowns.len(), 3);
+    assert_eq!(x2.model_structure.initial_unknowns.unknowns.len(), 3);
 }

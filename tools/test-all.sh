@@ -8,7 +8,7 @@ bash tools/setup.sh
 export PATH="$here/.venv/bin:$PATH"
 export MBSFMU_PYTHON="$here/.venv/bin/python"
 cargo build --release --lib --bins
-cargo test --release --all-targets
+cargo test --release --lib --bins --tests
 if compgen -G "tests/python/test_*.py" >/dev/null; then
     "$here/.venv/bin/python" -m pytest -q tests/python
 fi

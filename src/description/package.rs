@@ -3,7 +3,7 @@
 
 use super::capabilities::Capabilities;
 use super::deps::output_dependencies;
-use super::token::model_token;
+use super::token::model_token_of;
 use super::xml::{fmt_f64, FmiVersion, ModelDescription, XmlError};
 use super::{Causality, StartValue, VarKind, VariableTable};
 use crate::mbs::spec::ModelSpec;
@@ -19,6 +19,9 @@ pub const TEMPLATE: &[(&str, &[u8])] = &[
         include_bytes!("../../fmu-template/documentation/licenses/LICENSE.txt"),
     ),
 ];
+
+/// Name of the model file inside `resources/` (what the runtime loads).
+pub const MODEL_RESOURCE: &str = "model.toml";
 
 #[derive(Debug, Error)]
 pub enum PackageError {
@@ -36,6 +39,8 @@ pub enum PackageError {
     },
     #[error("{file}: cannot write the FMU: {reason}")]
     Write { file: PathBuf, reason: String },
+    #[error("model {model:?}: the variable name {name:?} is used twice (names must be unique; `time`, `solver.*` and `stats.*` are reserved)")]
+    DuplicateName { model: String, name: String },
     #[error(transparent)]
     Xml(#[from] XmlError),
     #[error("zip: {0}")]
@@ -95,14 +100,9 @@ pub fn collect_resources(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let mut files = vec![("model.toml".to_string(), read(model_file)?)];
+    let mut files = vec![(MODEL_RESOURCE.to_string(), read(model_file)?)];
     for f in &spec.source_files {
-        // Relative references are relative to the model file's directory.
-        let f = if f.is_relative() && !f.exists() {
-            dir.join(f)
-        } else {
-            f.clone()
-        };
+        let f = resolve(f, model_file);
         let c = canon(&f)?;
         if c == model_canon {
             continue;
@@ -118,7 +118,7 @@ pub fn collect_resources(
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
         let rel = rel.join("/");
-        if rel == "model.toml" {
+        if rel == MODEL_RESOURCE {
             return Err(PackageError::Read { file: f, reason: "a referenced file may not be named model.toml next to the model (the model itself is packed under that name)".into() });
         }
         if !files.iter().any(|(p, _)| *p == rel) {
@@ -129,6 +129,42 @@ pub fn collect_resources(
     Ok(files)
 }
 
+/// A referenced file as the loader opened it (absolute, or relative to the working
+/// directory); a relative path that does not exist there is taken relative to the model's
+/// directory (hand-built specs).
+fn resolve(f: &Path, model_file: &Path) -> PathBuf {
+    if f.is_relative() && !f.exists() {
+        model_file.parent().unwrap_or(Path::new("")).join(f)
+    } else {
+        f.to_path_buf()
+    }
+}
+
+/// Every regular file under `dir` (recursively) as `(relative path with '/', content)`,
+/// sorted by path.
+pub fn read_tree(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                walk(root, &path, out)?;
+            } else if path.is_file() {
+                let rel = path.strip_prefix(root).expect("walk stays under its root");
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.push((parts.join("/"), std::fs::read(&path)?));
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
 fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, PackageError> {
     match dir {
         None => Ok(TEMPLATE
@@ -136,7 +172,7 @@ fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, Packa
             .map(|(p, c)| (p.to_string(), c.to_vec()))
             .collect()),
         Some(d) => {
-            let files = super::token::read_tree(d).map_err(|e| PackageError::Read {
+            let files = read_tree(d).map_err(|e| PackageError::Read {
                 file: d.clone(),
                 reason: e.to_string(),
             })?;
@@ -161,8 +197,29 @@ pub fn build_fmu(
     opts: &PackageOptions,
 ) -> Result<(Vec<u8>, Packed), PackageError> {
     let resources = collect_resources(spec, model_file)?;
-    let token = model_token(&resources);
+    // The runtime recomputes this from resources/model.toml and the files its loader reads
+    // (same contents, same order), so the token is computed by the same function.
+    let sources: Vec<PathBuf> = spec
+        .source_files
+        .iter()
+        .map(|f| resolve(f, model_file))
+        .collect();
+    let token = model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
+        file,
+        reason: e.to_string(),
+    })?;
     let table = VariableTable::from_spec(spec);
+    let mut seen = std::collections::HashSet::new();
+    if let Some(v) = table
+        .variables
+        .iter()
+        .find(|v| !seen.insert(v.name.as_str()))
+    {
+        return Err(PackageError::DuplicateName {
+            model: spec.name.clone(),
+            name: v.name.clone(),
+        });
+    }
     let md = ModelDescription::new(
         spec,
         &table,
@@ -284,6 +341,10 @@ fn start_str(s: &StartValue) -> String {
     }
 }
 
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `documentation/index.html`: what the model is, its interface, parameters and solver options.
 pub fn documentation_html(
     spec: &ModelSpec,
@@ -313,13 +374,13 @@ pub fn documentation_html(
         esc(&md.token)
     ));
     h.push_str(&format!(
-        "<p>A multibody model with {} bodies, {} joints, {} drivers, {} force elements and {} moving frames. \
-         The FMU integrates it with its own variable-step integrators inside each communication step.</p>\n",
-        spec.bodies.len(),
-        spec.joints.len(),
-        spec.drivers.len(),
-        spec.forces.len(),
-        spec.frames.len()
+        "<p>A multibody model with {}, {}, {}, {} and {}. The FMU integrates it with its own \
+         variable-step integrators inside each communication step.</p>\n",
+        count(spec.bodies.len(), "body", "bodies"),
+        count(spec.joints.len(), "joint", "joints"),
+        count(spec.drivers.len(), "driver", "drivers"),
+        count(spec.forces.len(), "force element", "force elements"),
+        count(spec.frames.len(), "moving frame", "moving frames")
     ));
     let e = &spec.experiment;
     h.push_str(&format!(
@@ -376,7 +437,21 @@ pub fn documentation_html(
                 esc(&v.description),
             ]));
         }
-        h.push_str("</table>\n<p>Inputs are interpolated inside a communication step when the importer provides derivatives (FMI 2) or intermediate updates (FMI 3); otherwise they are held constant.</p>\n");
+        h.push_str("</table>\n");
+        let c = &md.capabilities;
+        h.push_str(match md.fmi_version {
+            FmiVersion::Fmi2 if c.can_interpolate_inputs => {
+                "<p>Inside a communication step the inputs follow the derivatives the importer \
+                 sets with <code>fmi2SetRealInputDerivatives</code>; without them they are held \
+                 constant.</p>\n"
+            }
+            FmiVersion::Fmi3 if c.provides_intermediate_update => {
+                "<p>Inside a communication step the FMU asks the importer for current input \
+                 values through the intermediate-update callback; without it the inputs are \
+                 held constant.</p>\n"
+            }
+            _ => "<p>Inputs are held constant over a communication step.</p>\n",
+        });
     }
 
     h.push_str("<h2>Outputs</h2>\n");

@@ -138,6 +138,7 @@ fn symbol(sym: &str) -> Option<BaseUnit> {
         "rad" => BaseUnit::e(0, 0, 0, 0, 0, 1, 1.0),
         "deg" => BaseUnit::e(0, 0, 0, 0, 0, 1, PI / 180.0),
         "rev" => BaseUnit::e(0, 0, 0, 0, 0, 1, 2.0 * PI),
+        "rpm" => BaseUnit::e(0, 0, -1, 0, 0, 1, 2.0 * PI / 60.0),
         "N" => BaseUnit::e(1, 1, -2, 0, 0, 0, 1.0),
         "kN" => BaseUnit::e(1, 1, -2, 0, 0, 0, 1e3),
         "J" => BaseUnit::e(1, 2, -2, 0, 0, 0, 1.0),
@@ -223,6 +224,10 @@ mod tests {
     fn factors_and_unknown_units() {
         assert!((parse_unit("deg").unwrap().factor - std::f64::consts::PI / 180.0).abs() < 1e-15);
         assert!((parse_unit("mm/s").unwrap().factor - 1e-3).abs() < 1e-18);
+        assert!(
+            (parse_unit("rpm").unwrap().factor - 2.0 * std::f64::consts::PI / 60.0).abs() < 1e-15
+        );
+        assert_eq!(parse_unit("rpm").unwrap().exponents(), ex("rad/s"));
         assert_eq!(parse_unit("furlong"), None);
         assert_eq!(parse_unit("m/s/s"), None);
         assert_eq!(parse_unit(""), None);

@@ -1043,3 +1043,50 @@ impl Element {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_match_known_calendar_dates() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+        assert_eq!(format_utc(-1), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn identifiers_and_structured_names() {
+        assert_eq!(model_identifier("double pendulum-2"), "double_pendulum_2");
+        assert_eq!(model_identifier("2dof"), "_2dof");
+        assert_eq!(model_identifier(""), "_");
+        for ok in ["x", "body1.pos_x", "a[1].b[2,3]", "_k"] {
+            assert!(is_structured_name(ok), "{ok}");
+        }
+        for bad in ["", "1x", "a..b", "a b", "a[]", "a[x]", "a.", "der(x)"] {
+            assert!(!is_structured_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn doubles_round_trip_through_text() {
+        for x in [
+            0.0,
+            -0.0,
+            1e-300,
+            0.1,
+            1.0 / 3.0,
+            6.02e23,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            let back = parse_f64(&fmt_f64(x)).unwrap();
+            assert_eq!(back.to_bits(), x.to_bits(), "{x}");
+        }
+        assert!(parse_f64(&fmt_f64(f64::NAN)).unwrap().is_nan());
+        assert_eq!(fmt_f64(f64::INFINITY), "INF");
+    }
+}

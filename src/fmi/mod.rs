@@ -189,30 +189,19 @@ pub(crate) struct LoadedModel {
 }
 
 /// Load `model.toml` (and what it references) from the resources folder and compute its
-/// token (the hash of everything in `resources/`, as the packager computed it).
+/// token as the packager did (`description::token::model_token_of`: the model file and its
+/// referenced files, in loader order).
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
-        return Err(format!(
-            "the resources folder {} has no model.toml",
-            resource_dir.display()
-        ));
+        return Err(format!("the resources folder {} has no model.toml", resource_dir.display()));
     }
-    let token = crate::description::token::resources_token(resource_dir).map_err(|e| {
-        format!(
-            "cannot read the resources folder {}: {e}",
-            resource_dir.display()
-        )
-    })?;
     let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
+    let token = crate::description::token::model_token_of(&model_file, &spec.source_files)
+        .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
-    Ok(LoadedModel {
-        spec,
-        table,
-        engine,
-        token,
-    })
+    Ok(LoadedModel { spec, table, engine, token })
 }
 
 impl Instance {

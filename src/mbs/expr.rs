@@ -40,10 +40,17 @@ pub const FUNCTIONS: [(&str, usize); 12] = [
 
 /// Evaluate `text`; `lookup` resolves names that are not built in (`pi`).
 pub fn eval(text: &str, lookup: &dyn Fn(&str) -> Option<f64>) -> Result<f64, ExprError> {
-    let mut p = Parser { s: text.as_bytes(), pos: 0, lookup };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        pos: 0,
+        lookup,
+    };
     p.skip_ws();
     if p.pos == p.s.len() {
-        return Err(ExprError { offset: 0, message: "empty expression".into() });
+        return Err(ExprError {
+            offset: 0,
+            message: "empty expression".into(),
+        });
     }
     let v = p.expr()?;
     p.skip_ws();
@@ -51,7 +58,10 @@ pub fn eval(text: &str, lookup: &dyn Fn(&str) -> Option<f64>) -> Result<f64, Exp
         return Err(p.err(format!("unexpected `{}`", p.rest_token())));
     }
     if !v.is_finite() {
-        return Err(ExprError { offset: 0, message: format!("expression evaluates to {v} (not a finite number)") });
+        return Err(ExprError {
+            offset: 0,
+            message: format!("expression evaluates to {v} (not a finite number)"),
+        });
     }
     Ok(v)
 }
@@ -87,7 +97,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, message: String) -> ExprError {
-        ExprError { offset: self.pos, message }
+        ExprError {
+            offset: self.pos,
+            message,
+        }
     }
     fn skip_ws(&mut self) {
         while self.pos < self.s.len() && self.s[self.pos].is_ascii_whitespace() {
@@ -99,7 +112,10 @@ impl Parser<'_> {
         self.s.get(self.pos).copied()
     }
     fn rest_token(&self) -> String {
-        String::from_utf8_lossy(&self.s[self.pos..]).chars().take(12).collect()
+        String::from_utf8_lossy(&self.s[self.pos..])
+            .chars()
+            .take(12)
+            .collect()
     }
     fn expr(&mut self) -> Result<f64, ExprError> {
         let mut v = self.term()?;
@@ -120,7 +136,10 @@ impl Parser<'_> {
                 v *= r;
             } else {
                 if r == 0.0 {
-                    return Err(ExprError { offset: at, message: "division by zero".into() });
+                    return Err(ExprError {
+                        offset: at,
+                        message: "division by zero".into(),
+                    });
                 }
                 v /= r;
             }
@@ -151,7 +170,9 @@ impl Parser<'_> {
     }
     fn primary(&mut self) -> Result<f64, ExprError> {
         match self.peek() {
-            None => Err(self.err("expression ends where a number, name or `(` was expected".into())),
+            None => {
+                Err(self.err("expression ends where a number, name or `(` was expected".into()))
+            }
             Some(b'(') => {
                 self.pos += 1;
                 let v = self.expr()?;
@@ -187,15 +208,21 @@ impl Parser<'_> {
         }
         let text = std::str::from_utf8(&s[start..i]).unwrap_or("");
         self.pos = i;
-        text.parse::<f64>()
-            .map_err(|_| ExprError { offset: start, message: format!("`{text}` is not a number") })
+        text.parse::<f64>().map_err(|_| ExprError {
+            offset: start,
+            message: format!("`{text}` is not a number"),
+        })
     }
     fn name(&mut self) -> Result<f64, ExprError> {
         let start = self.pos;
-        while self.pos < self.s.len() && (self.s[self.pos].is_ascii_alphanumeric() || self.s[self.pos] == b'_') {
+        while self.pos < self.s.len()
+            && (self.s[self.pos].is_ascii_alphanumeric() || self.s[self.pos] == b'_')
+        {
             self.pos += 1;
         }
-        let name = std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("").to_string();
+        let name = std::str::from_utf8(&self.s[start..self.pos])
+            .unwrap_or("")
+            .to_string();
         if self.peek() == Some(b'(') {
             let Some(&(_, nargs)) = FUNCTIONS.iter().find(|(f, _)| *f == name) else {
                 let known: Vec<&str> = FUNCTIONS.iter().map(|(f, _)| *f).collect();
@@ -237,15 +264,20 @@ impl Parser<'_> {
                 _ => unreachable!("function table and match agree"),
             };
             if !v.is_finite() {
-                return Err(ExprError { offset: start, message: format!("`{name}({a})` is not a finite number") });
+                return Err(ExprError {
+                    offset: start,
+                    message: format!("`{name}({a})` is not a finite number"),
+                });
             }
             return Ok(v);
         }
         if name == "pi" {
             return Ok(std::f64::consts::PI);
         }
-        (self.lookup)(&name)
-            .ok_or_else(|| ExprError { offset: start, message: format!("unknown name `{name}` (not a parameter)") })
+        (self.lookup)(&name).ok_or_else(|| ExprError {
+            offset: start,
+            message: format!("unknown name `{name}` (not a parameter)"),
+        })
     }
 }
 
@@ -280,10 +312,16 @@ mod tests {
     fn constants_functions_and_names() {
         assert_eq!(ev("23*pi/12").unwrap(), 23.0 * PI / 12.0);
         assert_eq!(ev("sqrt(2)/2").unwrap(), 2f64.sqrt() / 2.0);
-        assert_eq!(ev("2 + 1.5*cos(23*pi/12)").unwrap(), 2.0 + 1.5 * (23.0 * PI / 12.0).cos());
+        assert_eq!(
+            ev("2 + 1.5*cos(23*pi/12)").unwrap(),
+            2.0 + 1.5 * (23.0 * PI / 12.0).cos()
+        );
         assert_eq!(ev("atan2(1, 1)").unwrap(), PI / 4.0);
         assert!((ev("exp(ln(3))").unwrap() - 3.0).abs() < 1e-15);
-        assert_eq!(ev("abs(-3) + tan(0) + sin(0) + asin(0) + acos(1) + atan(0)").unwrap(), 3.0);
+        assert_eq!(
+            ev("abs(-3) + tan(0) + sin(0) + asin(0) + acos(1) + atan(0)").unwrap(),
+            3.0
+        );
         assert_eq!(ev("deg(180)").unwrap(), PI);
         assert_eq!(ev("L^2*k_1/12").unwrap(), 4.0 * 400.0 / 12.0);
     }
@@ -301,13 +339,22 @@ mod tests {
         assert!(e.message.contains("missing `)`"), "{e}");
         let e = ev("1 / 0").unwrap_err();
         assert_eq!(e.message, "division by zero");
-        assert!(ev("sqrt(-1)").unwrap_err().message.contains("not a finite number"));
-        assert!(ev("atan2(1)").unwrap_err().message.contains("takes 2 argument(s), got 1"));
+        assert!(ev("sqrt(-1)")
+            .unwrap_err()
+            .message
+            .contains("not a finite number"));
+        assert!(ev("atan2(1)")
+            .unwrap_err()
+            .message
+            .contains("takes 2 argument(s), got 1"));
         let e = ev("1 2").unwrap_err();
         assert_eq!(e.offset, 2);
         assert!(e.message.contains("unexpected `2`"), "{e}");
         assert!(ev("").unwrap_err().message.contains("empty"));
-        assert!(ev("1 $ 2").unwrap_err().message.contains("unexpected `$ 2`"));
+        assert!(ev("1 $ 2")
+            .unwrap_err()
+            .message
+            .contains("unexpected `$ 2`"));
     }
 
     #[test]

@@ -19,10 +19,14 @@ use std::f64::consts::PI;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+mod elements;
+
 /// Read and validate a model file.
 pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ModelError::Io { file: path.to_path_buf(), reason: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
+        file: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     load_model_str(&text, path)
 }
 
@@ -45,15 +49,28 @@ impl<'a> Source<'a> {
     fn new(text: &'a str, path: &Path) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Source { file: path.to_path_buf(), text, line_starts }
+        Source {
+            file: path.to_path_buf(),
+            text,
+            line_starts,
+        }
     }
 
     fn loc(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset);
         let start = self.line_starts[line - 1];
-        let column = self.text.get(start..offset).map(|s| s.chars().count()).unwrap_or(offset - start) + 1;
-        Location { file: self.file.clone(), line, column }
+        let column = self
+            .text
+            .get(start..offset)
+            .map(|s| s.chars().count())
+            .unwrap_or(offset - start)
+            + 1;
+        Location {
+            file: self.file.clone(),
+            line,
+            column,
+        }
     }
 
     /// A serde/TOML error, attributed to the element whose span contains it when the file is
@@ -73,18 +90,33 @@ impl<'a> Source<'a> {
             message
         };
         let Some(span) = e.span() else {
-            return ModelError::Syntax { at: Location { file: self.file.clone(), line: 0, column: 0 }, message };
+            return ModelError::Syntax {
+                at: Location {
+                    file: self.file.clone(),
+                    line: 0,
+                    column: 0,
+                },
+                message,
+            };
         };
         let at = self.loc(span.start);
         match self.element_at(span.start) {
-            Some(element) => ModelError::Element { at, element, message },
+            Some(element) => ModelError::Element {
+                at,
+                element,
+                message,
+            },
             None => ModelError::Syntax { at, message },
         }
     }
 
     fn element_at(&self, offset: usize) -> Option<String> {
         let loose: LooseFile = toml::from_str(self.text).ok()?;
-        let tables = [("model", &loose.model), ("experiment", &loose.experiment), ("solver", &loose.solver)];
+        let tables = [
+            ("model", &loose.model),
+            ("experiment", &loose.experiment),
+            ("solver", &loose.solver),
+        ];
         for (name, t) in tables {
             if let Some(t) = t {
                 if t.span().contains(&offset) {
@@ -191,10 +223,20 @@ impl<'a> Resolver<'a> {
     // ----- errors -----------------------------------------------------------------------------
 
     fn err(&self, span: Range<usize>, el: &str, message: impl Into<String>) -> ModelError {
-        ModelError::Element { at: self.src.loc(span.start), element: el.to_string(), message: message.into() }
+        ModelError::Element {
+            at: self.src.loc(span.start),
+            element: el.to_string(),
+            message: message.into(),
+        }
     }
 
-    fn ensure(&self, ok: bool, span: Range<usize>, el: &str, message: impl FnOnce() -> String) -> Res<()> {
+    fn ensure(
+        &self,
+        ok: bool,
+        span: Range<usize>,
+        el: &str,
+        message: impl FnOnce() -> String,
+    ) -> Res<()> {
         if ok {
             Ok(())
         } else {
@@ -212,16 +254,43 @@ impl<'a> Resolver<'a> {
     ) -> Res<()> {
         for (k, span) in present {
             if !allowed.contains(k) {
-                let k = if *k == "final_value" { "final" } else if *k == "kind" { "type" } else { k };
-                let uses = if allowed.is_empty() { "no other keys".to_string() } else { allowed.join(", ") };
-                return Err(self.err(span.clone(), el, format!("key `{k}` does not apply to {what} (it uses: {uses})")));
+                let k = if *k == "final_value" {
+                    "final"
+                } else if *k == "kind" {
+                    "type"
+                } else {
+                    k
+                };
+                let uses = if allowed.is_empty() {
+                    "no other keys".to_string()
+                } else {
+                    allowed.join(", ")
+                };
+                return Err(self.err(
+                    span.clone(),
+                    el,
+                    format!("key `{k}` does not apply to {what} (it uses: {uses})"),
+                ));
             }
         }
         Ok(())
     }
 
-    fn required<'b, T>(&self, v: &'b Option<T>, el_span: Range<usize>, el: &str, key: &str, what: &str) -> Res<&'b T> {
-        v.as_ref().ok_or_else(|| self.err(el_span, el, format!("missing key `{key}` ({what} needs it)")))
+    fn required<'b, T>(
+        &self,
+        v: &'b Option<T>,
+        el_span: Range<usize>,
+        el: &str,
+        key: &str,
+        what: &str,
+    ) -> Res<&'b T> {
+        v.as_ref().ok_or_else(|| {
+            self.err(
+                el_span,
+                el,
+                format!("missing key `{key}` ({what} needs it)"),
+            )
+        })
     }
 
     // ----- names ------------------------------------------------------------------------------
@@ -248,7 +317,11 @@ impl<'a> Resolver<'a> {
         self.check_name(name, el)?;
         let n = name.get_ref();
         if n == "time" {
-            return Err(self.err(name.span(), el, "name `time` is reserved for the independent variable"));
+            return Err(self.err(
+                name.span(),
+                el,
+                "name `time` is reserved for the independent variable",
+            ));
         }
         if let Some(other) = self.variables.get(n) {
             return Err(self.err(
@@ -274,18 +347,25 @@ impl<'a> Resolver<'a> {
             Num::Text(t) => t.as_str(),
             Num::Number(_) => "",
         };
-        self.err(at..at, el, format!("in the expression \"{text}\": {}", e.message))
+        self.err(
+            at..at,
+            el,
+            format!("in the expression \"{text}\": {}", e.message),
+        )
     }
 
     /// A number fixed at load time: parameter names and expressions evaluate to default values.
     fn number(&mut self, n: &S<Num>, el: &str, field: &str) -> Res<f64> {
         match n.get_ref() {
             Num::Number(v) => {
-                self.ensure(v.is_finite(), n.span(), el, || format!("`{field}` must be a finite number"))?;
+                self.ensure(v.is_finite(), n.span(), el, || {
+                    format!("`{field}` must be a finite number")
+                })?;
                 Ok(*v)
             }
             Num::Text(t) => {
-                let v = expr::eval(t, &self.param_lookup()).map_err(|e| self.expr_error(n, el, e))?;
+                let v =
+                    expr::eval(t, &self.param_lookup()).map_err(|e| self.expr_error(n, el, e))?;
                 for id in expr::identifiers(t) {
                     if let Some(&i) = self.param_index.get(&id) {
                         self.param_uses[i].push(ParamUse {
@@ -303,7 +383,10 @@ impl<'a> Resolver<'a> {
     fn scalar(&mut self, n: &S<Num>, el: &str, field: &str, tunable_ok: bool) -> Res<Scalar> {
         if let Num::Text(t) = n.get_ref() {
             if let Some(&i) = self.param_index.get(t.trim()) {
-                self.param_uses[i].push(ParamUse { tunable_ok, what: format!("{el} `{field}`") });
+                self.param_uses[i].push(ParamUse {
+                    tunable_ok,
+                    what: format!("{el} `{field}`"),
+                });
                 return Ok(Scalar::Param(i));
             }
         }
@@ -317,17 +400,35 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    fn nonneg_scalar(&mut self, n: &S<Num>, el: &str, field: &str, tunable_ok: bool, unit: &str) -> Res<Scalar> {
+    fn nonneg_scalar(
+        &mut self,
+        n: &S<Num>,
+        el: &str,
+        field: &str,
+        tunable_ok: bool,
+        unit: &str,
+    ) -> Res<Scalar> {
         let s = self.scalar(n, el, field, tunable_ok)?;
         let v = self.value_of(s);
-        self.ensure(v >= 0.0, n.span(), el, || format!("`{field}` must not be negative, got {v} {unit}"))?;
+        self.ensure(v >= 0.0, n.span(), el, || {
+            format!("`{field}` must not be negative, got {v} {unit}")
+        })?;
         Ok(s)
     }
 
-    fn positive_scalar(&mut self, n: &S<Num>, el: &str, field: &str, tunable_ok: bool, unit: &str) -> Res<Scalar> {
+    fn positive_scalar(
+        &mut self,
+        n: &S<Num>,
+        el: &str,
+        field: &str,
+        tunable_ok: bool,
+        unit: &str,
+    ) -> Res<Scalar> {
         let s = self.scalar(n, el, field, tunable_ok)?;
         let v = self.value_of(s);
-        self.ensure(v > 0.0, n.span(), el, || format!("`{field}` must be positive, got {v} {unit}"))?;
+        self.ensure(v > 0.0, n.span(), el, || {
+            format!("`{field}` must be positive, got {v} {unit}")
+        })?;
         Ok(s)
     }
 
@@ -347,11 +448,19 @@ impl<'a> Resolver<'a> {
     fn unit_vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
         let x = self.vec3(v, el, field)?;
         let n = x.norm();
-        self.ensure(n > 1e-12, v.span(), el, || format!("`{field}` has zero length"))?;
+        self.ensure(n > 1e-12, v.span(), el, || {
+            format!("`{field}` has zero length")
+        })?;
         Ok(x / n)
     }
 
-    fn scalar3(&mut self, v: &NumList, el: &str, field: &str, tunable_ok: bool) -> Res<[Scalar; 3]> {
+    fn scalar3(
+        &mut self,
+        v: &NumList,
+        el: &str,
+        field: &str,
+        tunable_ok: bool,
+    ) -> Res<[Scalar; 3]> {
         let items = v.get_ref();
         self.ensure(items.len() == 3, v.span(), el, || {
             format!("`{field}` needs 3 components, got {}", items.len())
@@ -368,7 +477,11 @@ impl<'a> Resolver<'a> {
             "x" => Ok(0),
             "y" => Ok(1),
             "z" => Ok(2),
-            other => Err(self.err(c.span(), el, format!("`component` must be \"x\", \"y\" or \"z\", got \"{other}\""))),
+            other => Err(self.err(
+                c.span(),
+                el,
+                format!("`component` must be \"x\", \"y\" or \"z\", got \"{other}\""),
+            )),
         }
     }
 
@@ -380,7 +493,14 @@ impl<'a> Resolver<'a> {
             return Ok(BodyRef::Ground);
         }
         self.bodies_by_name.get(n).copied().ok_or_else(|| {
-            self.err(name.span(), el, format!("`{field}`: no body or frame named `{n}` (the fixed world is \"ground\")"))
+            self.err(
+                name.span(),
+                el,
+                format!(
+                    "`{field}`: no body or frame named `{n}`{} (the fixed world is \"ground\")",
+                    did_you_mean(n, self.bodies_by_name.keys())
+                ),
+            )
         })
     }
 
@@ -420,7 +540,15 @@ impl<'a> Resolver<'a> {
                 self.input_used[i] = true;
                 Ok(i)
             }
-            None => Err(self.err(name.span(), el, format!("no input named `{}`", name.get_ref()))),
+            None => Err(self.err(
+                name.span(),
+                el,
+                format!(
+                    "no input named `{}`{}",
+                    name.get_ref(),
+                    did_you_mean(name.get_ref(), self.input_index.keys())
+                ),
+            )),
         }
     }
 
@@ -428,13 +556,29 @@ impl<'a> Resolver<'a> {
         self.joint_index
             .get(name.get_ref())
             .copied()
-            .ok_or_else(|| self.err(name.span(), el, format!("no joint named `{}`", name.get_ref())))
+            .ok_or_else(|| {
+                self.err(
+                    name.span(),
+                    el,
+                    format!(
+                        "no joint named `{}`{}",
+                        name.get_ref(),
+                        did_you_mean(name.get_ref(), self.joint_index.keys())
+                    ),
+                )
+            })
     }
 
     // ----- geometry ---------------------------------------------------------------------------
 
     /// Joint axes (columns x, y, z) from a z axis and an optional x reference direction.
-    fn axes(&mut self, axis: Option<&NumList>, x_axis: Option<&NumList>, el: &str, x_key: &str) -> Res<Matrix3<f64>> {
+    fn axes(
+        &mut self,
+        axis: Option<&NumList>,
+        x_axis: Option<&NumList>,
+        el: &str,
+        x_key: &str,
+    ) -> Res<Matrix3<f64>> {
         let z = match axis {
             Some(a) => self.unit_vec3(a, el, "axis")?,
             None => Vector3::z(),
@@ -491,25 +635,45 @@ impl<'a> Resolver<'a> {
     ) -> (LocalFrame, LocalFrame) {
         let (r1, a1) = self.pose(b1);
         let (r2, a2) = self.pose(b2);
-        let rz = Matrix3::from(nalgebra::Rotation3::from_axis_angle(&Vector3::z_axis(), theta0));
-        let f1 = LocalFrame { origin: a1.transpose() * (point - r1), axes: a1.transpose() * rj };
-        let f2 = LocalFrame { origin: a2.transpose() * (point - r2), axes: a2.transpose() * rj * rz };
+        let rz = Matrix3::from(nalgebra::Rotation3::from_axis_angle(
+            &Vector3::z_axis(),
+            theta0,
+        ));
+        let f1 = LocalFrame {
+            origin: a1.transpose() * (point - r1),
+            axes: a1.transpose() * rj,
+        };
+        let f2 = LocalFrame {
+            origin: a2.transpose() * (point - r2),
+            axes: a2.transpose() * rj * rz,
+        };
         (f1, f2)
     }
 
     fn check_two_ends(&self, b1: BodyRef, b2: BodyRef, span2: Range<usize>, el: &str) -> Res<()> {
         if b1 == b2 {
-            return Err(self.err(span2, el, format!("connects {} to itself", self.ref_name(b1))));
+            return Err(self.err(
+                span2,
+                el,
+                format!("connects {} to itself", self.ref_name(b1)),
+            ));
         }
         let groundish = |b: BodyRef| !matches!(b, BodyRef::Body(_));
         self.ensure(!(groundish(b1) && groundish(b2)), span2, el, || {
-            format!("connects {} to {}: at least one end must be a body", self.ref_name(b1), self.ref_name(b2))
+            format!(
+                "connects {} to {}: at least one end must be a body",
+                self.ref_name(b1),
+                self.ref_name(b2)
+            )
         })
     }
 
     fn check_rigid(&self, b: BodyRef, span: Range<usize>, el: &str, what: &str) -> Res<()> {
         self.ensure(!self.is_particle(b), span, el, || {
-            format!("{} is a particle (no orientation), but {what} needs a rigid body", self.ref_name(b))
+            format!(
+                "{} is a particle (no orientation), but {what} needs a rigid body",
+                self.ref_name(b)
+            )
         })
     }
 
@@ -518,8 +682,13 @@ impl<'a> Resolver<'a> {
     fn table_file(&mut self, file: &S<String>, el: &str) -> Res<(PathBuf, Vec<f64>, Vec<f64>)> {
         let rel = PathBuf::from(file.get_ref());
         let full = self.dir.join(&rel);
-        let (x, y) = table::read_table_file(&full)
-            .map_err(|e| self.err(file.span(), el, format!("table file `{}`: {e}", full.display())))?;
+        let (x, y) = table::read_table_file(&full).map_err(|e| {
+            self.err(
+                file.span(),
+                el,
+                format!("table file `{}`: {e}", full.display()),
+            )
+        })?;
         if !self.source_files.contains(&full) {
             self.source_files.push(full);
         }
@@ -570,7 +739,13 @@ impl<'a> Resolver<'a> {
         }
         macro_rules! req {
             ($f:ident, $name:expr, $kind:expr) => {{
-                let v = self.required(&raw.$f, span.clone(), el, $name, &format!("a {} motion", $kind))?;
+                let v = self.required(
+                    &raw.$f,
+                    span.clone(),
+                    el,
+                    $name,
+                    &format!("a {} motion", $kind),
+                )?;
                 self.scalar(v, el, $name, false)?
             }};
         }
@@ -620,11 +795,23 @@ impl<'a> Resolver<'a> {
         match m {
             Motion::Input(i) => self.inputs[*i].start,
             Motion::Constant(c) => v(c),
-            Motion::Ramp { initial, slope, start } => v(initial) + v(slope) * (t - v(start)).max(0.0),
-            Motion::Sine { offset, amplitude, frequency, phase } => {
-                v(offset) + v(amplitude) * (2.0 * PI * v(frequency) * t + v(phase)).sin()
-            }
-            Motion::SmoothStep { initial, final_value, start, duration } => {
+            Motion::Ramp {
+                initial,
+                slope,
+                start,
+            } => v(initial) + v(slope) * (t - v(start)).max(0.0),
+            Motion::Sine {
+                offset,
+                amplitude,
+                frequency,
+                phase,
+            } => v(offset) + v(amplitude) * (2.0 * PI * v(frequency) * t + v(phase)).sin(),
+            Motion::SmoothStep {
+                initial,
+                final_value,
+                start,
+                duration,
+            } => {
                 let s = ((t - v(start)) / v(duration)).clamp(0.0, 1.0);
                 v(initial) + (v(final_value) - v(initial)) * (1.0 - (PI * s).cos()) / 2.0
             }
@@ -644,7 +831,8 @@ impl<'a> Resolver<'a> {
             let el = label("parameters", i, p.name.get_ref());
             self.claim_variable(&p.name, &el)?;
             let value = self.number(&p.value, &el, "value")?;
-            self.param_index.insert(p.name.get_ref().clone(), self.params.len());
+            self.param_index
+                .insert(p.name.get_ref().clone(), self.params.len());
             self.param_uses.push(Vec::new());
             self.params.push(ParameterSpec {
                 name: p.name.get_ref().clone(),
@@ -682,7 +870,8 @@ impl<'a> Resolver<'a> {
                 Some(s) => self.number(s, &el, "start")?,
                 None => 0.0,
             };
-            self.input_index.insert(inp.name.get_ref().clone(), self.inputs.len());
+            self.input_index
+                .insert(inp.name.get_ref().clone(), self.inputs.len());
             self.input_used.push(false);
             self.inputs.push(InputSpec {
                 name: inp.name.get_ref().clone(),
@@ -770,7 +959,9 @@ impl<'a> Resolver<'a> {
 
     fn experiment(&mut self, raw: &RawFile) -> Res<ExperimentSpec> {
         let mut e = ExperimentSpec::default();
-        let Some(x) = &raw.experiment else { return Ok(e) };
+        let Some(x) = &raw.experiment else {
+            return Ok(e);
+        };
         let el = "[experiment]";
         let x = x.get_ref();
         if let Some(v) = &x.start {
@@ -778,17 +969,23 @@ impl<'a> Resolver<'a> {
         }
         if let Some(v) = &x.stop {
             e.stop = self.number(v, el, "stop")?;
-            self.ensure(e.stop > e.start, v.span(), el, || format!("`stop` ({}) must be after `start` ({})", e.stop, e.start))?;
+            self.ensure(e.stop > e.start, v.span(), el, || {
+                format!("`stop` ({}) must be after `start` ({})", e.stop, e.start)
+            })?;
         } else {
             e.stop = e.start + 1.0;
         }
         if let Some(v) = &x.tolerance {
             e.tolerance = self.number(v, el, "tolerance")?;
-            self.ensure(e.tolerance > 0.0, v.span(), el, || format!("`tolerance` must be positive, got {}", e.tolerance))?;
+            self.ensure(e.tolerance > 0.0, v.span(), el, || {
+                format!("`tolerance` must be positive, got {}", e.tolerance)
+            })?;
         }
         if let Some(v) = &x.step {
             e.step = self.number(v, el, "step")?;
-            self.ensure(e.step > 0.0, v.span(), el, || format!("`step` must be positive, got {} s", e.step))?;
+            self.ensure(e.step > 0.0, v.span(), el, || {
+                format!("`step` must be positive, got {} s", e.step)
+            })?;
         }
         Ok(e)
     }
@@ -801,13 +998,29 @@ impl<'a> Resolver<'a> {
         if let Some(v) = &x.integrator {
             s.method = Method::from_name(v.get_ref()).ok_or_else(|| {
                 let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
-                self.err(v.span(), el, format!("unknown integrator \"{}\" (one of: {})", v.get_ref(), names.join(", ")))
+                self.err(
+                    v.span(),
+                    el,
+                    format!(
+                        "unknown integrator \"{}\" (one of: {})",
+                        v.get_ref(),
+                        names.join(", ")
+                    ),
+                )
             })?;
         }
         if let Some(v) = &x.jacobian {
             s.jacobian = JacobianStrategy::from_name(v.get_ref()).ok_or_else(|| {
                 let names: Vec<&str> = JacobianStrategy::ALL.iter().map(|m| m.name()).collect();
-                self.err(v.span(), el, format!("unknown jacobian \"{}\" (one of: {})", v.get_ref(), names.join(", ")))
+                self.err(
+                    v.span(),
+                    el,
+                    format!(
+                        "unknown jacobian \"{}\" (one of: {})",
+                        v.get_ref(),
+                        names.join(", ")
+                    ),
+                )
             })?;
         }
         for (key, val, target, positive) in [
@@ -819,786 +1032,69 @@ impl<'a> Resolver<'a> {
             if let Some(v) = val {
                 let n = self.number(v, el, key)?;
                 let ok = if positive { n > 0.0 } else { n >= 0.0 };
-                let need = if positive { "positive" } else { "zero or positive" };
-                self.ensure(ok, v.span(), el, || format!("`{key}` must be {need}, got {n}"))?;
+                let need = if positive {
+                    "positive"
+                } else {
+                    "zero or positive"
+                };
+                self.ensure(ok, v.span(), el, || {
+                    format!("`{key}` must be {need}, got {n}")
+                })?;
                 *target = n;
             }
         }
         if let Some(v) = &x.fixed_step {
             let n = self.number(v, el, "fixed_step")?;
-            self.ensure(n > 0.0, v.span(), el, || format!("`fixed_step` must be positive, got {n}"))?;
+            self.ensure(n > 0.0, v.span(), el, || {
+                format!("`fixed_step` must be positive, got {n}")
+            })?;
             s.fixed_step = Some(n);
         }
         Ok(s)
     }
-
-    fn claim_body_name(&mut self, name: &S<String>, el: &str, r: BodyRef) -> Res<()> {
-        self.check_name(name, el)?;
-        let n = name.get_ref();
-        self.ensure(n != "ground", name.span(), el, || "the name `ground` is reserved for the fixed world".into())?;
-        if self.bodies_by_name.contains_key(n) {
-            return Err(self.err(name.span(), el, format!("duplicate name `{n}`: bodies and frames share one namespace")));
-        }
-        self.bodies_by_name.insert(n.clone(), r);
-        Ok(())
-    }
-
-    fn body(&mut self, i: usize, b: &S<RawBody>) -> Res<()> {
-        let bspan = b.span();
-        let b = b.get_ref();
-        let el = label("bodies", i, b.name.get_ref());
-        self.claim_body_name(&b.name, &el, BodyRef::Body(i))?;
-        let kind = match &b.kind {
-            None => BodyKind::Rigid,
-            Some(k) => match k.get_ref().as_str() {
-                "rigid" => BodyKind::Rigid,
-                "particle" => BodyKind::Particle,
-                other => {
-                    return Err(self.err(k.span(), &el, format!("unknown body type \"{other}\" (one of: rigid, particle)")))
-                }
-            },
-        };
-        let mass = self.positive_scalar(&b.mass, &el, "mass", false, "kg")?;
-        let position = self.vec3(&b.position, &el, "position")?;
-        let velocity = match &b.velocity {
-            Some(v) => self.vec3(v, &el, "velocity")?,
-            None => Vector3::zeros(),
-        };
-        let zero = Scalar::Const(0.0);
-        let mut inertia = [zero; 6];
-        let mut orientation = UnitQuaternion::identity();
-        let mut angular_velocity = Vector3::zeros();
-        match kind {
-            BodyKind::Particle => {
-                let extra = [
-                    ("inertia", b.inertia.as_ref().map(|x| x.span())),
-                    ("orientation", b.orientation.as_ref().map(|x| x.span())),
-                    ("angular_velocity", b.angular_velocity.as_ref().map(|x| x.span())),
-                ];
-                for (k, s) in extra {
-                    if let Some(s) = s {
-                        return Err(self.err(s, &el, format!("a particle has no `{k}` (it is a point mass); remove the key or use type = \"rigid\"")));
-                    }
-                }
-            }
-            BodyKind::Rigid => {
-                let ine = self.required(&b.inertia, bspan, &el, "inertia", "a rigid body")?;
-                inertia = self.inertia(ine, &el)?;
-                if let Some(o) = &b.orientation {
-                    orientation = self.orientation(o, &el)?;
-                }
-                if let Some(w) = &b.angular_velocity {
-                    angular_velocity = self.vec3(w, &el, "angular_velocity")?;
-                }
-            }
-        }
-        self.body_specs.push(BodySpec {
-            name: b.name.get_ref().clone(),
-            kind,
-            mass,
-            inertia,
-            position,
-            orientation,
-            velocity,
-            angular_velocity,
-        });
-        Ok(())
-    }
-
-    fn inertia(&mut self, ine: &S<RawInertia>, el: &str) -> Res<[Scalar; 6]> {
-        let zero = Scalar::Const(0.0);
-        let s = match ine.get_ref() {
-            RawInertia::Diagonal(d) => {
-                self.ensure(d.len() == 3, ine.span(), el, || {
-                    format!("`inertia` as a list is [Ixx, Iyy, Izz] (3 values), got {} values; use {{ xx, yy, zz, xy, xz, yz }} for a full tensor", d.len())
-                })?;
-                let mut s = [zero; 6];
-                for k in 0..3 {
-                    s[k] = self.scalar(&d[k], el, "inertia", false)?;
-                }
-                s
-            }
-            RawInertia::Full(f) => {
-                let mut s = [zero; 6];
-                let items = [Some(&f.xx), Some(&f.yy), Some(&f.zz), f.xy.as_ref(), f.xz.as_ref(), f.yz.as_ref()];
-                for (k, x) in items.iter().enumerate() {
-                    if let Some(x) = x {
-                        s[k] = self.scalar(x, el, "inertia", false)?;
-                    }
-                }
-                s
-            }
-        };
-        let v: Vec<f64> = s.iter().map(|x| self.value_of(*x)).collect();
-        let m = Matrix3::new(v[0], v[3], v[4], v[3], v[1], v[5], v[4], v[5], v[2]);
-        let mut ev: Vec<f64> = SymmetricEigen::new(m).eigenvalues.iter().copied().collect();
-        ev.sort_by(|a, b| a.total_cmp(b));
-        let scale = ev[2].abs().max(f64::MIN_POSITIVE);
-        self.ensure(ev[0] > 1e-12 * scale && ev[0] > 0.0, ine.span(), el, || {
-            format!(
-                "inertia is not positive definite (principal moments {}, {}, {} kg m^2)",
-                sig6(ev[0]), sig6(ev[1]), sig6(ev[2])
-            )
-        })?;
-        self.ensure(ev[2] <= (ev[0] + ev[1]) * (1.0 + 1e-9), ine.span(), el, || {
-            format!(
-                "inertia violates the triangle inequality: the largest principal moment {} exceeds the sum of the others ({} + {}); no mass distribution has this inertia",
-                sig6(ev[2]), sig6(ev[0]), sig6(ev[1])
-            )
-        })?;
-        Ok(s)
-    }
-
-    fn orientation(&mut self, o: &S<RawOrientation>, el: &str) -> Res<UnitQuaternion<f64>> {
-        match o.get_ref() {
-            RawOrientation::Quaternion(q) => {
-                self.ensure(q.len() == 4, o.span(), el, || {
-                    format!("`orientation` as a list is a unit quaternion [w, x, y, z], got {} values", q.len())
-                })?;
-                let mut c = [0.0; 4];
-                for k in 0..4 {
-                    c[k] = self.number(&q[k], el, "orientation")?;
-                }
-                let quat = nalgebra::Quaternion::new(c[0], c[1], c[2], c[3]);
-                let n = quat.norm();
-                self.ensure((n - 1.0).abs() < 1e-3, o.span(), el, || {
-                    format!("`orientation` quaternion must have unit length, its norm is {n}")
-                })?;
-                Ok(UnitQuaternion::from_quaternion(quat))
-            }
-            RawOrientation::AxisAngle(aa) => {
-                let axis = self.unit_vec3(&aa.axis, el, "orientation.axis")?;
-                let angle = self.number(&aa.angle, el, "orientation.angle")?;
-                Ok(UnitQuaternion::from_axis_angle(&Unit::new_unchecked(axis), angle))
-            }
-        }
-    }
-
-    fn frame(&mut self, i: usize, f: &S<RawFrame>) -> Res<()> {
-        let f = f.get_ref();
-        let el = label("frames", i, f.name.get_ref());
-        self.claim_body_name(&f.name, &el, BodyRef::Frame(i))?;
-        let items = f.position.get_ref();
-        self.ensure(items.len() == 3, f.position.span(), &el, || {
-            format!("`position` needs 3 motions (x, y, z), got {}", items.len())
-        })?;
-        let mut ms = Vec::new();
-        for (k, m) in items.iter().enumerate() {
-            ms.push(self.motion(m, &el, &format!("position.{}", axis_name(k)))?);
-        }
-        let p = Vector3::new(self.motion_at(&ms[0], self.t0), self.motion_at(&ms[1], self.t0), self.motion_at(&ms[2], self.t0));
-        let [x, y, z]: [Motion; 3] = ms.try_into().expect("three motions");
-        self.frame_positions.push(p);
-        self.frame_specs.push(MovingFrameSpec { name: f.name.get_ref().clone(), position: [x, y, z] });
-        Ok(())
-    }
-
-    fn joint(&mut self, i: usize, j: &S<RawJoint>) -> Res<()> {
-        let jspan = j.span();
-        let j = j.get_ref();
-        let el = label("joints", i, j.name.get_ref());
-        self.check_name(&j.name, &el)?;
-        if self.joint_index.contains_key(j.name.get_ref()) {
-            return Err(self.err(j.name.span(), &el, format!("duplicate joint name `{}`", j.name.get_ref())));
-        }
-        let (kind, allowed): (JointKind, &[&str]) = match j.kind.get_ref().as_str() {
-            "revolute" => (JointKind::Revolute, &["point", "axis", "x_axis", "initial_angle", "frame1", "frame2"]),
-            "prismatic" => (JointKind::Prismatic, &["point", "axis", "x_axis", "frame1", "frame2"]),
-            "cylindrical" => (JointKind::Cylindrical, &["point", "axis", "x_axis", "frame1", "frame2"]),
-            "universal" => (JointKind::Universal, &["point", "axis", "axis2", "frame1", "frame2"]),
-            "spherical" => (JointKind::Spherical, &["point", "axis", "x_axis", "frame1", "frame2"]),
-            "fixed" => (JointKind::Fixed, &["point", "axis", "x_axis", "frame1", "frame2"]),
-            "planar" => (JointKind::Planar, &["point", "axis", "x_axis", "frame1", "frame2"]),
-            "distance" => (JointKind::Distance, &["point1", "point2", "length"]),
-            other => {
-                return Err(self.err(
-                    j.kind.span(),
-                    &el,
-                    format!("unknown joint type \"{other}\" (one of: revolute, prismatic, spherical, universal, cylindrical, fixed, distance, planar)"),
-                ))
-            }
-        };
-        let kname = j.kind.get_ref().as_str();
-        let what = format!("a {kname} joint");
-        self.allowed_keys(&el, &what, &j.present_keys(), allowed)?;
-        let b1 = self.body_ref(&j.body1, &el, "body1")?;
-        let b2 = self.body_ref(&j.body2, &el, "body2")?;
-        self.check_two_ends(b1, b2, j.body2.span(), &el)?;
-        match kind {
-            JointKind::Revolute | JointKind::Prismatic | JointKind::Cylindrical | JointKind::Universal | JointKind::Fixed => {
-                self.check_rigid(b1, j.body1.span(), &el, &what)?;
-                self.check_rigid(b2, j.body2.span(), &el, &what)?;
-            }
-            JointKind::Planar => self.check_rigid(b1, j.body1.span(), &el, "the plane of a planar joint (body1)")?,
-            JointKind::Spherical | JointKind::Distance => {}
-        }
-
-        let mut length = None;
-        let (frame1, frame2) = if kind == JointKind::Distance {
-            let p1 = self.required(&j.point1, jspan.clone(), &el, "point1", &what)?;
-            let p2 = self.required(&j.point2, jspan.clone(), &el, "point2", &what)?;
-            let g1 = self.vec3(p1, &el, "point1")?;
-            let g2 = self.vec3(p2, &el, "point2")?;
-            let d = (g2 - g1).norm();
-            length = Some(match &j.length {
-                Some(l) => self.positive_scalar(l, &el, "length", false, "m")?,
-                None => {
-                    self.ensure(d > 1e-12, p2.span(), &el, || "`point1` and `point2` coincide: give a rod `length` or separate the points".into())?;
-                    Scalar::Const(d)
-                }
-            });
-            let (_, a1) = self.pose(b1);
-            let (_, a2) = self.pose(b2);
-            (
-                LocalFrame { origin: self.local_point(b1, g1), axes: a1.transpose() },
-                LocalFrame { origin: self.local_point(b2, g2), axes: a2.transpose() },
-            )
-        } else if j.frame1.is_some() || j.frame2.is_some() {
-            for (k, s) in [("point", j.point.as_ref().map(|x| x.span())), ("axis", j.axis.as_ref().map(|x| x.span())), ("x_axis", j.x_axis.as_ref().map(|x| x.span())), ("axis2", j.axis2.as_ref().map(|x| x.span())), ("initial_angle", j.initial_angle.as_ref().map(|x| x.span()))] {
-                if let Some(s) = s {
-                    return Err(self.err(s, &el, format!("key `{k}` cannot be combined with explicit `frame1`/`frame2`: give either the global point and axes or both frames")));
-                }
-            }
-            let f1 = self.required(&j.frame1, jspan.clone(), &el, "frame1", "a joint with an explicit frame2")?;
-            let f2 = self.required(&j.frame2, jspan.clone(), &el, "frame2", "a joint with an explicit frame1")?;
-            (self.explicit_frame(f1, &el)?, self.explicit_frame(f2, &el)?)
-        } else {
-            let p = self.required(&j.point, jspan.clone(), &el, "point", &what)?;
-            let point = self.vec3(p, &el, "point")?;
-            let axis_needed = matches!(kind, JointKind::Revolute | JointKind::Prismatic | JointKind::Cylindrical | JointKind::Universal | JointKind::Planar);
-            if axis_needed {
-                self.required(&j.axis, jspan.clone(), &el, "axis", &what)?;
-            }
-            let x_key = if kind == JointKind::Universal { "axis2" } else { "x_axis" };
-            let xa = if kind == JointKind::Universal { j.axis2.as_ref() } else { j.x_axis.as_ref() };
-            let rj = self.axes(j.axis.as_ref(), xa, &el, x_key)?;
-            let theta0 = if kind == JointKind::Revolute {
-                match &j.initial_angle {
-                    Some(a) => self.number(a, &el, "initial_angle")?,
-                    None => self.relative_angle(b1, b2, &rj.column(2).into_owned()),
-                }
-            } else {
-                0.0
-            };
-            self.frames_from_global(b1, b2, point, rj, theta0)
-        };
-        self.joint_index.insert(j.name.get_ref().clone(), self.joint_specs.len());
-        self.joint_specs.push(JointSpec { name: j.name.get_ref().clone(), kind, body1: b1, body2: b2, frame1, frame2, length });
-        Ok(())
-    }
-
-    fn driver(&mut self, i: usize, d: &S<RawDriver>) -> Res<()> {
-        let dspan = d.span();
-        let d = d.get_ref();
-        let el = label("drivers", i, d.name.get_ref());
-        self.check_name(&d.name, &el)?;
-        if self.driver_index.contains_key(d.name.get_ref()) {
-            return Err(self.err(d.name.span(), &el, format!("duplicate driver name `{}`", d.name.get_ref())));
-        }
-        let target = match (&d.joint, &d.body) {
-            (Some(jn), None) => {
-                for (k, s) in [("point", d.point.as_ref().map(|x| x.span())), ("component", d.component.as_ref().map(|x| x.span()))] {
-                    if let Some(s) = s {
-                        return Err(self.err(s, &el, format!("key `{k}` does not apply to a joint driver (it belongs to a point driver with `body`)")));
-                    }
-                }
-                let ji = self.joint_ref(jn, &el)?;
-                let jk = self.joint_specs[ji].kind;
-                self.ensure(matches!(jk, JointKind::Revolute | JointKind::Prismatic), jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint, which has no coordinate to drive (drive a revolute or prismatic joint, or a point component with `body`)", jn.get_ref(), joint_kind_name(jk))
-                })?;
-                DriverTarget::JointCoordinate(ji)
-            }
-            (None, Some(bn)) => {
-                let b = self.body_ref(bn, &el, "body")?;
-                let BodyRef::Body(bi) = b else {
-                    return Err(self.err(bn.span(), &el, format!("a point driver needs a body, not {}", self.ref_name(b))));
-                };
-                let point = match &d.point {
-                    Some(p) => {
-                        let g = self.vec3(p, &el, "point")?;
-                        self.local_point(b, g)
-                    }
-                    None => Vector3::zeros(),
-                };
-                let c = self.required(&d.component, dspan.clone(), &el, "component", "a point driver")?;
-                DriverTarget::PointComponent { body: bi, point, component: self.component(c, &el)? }
-            }
-            (Some(_), Some(bn)) => {
-                return Err(self.err(bn.span(), &el, "give either `joint` (joint coordinate) or `body` (point component), not both"))
-            }
-            (None, None) => {
-                return Err(self.err(dspan, &el, "missing key `joint` or `body`: a driver prescribes a joint coordinate or a point component"))
-            }
-        };
-        let motion = self.motion(&d.motion, &el, "motion")?;
-        self.driver_index.insert(d.name.get_ref().clone(), self.driver_specs.len());
-        self.driver_specs.push(DriverSpec { name: d.name.get_ref().clone(), target, motion });
-        Ok(())
-    }
-
-    fn force(&mut self, i: usize, f: &S<RawForce>) -> Res<()> {
-        let fspan = f.span();
-        let f = f.get_ref();
-        let el = label("forces", i, f.name.get_ref());
-        self.check_name(&f.name, &el)?;
-        if self.force_index.contains_key(f.name.get_ref()) {
-            return Err(self.err(f.name.span(), &el, format!("duplicate force name `{}`", f.name.get_ref())));
-        }
-        let present = f.present_keys();
-        let kname = f.kind.get_ref().as_str();
-        let what = format!("a {kname} force");
-        let sp = fspan.clone();
-        let kind = match kname {
-            "spring_damper" => {
-                let law = f.law.as_ref().map(|l| l.get_ref().as_str()).unwrap_or("linear");
-                let law_keys: &[&str] = match law {
-                    "linear" => &["stiffness", "damping", "preload"],
-                    "polynomial" => &["coeffs", "damping"],
-                    "table" => &["table", "damping"],
-                    other => {
-                        let s = f.law.as_ref().map(|l| l.span()).unwrap_or(sp.clone());
-                        return Err(self.err(s, &el, format!("unknown spring law \"{other}\" (one of: linear, polynomial, table)")));
-                    }
-                };
-                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator"];
-                allowed.extend_from_slice(law_keys);
-                self.allowed_keys(&el, &format!("a {law} spring_damper"), &present, &allowed)?;
-                let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
-                let g1 = match &f.point1 {
-                    Some(p) => self.vec3(p, &el, "point1")?,
-                    None => self.pose(b1).0,
-                };
-                let g2 = match &f.point2 {
-                    Some(p) => self.vec3(p, &el, "point2")?,
-                    None => self.pose(b2).0,
-                };
-                let d = (g2 - g1).norm();
-                let p2span = f.point2.as_ref().map(|p| p.span()).unwrap_or(sp.clone());
-                self.ensure(d > 1e-12, p2span, &el, || "the two attachment points coincide at the initial configuration (the force direction is undefined)".into())?;
-                let free_length = match &f.free_length {
-                    Some(l) => self.nonneg_scalar(l, &el, "free_length", true, "m")?,
-                    None => Scalar::Const(d),
-                };
-                let damping = match &f.damping {
-                    Some(c) => self.one_nonneg(c, &el, "damping", "N s/m")?,
-                    None => Scalar::Const(0.0),
-                };
-                let law = match law {
-                    "linear" => {
-                        let k = self.required(&f.stiffness, sp.clone(), &el, "stiffness", "a linear spring_damper")?;
-                        let stiffness = self.one_nonneg(k, &el, "stiffness", "N/m")?;
-                        let preload = match &f.preload {
-                            Some(p) => self.scalar(p, &el, "preload", true)?,
-                            None => Scalar::Const(0.0),
-                        };
-                        ForceLaw::Linear { stiffness, damping, preload }
-                    }
-                    "polynomial" => {
-                        let c = self.required(&f.coeffs, sp.clone(), &el, "coeffs", "a polynomial spring_damper")?;
-                        self.ensure(!c.get_ref().is_empty(), c.span(), &el, || "`coeffs` must not be empty".into())?;
-                        let mut coeffs = Vec::new();
-                        for x in c.get_ref() {
-                            coeffs.push(self.scalar(x, &el, "coeffs", true)?);
-                        }
-                        ForceLaw::Polynomial { coeffs, damping }
-                    }
-                    _ => {
-                        let t = self.required(&f.table, sp.clone(), &el, "table", "a table spring_damper")?;
-                        let (file, deflection, force) = self.table_file(t, &el)?;
-                        ForceLaw::Table { file, deflection, force, damping }
-                    }
-                };
-                let actuator = match &f.actuator {
-                    Some(a) => Some(self.motion(a, &el, "actuator")?),
-                    None => None,
-                };
-                ForceKind::SpringDamper {
-                    body1: b1,
-                    point1: self.local_point(b1, g1),
-                    body2: b2,
-                    point2: self.local_point(b2, g2),
-                    free_length,
-                    law,
-                    actuator,
-                }
-            }
-            "rotational_spring_damper" => {
-                let (b1, frame1, b2, frame2) = if let Some(jn) = &f.joint {
-                    self.allowed_keys(&el, "a rotational_spring_damper on a joint", &present, &["joint", "stiffness", "damping", "free_angle", "actuator"])?;
-                    let ji = self.joint_ref(jn, &el)?;
-                    let js = &self.joint_specs[ji];
-                    self.ensure(js.kind == JointKind::Revolute, jn.span(), &el, || {
-                        format!("joint `{}` is a {} joint; a rotational spring takes its frames from a revolute joint", jn.get_ref(), joint_kind_name(js.kind))
-                    })?;
-                    (js.body1, js.frame1, js.body2, js.frame2)
-                } else {
-                    self.allowed_keys(&el, "a rotational_spring_damper between bodies", &present, &["body1", "body2", "point", "axis", "x_axis", "initial_angle", "stiffness", "damping", "free_angle", "actuator"])?;
-                    let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
-                    self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
-                    self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
-                    let point = match &f.point {
-                        Some(p) => self.vec3(p, &el, "point")?,
-                        None => self.pose(b2).0,
-                    };
-                    let a = self.required(&f.axis, sp.clone(), &el, "axis", "a rotational_spring_damper without `joint`")?;
-                    let rj = self.axes(Some(a), f.x_axis.as_ref(), &el, "x_axis")?;
-                    let theta0 = match &f.initial_angle {
-                        Some(a) => self.number(a, &el, "initial_angle")?,
-                        None => self.relative_angle(b1, b2, &rj.column(2).into_owned()),
-                    };
-                    let (f1, f2) = self.frames_from_global(b1, b2, point, rj, theta0);
-                    (b1, f1, b2, f2)
-                };
-                let stiffness = match &f.stiffness {
-                    Some(k) => self.one_nonneg(k, &el, "stiffness", "N m/rad")?,
-                    None => Scalar::Const(0.0),
-                };
-                let damping = match &f.damping {
-                    Some(c) => self.one_nonneg(c, &el, "damping", "N m s/rad")?,
-                    None => Scalar::Const(0.0),
-                };
-                let free_angle = match &f.free_angle {
-                    Some(a) => self.scalar(a, &el, "free_angle", true)?,
-                    None => Scalar::Const(0.0),
-                };
-                let actuator = match &f.actuator {
-                    Some(a) => Some(self.motion(a, &el, "actuator")?),
-                    None => None,
-                };
-                ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator }
-            }
-            "bushing" => {
-                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping"])?;
-                let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
-                self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
-                self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
-                let (frame1, frame2) = if f.frame1.is_some() || f.frame2.is_some() {
-                    for (k, s) in [("point", f.point.as_ref().map(|x| x.span())), ("axis", f.axis.as_ref().map(|x| x.span())), ("x_axis", f.x_axis.as_ref().map(|x| x.span()))] {
-                        if let Some(s) = s {
-                            return Err(self.err(s, &el, format!("key `{k}` cannot be combined with explicit `frame1`/`frame2`")));
-                        }
-                    }
-                    let f1 = self.required(&f.frame1, sp.clone(), &el, "frame1", "a bushing with an explicit frame2")?;
-                    let f2 = self.required(&f.frame2, sp.clone(), &el, "frame2", "a bushing with an explicit frame1")?;
-                    (self.explicit_frame(f1, &el)?, self.explicit_frame(f2, &el)?)
-                } else {
-                    let point = match &f.point {
-                        Some(p) => self.vec3(p, &el, "point")?,
-                        None => self.pose(b2).0,
-                    };
-                    let rj = self.axes(f.axis.as_ref(), f.x_axis.as_ref(), &el, "x_axis")?;
-                    self.frames_from_global(b1, b2, point, rj, 0.0)
-                };
-                let stiffness = self.three_nonneg(f.stiffness.as_ref(), &el, "stiffness", "N/m")?;
-                let damping = self.three_nonneg(f.damping.as_ref(), &el, "damping", "N s/m")?;
-                let rot_stiffness = self.list_nonneg(f.rot_stiffness.as_ref(), &el, "rot_stiffness", "N m/rad")?;
-                let rot_damping = self.list_nonneg(f.rot_damping.as_ref(), &el, "rot_damping", "N m s/rad")?;
-                ForceKind::Bushing { body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
-            }
-            "contact" => self.contact(f, &el, sp.clone(), &present)?,
-            "prismatic_friction" => {
-                self.allowed_keys(&el, &what, &present, &["joint", "mu", "v_reg"])?;
-                let jn = self.required(&f.joint, sp.clone(), &el, "joint", &what)?;
-                let ji = self.joint_ref(jn, &el)?;
-                let jk = self.joint_specs[ji].kind;
-                self.ensure(jk == JointKind::Prismatic, jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint; prismatic_friction needs a prismatic joint", jn.get_ref(), joint_kind_name(jk))
-                })?;
-                let m = self.required(&f.mu, sp.clone(), &el, "mu", &what)?;
-                let mu = self.nonneg_scalar(m, &el, "mu", true, "")?;
-                let v_reg = match &f.v_reg {
-                    Some(v) => self.positive_scalar(v, &el, "v_reg", true, "m/s")?,
-                    None => Scalar::Const(1e-3),
-                };
-                ForceKind::PrismaticFriction { joint: ji, mu, v_reg }
-            }
-            other => {
-                return Err(self.err(
-                    f.kind.span(),
-                    &el,
-                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction; gravity is set in [model])"),
-                ))
-            }
-        };
-        self.force_index.insert(f.name.get_ref().clone(), self.force_specs.len());
-        self.force_specs.push(ForceSpec { name: f.name.get_ref().clone(), kind });
-        Ok(())
-    }
-
-    fn two_bodies(&self, f: &RawForce, el: &str, sp: Range<usize>, what: &str) -> Res<(BodyRef, BodyRef)> {
-        let n1 = self.required(&f.body1, sp.clone(), el, "body1", what)?;
-        let n2 = self.required(&f.body2, sp, el, "body2", what)?;
-        let b1 = self.body_ref(n1, el, "body1")?;
-        let b2 = self.body_ref(n2, el, "body2")?;
-        self.check_two_ends(b1, b2, n2.span(), el)?;
-        Ok((b1, b2))
-    }
-
-    fn one_nonneg(&mut self, v: &S<NumOrList>, el: &str, field: &str, unit: &str) -> Res<Scalar> {
-        match v.get_ref() {
-            NumOrList::One(n) => self.nonneg_scalar(&S::new(v.span(), n.clone()), el, field, true, unit),
-            NumOrList::List(_) => Err(self.err(v.span(), el, format!("`{field}` must be a single number here, not a list"))),
-        }
-    }
-
-    fn three_nonneg(&mut self, v: Option<&S<NumOrList>>, el: &str, field: &str, unit: &str) -> Res<[Scalar; 3]> {
-        let Some(v) = v else { return Ok([Scalar::Const(0.0); 3]) };
-        match v.get_ref() {
-            NumOrList::One(_) => Err(self.err(v.span(), el, format!("`{field}` of a bushing is a list of 3 values (per axis of frame 1)"))),
-            NumOrList::List(items) => {
-                self.ensure(items.len() == 3, v.span(), el, || format!("`{field}` needs 3 components, got {}", items.len()))?;
-                let mut out = [Scalar::Const(0.0); 3];
-                for (k, x) in items.iter().enumerate() {
-                    out[k] = self.nonneg_scalar(x, el, field, true, unit)?;
-                }
-                Ok(out)
-            }
-        }
-    }
-
-    fn list_nonneg(&mut self, v: Option<&NumList>, el: &str, field: &str, unit: &str) -> Res<[Scalar; 3]> {
-        let Some(v) = v else { return Ok([Scalar::Const(0.0); 3]) };
-        let items = v.get_ref();
-        self.ensure(items.len() == 3, v.span(), el, || format!("`{field}` needs 3 components, got {}", items.len()))?;
-        let mut out = [Scalar::Const(0.0); 3];
-        for (k, x) in items.iter().enumerate() {
-            out[k] = self.nonneg_scalar(x, el, field, true, unit)?;
-        }
-        Ok(out)
-    }
-
-    fn contact(&mut self, f: &RawForce, el: &str, sp: Range<usize>, present: &[(&'static str, Range<usize>)]) -> Res<ForceKind> {
-        let g = self.required(&f.geometry, sp.clone(), el, "geometry", "a contact force (sphere_plane or sphere_sphere)")?;
-        let common = ["geometry", "law", "stiffness", "damping"];
-        let law = match f.law.as_ref().map(|l| (l.get_ref().as_str(), l.span())) {
-            None | Some(("linear", _)) => ContactLaw::Linear,
-            Some(("hertz", _)) => ContactLaw::Hertz,
-            Some((other, s)) => return Err(self.err(s, el, format!("unknown contact law \"{other}\" (one of: linear, hertz)"))),
-        };
-        let geometry = match g.get_ref().as_str() {
-            "sphere_plane" => {
-                let mut allowed = common.to_vec();
-                allowed.extend_from_slice(&["sphere", "center", "radius", "plane", "point", "normal"]);
-                self.allowed_keys(el, "a sphere_plane contact", present, &allowed)?;
-                let sn = self.required(&f.sphere, sp.clone(), el, "sphere", "a sphere_plane contact")?;
-                let sb = self.body_ref(sn, el, "sphere")?;
-                let pb = match &f.plane {
-                    Some(p) => {
-                        let pb = self.body_ref(p, el, "plane")?;
-                        self.check_two_ends(sb, pb, p.span(), el)?;
-                        self.check_rigid(pb, p.span(), el, "the plane of a contact")?;
-                        pb
-                    }
-                    None => {
-                        self.check_two_ends(sb, BodyRef::Ground, sn.span(), el)?;
-                        BodyRef::Ground
-                    }
-                };
-                let c = match &f.center {
-                    Some(c) => self.vec3(c, el, "center")?,
-                    None => self.pose(sb).0,
-                };
-                let r = self.required(&f.radius, sp.clone(), el, "radius", "a sphere_plane contact")?;
-                let radius = self.positive_scalar(r, el, "radius", false, "m")?;
-                let p = match &f.point {
-                    Some(p) => self.vec3(p, el, "point")?,
-                    None => Vector3::zeros(),
-                };
-                let nl = self.required(&f.normal, sp.clone(), el, "normal", "a sphere_plane contact")?;
-                let n = self.unit_vec3(nl, el, "normal")?;
-                let (_, ap) = self.pose(pb);
-                ContactGeometry::SpherePlane {
-                    sphere_body: sb,
-                    center: self.local_point(sb, c),
-                    radius,
-                    plane_body: pb,
-                    point: self.local_point(pb, p),
-                    normal: ap.transpose() * n,
-                }
-            }
-            "sphere_sphere" => {
-                let mut allowed = common.to_vec();
-                allowed.extend_from_slice(&["body1", "body2", "center1", "center2", "radius1", "radius2"]);
-                self.allowed_keys(el, "a sphere_sphere contact", present, &allowed)?;
-                let (b1, b2) = self.two_bodies(f, el, sp.clone(), "a sphere_sphere contact")?;
-                let c1 = match &f.center1 {
-                    Some(c) => self.vec3(c, el, "center1")?,
-                    None => self.pose(b1).0,
-                };
-                let c2 = match &f.center2 {
-                    Some(c) => self.vec3(c, el, "center2")?,
-                    None => self.pose(b2).0,
-                };
-                let r1 = self.required(&f.radius1, sp.clone(), el, "radius1", "a sphere_sphere contact")?;
-                let radius1 = self.positive_scalar(r1, el, "radius1", false, "m")?;
-                let r2 = self.required(&f.radius2, sp.clone(), el, "radius2", "a sphere_sphere contact")?;
-                let radius2 = self.positive_scalar(r2, el, "radius2", false, "m")?;
-                ContactGeometry::SphereSphere {
-                    body1: b1,
-                    center1: self.local_point(b1, c1),
-                    radius1,
-                    body2: b2,
-                    center2: self.local_point(b2, c2),
-                    radius2,
-                }
-            }
-            other => return Err(self.err(g.span(), el, format!("unknown contact geometry \"{other}\" (one of: sphere_plane, sphere_sphere)"))),
-        };
-        let k = self.required(&f.stiffness, sp.clone(), el, "stiffness", "a contact force")?;
-        let stiffness = self.one_nonneg(k, el, "stiffness", "N/m")?;
-        self.ensure(self.value_of(stiffness) > 0.0, k.span(), el, || "contact `stiffness` must be positive".into())?;
-        let damping = match &f.damping {
-            Some(c) => self.one_nonneg(c, el, "damping", "N s/m")?,
-            None => Scalar::Const(0.0),
-        };
-        Ok(ForceKind::Contact { geometry, law, stiffness, damping })
-    }
-
-    fn output(&mut self, i: usize, o: &S<RawOutput>) -> Res<OutputSpec> {
-        let ospan = o.span();
-        let o = o.get_ref();
-        let el = label("outputs", i, o.name.get_ref());
-        self.claim_variable(&o.name, &el)?;
-        let present = o.present_keys();
-        let kname = o.kind.get_ref().as_str();
-        let what = format!("a {kname} output");
-        let sp = ospan;
-        let (quantity, unit): (OutputQuantity, &str) = match kname {
-            "position" | "velocity" | "acceleration" => {
-                self.allowed_keys(&el, &what, &present, &["body", "point", "component"])?;
-                let bn = self.required(&o.body, sp.clone(), &el, "body", &what)?;
-                let body = self.body_ref(bn, &el, "body")?;
-                let point = match &o.point {
-                    Some(p) => {
-                        let g = self.vec3(p, &el, "point")?;
-                        self.local_point(body, g)
-                    }
-                    None => Vector3::zeros(),
-                };
-                let c = self.required(&o.component, sp.clone(), &el, "component", &what)?;
-                let component = self.component(c, &el)?;
-                match kname {
-                    "position" => (OutputQuantity::Position { body, point, component }, "m"),
-                    "velocity" => (OutputQuantity::Velocity { body, point, component }, "m/s"),
-                    _ => (OutputQuantity::Acceleration { body, point, component }, "m/s2"),
-                }
-            }
-            "angle" | "angular_velocity" => {
-                self.allowed_keys(&el, &what, &present, &["body", "axis"])?;
-                let bn = self.required(&o.body, sp.clone(), &el, "body", &what)?;
-                let b = self.body_ref(bn, &el, "body")?;
-                let BodyRef::Body(body) = b else {
-                    return Err(self.err(bn.span(), &el, format!("{what} needs a body, not {}", self.ref_name(b))));
-                };
-                self.check_rigid(b, bn.span(), &el, &what)?;
-                let axis = match &o.axis {
-                    Some(a) => self.unit_vec3(a, &el, "axis")?,
-                    None => Vector3::z(),
-                };
-                if kname == "angle" {
-                    (OutputQuantity::Angle { body, axis }, "rad")
-                } else {
-                    (OutputQuantity::AngularVelocity { body, axis }, "rad/s")
-                }
-            }
-            "joint_coordinate" | "joint_rate" => {
-                self.allowed_keys(&el, &what, &present, &["joint"])?;
-                let jn = self.required(&o.joint, sp.clone(), &el, "joint", &what)?;
-                let joint = self.joint_ref(jn, &el)?;
-                let jk = self.joint_specs[joint].kind;
-                self.ensure(matches!(jk, JointKind::Revolute | JointKind::Prismatic), jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint, which has no joint coordinate (revolute and prismatic joints have one)", jn.get_ref(), joint_kind_name(jk))
-                })?;
-                let rot = jk == JointKind::Revolute;
-                if kname == "joint_coordinate" {
-                    (OutputQuantity::JointCoordinate { joint }, if rot { "rad" } else { "m" })
-                } else {
-                    (OutputQuantity::JointRate { joint }, if rot { "rad/s" } else { "m/s" })
-                }
-            }
-            "joint_force" | "joint_torque" => {
-                self.allowed_keys(&el, &what, &present, &["joint", "component"])?;
-                let jn = self.required(&o.joint, sp.clone(), &el, "joint", &what)?;
-                let joint = self.joint_ref(jn, &el)?;
-                let c = self.required(&o.component, sp.clone(), &el, "component", &what)?;
-                let component = self.component(c, &el)?;
-                if kname == "joint_force" {
-                    (OutputQuantity::JointForce { joint, component }, "N")
-                } else {
-                    (OutputQuantity::JointTorque { joint, component }, "N.m")
-                }
-            }
-            "driver_force" => {
-                self.allowed_keys(&el, &what, &present, &["driver"])?;
-                let dn = self.required(&o.driver, sp.clone(), &el, "driver", &what)?;
-                let driver = *self.driver_index.get(dn.get_ref()).ok_or_else(|| self.err(dn.span(), &el, format!("no driver named `{}`", dn.get_ref())))?;
-                let rot = matches!(self.driver_specs[driver].target, DriverTarget::JointCoordinate(j) if self.joint_specs[j].kind == JointKind::Revolute);
-                (OutputQuantity::DriverForce { driver }, if rot { "N.m" } else { "N" })
-            }
-            "element_force" | "element_length" => {
-                self.allowed_keys(&el, &what, &present, &["force"])?;
-                let fnm = self.required(&o.force, sp.clone(), &el, "force", &what)?;
-                let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| self.err(fnm.span(), &el, format!("no force element named `{}`", fnm.get_ref())))?;
-                let rot = matches!(self.force_specs[force].kind, ForceKind::RotationalSpringDamper { .. });
-                if kname == "element_force" {
-                    (OutputQuantity::ElementForce { force }, if rot { "N.m" } else { "N" })
-                } else {
-                    (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
-                }
-            }
-            "energy" => {
-                self.allowed_keys(&el, &what, &present, NO_KEYS)?;
-                (OutputQuantity::Energy, "J")
-            }
-            other => {
-                return Err(self.err(
-                    o.kind.span(),
-                    &el,
-                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, energy)"),
-                ))
-            }
-        };
-        let scale = match &o.scale {
-            Some(s) => {
-                let v = self.number(s, &el, "scale")?;
-                self.ensure(v != 0.0, s.span(), &el, || "`scale` must not be zero".into())?;
-                v
-            }
-            None => 1.0,
-        };
-        Ok(OutputSpec {
-            name: o.name.get_ref().clone(),
-            unit: o.unit.clone().unwrap_or_else(|| if scale.abs() == 1.0 { unit.to_string() } else { String::new() }),
-            description: o.description.clone().unwrap_or_default(),
-            quantity,
-            scale,
-        })
-    }
 }
 
-/// `x` rounded to 6 significant digits, printed without trailing zeros.
-fn sig6(x: f64) -> f64 {
-    format!("{x:.5e}").parse().unwrap_or(x)
+/// ` (did you mean `x`?)` for the closest candidate within a small edit distance, else "".
+fn did_you_mean<'b>(name: &str, candidates: impl Iterator<Item = &'b String>) -> String {
+    let limit = (name.chars().count() / 3).clamp(1, 3);
+    let mut best: Option<(usize, &String)> = None;
+    for c in candidates {
+        let d = edit_distance(name, c);
+        if d <= limit
+            && d < name.chars().count()
+            && best.is_none_or(|(bd, bc)| d < bd || (d == bd && c < bc))
+        {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
 }
 
-fn joint_kind_name(k: JointKind) -> &'static str {
-    match k {
-        JointKind::Revolute => "revolute",
-        JointKind::Prismatic => "prismatic",
-        JointKind::Spherical => "spherical",
-        JointKind::Universal => "universal",
-        JointKind::Cylindrical => "cylindrical",
-        JointKind::Fixed => "fixed",
-        JointKind::Distance => "distance",
-        JointKind::Planar => "planar",
+/// Levenshtein distance.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
     }
+    prev[b.len()]
 }
 
 /// A unit vector perpendicular to `z`, chosen deterministically: global x projected onto the
 /// plane normal to `z`, or global y when `z` is within ~25° of global x.
 pub fn default_perpendicular(z: &Vector3<f64>) -> Vector3<f64> {
-    let e = if z.x.abs() < 0.9 { Vector3::x() } else { Vector3::y() };
+    let e = if z.x.abs() < 0.9 {
+        Vector3::x()
+    } else {
+        Vector3::y()
+    };
     (e - z * z.dot(&e)).normalize()
 }
 

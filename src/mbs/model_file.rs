@@ -88,7 +88,7 @@ impl<'de> Deserialize<'de> for NumOrList {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RawInertia {
     Diagonal(Vec<S<Num>>),
-    Full(RawInertiaFull),
+    Full(Box<RawInertiaFull>),
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -118,7 +118,8 @@ impl<'de> Deserialize<'de> for RawInertia {
                 Ok(RawInertia::Diagonal(out))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                RawInertiaFull::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawInertia::Full)
+                RawInertiaFull::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|f| RawInertia::Full(Box::new(f)))
             }
         }
         d.deserialize_any(V)
@@ -146,7 +147,9 @@ impl<'de> Deserialize<'de> for RawOrientation {
         impl<'de> Visitor<'de> for V {
             type Value = RawOrientation;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a quaternion [w, x, y, z] or a table { axis = [x, y, z], angle = rad }")
+                f.write_str(
+                    "a quaternion [w, x, y, z] or a table { axis = [x, y, z], angle = rad }",
+                )
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
@@ -156,7 +159,8 @@ impl<'de> Deserialize<'de> for RawOrientation {
                 Ok(RawOrientation::Quaternion(out))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                RawAxisAngle::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawOrientation::AxisAngle)
+                RawAxisAngle::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawOrientation::AxisAngle)
             }
         }
         d.deserialize_any(V)
@@ -445,19 +449,81 @@ macro_rules! present_keys {
     };
 }
 
-present_keys!(RawJoint, [point, axis, x_axis, axis2, initial_angle, frame1, frame2, point1, point2, length]);
+present_keys!(
+    RawJoint,
+    [
+        point,
+        axis,
+        x_axis,
+        axis2,
+        initial_angle,
+        frame1,
+        frame2,
+        point1,
+        point2,
+        length
+    ]
+);
 present_keys!(
     RawForce,
     [
-        body1, body2, point1, point2, law, stiffness, damping, preload, coeffs, table, free_length, actuator, joint,
-        point, axis, x_axis, initial_angle, free_angle, frame1, frame2, rot_stiffness, rot_damping, geometry, sphere,
-        center, radius, plane, normal, center1, center2, radius1, radius2, mu, v_reg
+        body1,
+        body2,
+        point1,
+        point2,
+        law,
+        stiffness,
+        damping,
+        preload,
+        coeffs,
+        table,
+        free_length,
+        actuator,
+        joint,
+        point,
+        axis,
+        x_axis,
+        initial_angle,
+        free_angle,
+        frame1,
+        frame2,
+        rot_stiffness,
+        rot_damping,
+        geometry,
+        sphere,
+        center,
+        radius,
+        plane,
+        normal,
+        center1,
+        center2,
+        radius1,
+        radius2,
+        mu,
+        v_reg
     ]
 );
-present_keys!(RawOutput, [body, point, component, axis, joint, driver, force]);
+present_keys!(
+    RawOutput,
+    [body, point, component, axis, joint, driver, force]
+);
 present_keys!(
     RawMotion,
-    [input, table, kind, value, initial, slope, start, offset, amplitude, frequency, phase, final_value, duration]
+    [
+        input,
+        table,
+        kind,
+        value,
+        initial,
+        slope,
+        start,
+        offset,
+        amplitude,
+        frequency,
+        phase,
+        final_value,
+        duration
+    ]
 );
 
 /// A lenient view of the file used only to say which element a serde error is in: each

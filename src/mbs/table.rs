@@ -18,8 +18,10 @@ pub struct TableError {
 
 /// Read a table file.
 pub fn read_table_file(path: &Path) -> Result<(Vec<f64>, Vec<f64>), TableError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TableError { line: 0, message: format!("cannot read the table file: {e}") })?;
+    let text = std::fs::read_to_string(path).map_err(|e| TableError {
+        line: 0,
+        message: format!("cannot read the table file: {e}"),
+    })?;
     parse_table(&text)
 }
 
@@ -40,19 +42,28 @@ pub fn parse_table(text: &str) -> Result<(Vec<f64>, Vec<f64>), TableError> {
         if first_row && fields[0].parse::<f64>().is_err() {
             // A header row.
             if fields.len() != 2 {
-                return Err(TableError { line, message: format!("the header has {} columns, expected 2", fields.len()) });
+                return Err(TableError {
+                    line,
+                    message: format!("the header has {} columns, expected 2", fields.len()),
+                });
             }
             continue;
         }
         if fields.len() != 2 {
-            return Err(TableError { line, message: format!("{} columns, expected 2 (`x,value`)", fields.len()) });
+            return Err(TableError {
+                line,
+                message: format!("{} columns, expected 2 (`x,value`)", fields.len()),
+            });
         }
         let mut row = [0.0; 2];
         for (k, f) in fields.iter().enumerate() {
             row[k] = match f.parse::<f64>() {
                 Ok(v) if v.is_finite() => v,
                 _ => {
-                    return Err(TableError { line, message: format!("column {}: `{f}` is not a finite number", k + 1) })
+                    return Err(TableError {
+                        line,
+                        message: format!("column {}: `{f}` is not a finite number", k + 1),
+                    })
                 }
             };
         }
@@ -60,7 +71,10 @@ pub fn parse_table(text: &str) -> Result<(Vec<f64>, Vec<f64>), TableError> {
             if row[0] <= last {
                 return Err(TableError {
                     line,
-                    message: format!("the first column must be strictly increasing ({} follows {last})", row[0]),
+                    message: format!(
+                        "the first column must be strictly increasing ({} follows {last})",
+                        row[0]
+                    ),
                 });
             }
         }
@@ -68,7 +82,10 @@ pub fn parse_table(text: &str) -> Result<(Vec<f64>, Vec<f64>), TableError> {
         ys.push(row[1]);
     }
     if xs.len() < 2 {
-        return Err(TableError { line: 0, message: format!("{} data rows, at least 2 are needed", xs.len()) });
+        return Err(TableError {
+            line: 0,
+            message: format!("{} data rows, at least 2 are needed", xs.len()),
+        });
     }
     Ok((xs, ys))
 }
@@ -125,7 +142,10 @@ mod tests {
     fn rejects_bad_tables_with_line_numbers() {
         let e = parse_table("t,v\n0,0\n1,abc\n").unwrap_err();
         assert_eq!(e.line, 3);
-        assert!(e.message.contains("column 2: `abc` is not a finite number"), "{e}");
+        assert!(
+            e.message.contains("column 2: `abc` is not a finite number"),
+            "{e}"
+        );
         let e = parse_table("0,0\n1,1\n1,2\n").unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.message.contains("strictly increasing"), "{e}");
@@ -134,9 +154,15 @@ mod tests {
         let e = parse_table("t,v\n0,0\n").unwrap_err();
         assert_eq!(e.line, 0);
         assert!(e.message.contains("1 data rows"), "{e}");
-        assert!(parse_table("0,nan\n1,1").unwrap_err().message.contains("not a finite"));
+        assert!(parse_table("0,nan\n1,1")
+            .unwrap_err()
+            .message
+            .contains("not a finite"));
         assert_eq!(e.to_string(), "1 data rows, at least 2 are needed");
-        assert_eq!(parse_table("0,x\n").unwrap_err().to_string(), "line 1: column 2: `x` is not a finite number");
+        assert_eq!(
+            parse_table("0,x\n").unwrap_err().to_string(),
+            "line 1: column 2: `x` is not a finite number"
+        );
     }
 
     #[test]
@@ -158,7 +184,9 @@ mod tests {
         // Natural spline through a dense sampling of sin on [0, pi] (zero curvature at the ends
         // is exact for sin there): interpolation error O(h^4).
         let n = 41;
-        let xs: Vec<f64> = (0..n).map(|i| std::f64::consts::PI * i as f64 / (n - 1) as f64).collect();
+        let xs: Vec<f64> = (0..n)
+            .map(|i| std::f64::consts::PI * i as f64 / (n - 1) as f64)
+            .collect();
         let ys: Vec<f64> = xs.iter().map(|x| x.sin()).collect();
         for x in [0.05, 1.0, 2.0, 3.1] {
             assert!((spline_eval(&xs, &ys, x) - x.sin()).abs() < 1e-6);

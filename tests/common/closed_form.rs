@@ -139,6 +139,11 @@ pub mod slider_crank {
         pub friction: f64,
         /// Torque about +z the driver applies to the crank.
         pub torque: f64,
+        /// Pin forces (global x, y): ground on crank at O, crank on rod at A, slider on rod
+        /// at B.
+        pub ground_on_crank: [f64; 2],
+        pub crank_on_rod: [f64; 2],
+        pub slider_on_rod: [f64; 2],
     }
 
     /// Crank torque by virtual work in the crank angle; the slider's normal force (needed for
@@ -171,6 +176,12 @@ pub mod slider_crank {
             r / (d[0] - d[1] * p.mu * s)
         };
         let friction = -p.mu * normal.abs() * s;
+        let slider_on_rod = [
+            friction - p.slider_mass * k.ddx,
+            normal - p.slider_mass * p.g,
+        ];
+        let crank_on_rod = [inert2[0] - slider_on_rod[0], inert2[1] - slider_on_rod[1]];
+        let ground_on_crank = [inert1[0] + crank_on_rod[0], inert1[1] + crank_on_rod[1]];
         let dbeta_dth = -a * th.cos() / (p.rod_len * k.beta.cos());
         let dx_dth = -a * th.sin() - p.rod_len * k.beta.sin() * dbeta_dth;
         let j1 = [0.5 * a * ep[0], 0.5 * a * ep[1]];
@@ -185,6 +196,9 @@ pub mod slider_crank {
             normal,
             friction,
             torque,
+            ground_on_crank,
+            crank_on_rod,
+            slider_on_rod,
         }
     }
 
@@ -428,6 +442,97 @@ pub mod quarter_car {
             susp_force,
             stamp_force: p.stamp_mass * p.g + tire_force,
         }
+    }
+}
+
+/// Paper 003's pendulum chain in minimal coordinates (absolute rod angles `phi_k` from -y,
+/// counter-clockwise), the equations of `tools/references/pendulum_chain.py`: for checking
+/// Cartesian implementations state by state.
+pub mod pendulum_chain {
+    use nalgebra::{DMatrix, DVector};
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct Params {
+        pub n: usize,
+        pub m: f64,
+        pub l: f64,
+        pub g: f64,
+        /// Suspension `(2 + ax sin wt, ay sin wt)`.
+        pub ax: f64,
+        pub ay: f64,
+        pub omega: f64,
+    }
+
+    impl Params {
+        /// The paper's moving suspension: 0.3 / 0.2 m at 0.05 Hz.
+        pub fn paper(n: usize) -> Self {
+            Params {
+                n,
+                m: 1.0,
+                l: 1.0,
+                g: super::G,
+                ax: 0.3,
+                ay: 0.2,
+                omega: 2.0 * std::f64::consts::PI * 0.05,
+            }
+        }
+
+        /// Suspension position, velocity, acceleration.
+        pub fn suspension(&self, t: f64) -> [[f64; 2]; 3] {
+            let (s, c) = (self.omega * t).sin_cos();
+            let w = self.omega;
+            [
+                [2.0 + self.ax * s, self.ay * s],
+                [self.ax * w * c, self.ay * w * c],
+                [-self.ax * w * w * s, -self.ay * w * w * s],
+            ]
+        }
+    }
+
+    /// `sum_k l^2 C_jk [cos(phi_j - phi_k) phi''_k + sin(phi_j - phi_k) phi'_k^2]
+    ///  = -l C_j [g sin phi_j + cos(phi_j) s''_x + sin(phi_j) s''_y]`, `C_jk = m (n - max(j, k))`
+    /// (0-based), solved for `phi''`.
+    pub fn accelerations(p: &Params, t: f64, phi: &[f64], dphi: &[f64]) -> Vec<f64> {
+        let n = p.n;
+        let sdd = p.suspension(t)[2];
+        let c = |j: usize, k: usize| p.m * (n - j.max(k)) as f64;
+        let mass = DMatrix::from_fn(n, n, |j, k| p.l * p.l * c(j, k) * (phi[j] - phi[k]).cos());
+        let rhs = DVector::from_fn(n, |j, _| {
+            let quad: f64 = (0..n)
+                .map(|k| c(j, k) * (phi[j] - phi[k]).sin() * dphi[k] * dphi[k])
+                .sum();
+            -p.l * c(j, j) * (p.g * phi[j].sin() + phi[j].cos() * sdd[0] + phi[j].sin() * sdd[1])
+                - p.l * p.l * quad
+        });
+        mass.lu()
+            .solve(&rhs)
+            .expect("chain mass matrix is positive definite")
+            .as_slice()
+            .to_vec()
+    }
+
+    /// Particle positions, velocities, accelerations, each `[x, y]` per particle.
+    pub type Cartesian = (Vec<[f64; 2]>, Vec<[f64; 2]>, Vec<[f64; 2]>);
+
+    /// Particle positions, velocities and accelerations `(x, y)` for given angles, rates and
+    /// angular accelerations.
+    pub fn cartesian(p: &Params, t: f64, phi: &[f64], dphi: &[f64], ddphi: &[f64]) -> Cartesian {
+        let s = p.suspension(t);
+        let (mut r, mut v, mut a) = (s[0], s[1], s[2]);
+        let (mut rs, mut vs, mut as_) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..p.n {
+            let (sn, cs) = phi[k].sin_cos();
+            let (e, ep) = ([sn, -cs], [cs, sn]);
+            for i in 0..2 {
+                r[i] += p.l * e[i];
+                v[i] += p.l * dphi[k] * ep[i];
+                a[i] += p.l * (ddphi[k] * ep[i] - dphi[k] * dphi[k] * e[i]);
+            }
+            rs.push(r);
+            vs.push(v);
+            as_.push(a);
+        }
+        (rs, vs, as_)
     }
 }
 

@@ -63,7 +63,7 @@ tolerance = 1e-6
 step = 0.01
 
 [solver]
-integrator = "bdf"
+integrator = "dopri5"
 rtol = 1e-7
 atol = 1e-9
 
@@ -157,7 +157,9 @@ impl Resources {
             format!("{OSCILLATOR}\n# {extra}\n"),
         )
         .unwrap();
-        let token = mbsfmu::description::token::resources_token(&resources).unwrap();
+        let model = resources.join("model.toml");
+        let spec = mbsfmu::mbs::load_model(&model).expect("oscillator model loads");
+        let token = mbsfmu::description::token::model_token_of(&model, &spec.source_files).unwrap();
         Resources {
             dir,
             resources,

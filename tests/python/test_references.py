@@ -112,6 +112,14 @@ def test_double_pendulum_energy_balance():
     assert np.abs(d["energy"] + d["dissipated"] - e0).max() < 1e-9 * e0
 
 
+def test_double_pendulum_free_energy_conserved():
+    """Without springs the pendulum is conservative: energy constant to 1e-9 relative."""
+    d, _, _ = load("double_pendulum_free.csv")
+    assert np.ptp(d["theta1"]) > 1.0  # it really swings
+    assert np.abs(d["energy"] - d["energy"][0]).max() < 1e-9 * abs(d["energy"][0])
+    assert np.all(d["dissipated"] == 0.0)
+
+
 def test_double_pendulum_newton_euler_balance():
     """Lagrange accelerations satisfy the moment balances of bar 2 about the joint and of the
     whole pendulum about the origin (Newton-Euler with Cartesian centre accelerations)."""
@@ -212,7 +220,8 @@ def newton_euler_slider_crank(th, dth, ddth, mu=0.0):
     g1 = 0.5 * pa
     acc_g1 = 0.5 * acc_a
     tau = sc.I1 * ddth + cross(g1, sc.M1 * acc_g1) - cross(g1, sc.M1 * gv) + cross(pa, fa)
-    return tau, n
+    fo = sc.M1 * (acc_g1 - gv) + fa  # ground on crank
+    return tau, n, fo, fa, fb
 
 
 @pytest.mark.parametrize("mu", [0.0, 0.4])
@@ -221,9 +230,11 @@ def test_slider_crank_torque_vs_newton_euler(mu):
     for _ in range(20):
         th, dth, ddth = rng.uniform(-4, 4), rng.uniform(-8, 8), rng.uniform(-20, 20)
         d = sc.dynamics(th, dth, ddth, mu)
-        tau, n = newton_euler_slider_crank(th, dth, ddth, mu)
+        tau, n, fo, fa, fb = newton_euler_slider_crank(th, dth, ddth, mu)
         assert abs(d["torque"] - tau) < 1e-11
         assert abs(d["normal"] - n) < 1e-10
+        for mine, theirs in [(d["f_o"], fo), (d["f_a"], fa), (d["f_b"], fb)]:
+            assert np.abs(mine - theirs).max() < 1e-10
 
 
 def test_slider_crank_energy_balance():

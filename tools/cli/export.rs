@@ -32,16 +32,18 @@ pub struct ExportArgs {
     pub template: Option<PathBuf>,
 }
 
-/// `libmbsfmu.so` next to the running executable (`target/release/`), or in `../release/`
-/// when running a debug build of the tool.
+/// `libmbsfmu.so` next to the running executable (`target/release/`); for a debug build of
+/// the tool `../release/` first.
 pub fn default_library() -> CliResult<PathBuf> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Internal(format!("cannot locate the running executable: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [
-        dir.join("libmbsfmu.so"),
-        dir.join("../release/libmbsfmu.so"),
-    ];
+    // A debug build of the tool still packs the release library when there is one.
+    let mut candidates = Vec::new();
+    if dir.file_name().is_some_and(|n| n == "debug") {
+        candidates.push(dir.join("../release/libmbsfmu.so"));
+    }
+    candidates.push(dir.join("libmbsfmu.so"));
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         CliError::User(format!(
             "cannot find the runtime library libmbsfmu.so in {}; build it with `cargo build --release --lib` or pass --library PATH",
@@ -71,6 +73,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
         Some(l) => l.clone(),
         None => default_library()?,
     };
+    println!("runtime library: {}", library.display());
     let date = now_utc();
     for v in versions {
         let out = match &a.output {

@@ -20,6 +20,7 @@ Initial: theta1 = 0, theta2 = 23 pi/12, omega1 = 0, omega2 = 10.
 Energy E = T + V_gravity + k1 d1^2/2 + k2 d2^2/2 decreases by the dissipated work
 W = int c1 th1'^2 + c2 (th2' - th1')^2 dt, integrated alongside as a check (E + W = E(0)).
 Solved by scipy solve_ivp Radau at rtol = atol = 1e-12 (the problem is stiff: eigenvalue ~ -1e5).
+--springs 0 0 0 0 gives the plain (conservative, non-stiff) double pendulum with the same bars.
 Columns: t, theta1, theta2, omega1, omega2, energy, dissipated.
 """
 
@@ -53,11 +54,15 @@ def deviations(th1, th2):
     return th1 - OFF1, (th2 - th1) - OFF2
 
 
-def rhs(t, y):
+SPRINGS = (K1, C1, K2, C2)
+
+
+def rhs(t, y, springs=SPRINGS):
+    k1, c1, k2, c2 = springs
     th1, th2, w1, w2, _ = y
     d1, d2 = deviations(th1, th2)
-    tau1 = -K1 * d1 - C1 * w1
-    tau2 = -K2 * d2 - C2 * (w2 - w1)
+    tau1 = -k1 * d1 - c1 * w1
+    tau2 = -k2 * d2 - c2 * (w2 - w1)
     p = M2 * L1 * A2
     s, c = np.sin(th1 - th2), np.cos(th1 - th2)
     m11, m22, m12 = I1 + M1 * A1**2 + M2 * L1**2, I2 + M2 * A2**2, p * c
@@ -66,10 +71,10 @@ def rhs(t, y):
     det = m11 * m22 - m12 * m12
     a1 = (m22 * f1 - m12 * f2) / det
     a2 = (m11 * f2 - m12 * f1) / det
-    return [w1, w2, a1, a2, C1 * w1**2 + C2 * (w2 - w1) ** 2]
+    return [w1, w2, a1, a2, c1 * w1**2 + c2 * (w2 - w1) ** 2]
 
 
-def energy(th1, th2, w1, w2):
+def energy(th1, th2, w1, w2, springs=SPRINGS):
     """Kinetic + gravity + spring energy, from Cartesian centre velocities (not from M)."""
     v1 = A1 * w1 * np.array([-np.sin(th1), np.cos(th1)])
     v2 = L1 * w1 * np.array([-np.sin(th1), np.cos(th1)]) + A2 * w2 * np.array([-np.sin(th2), np.cos(th2)])
@@ -78,17 +83,19 @@ def energy(th1, th2, w1, w2):
     d1, d2 = deviations(th1, th2)
     kin = 0.5 * M1 * np.sum(v1 * v1, axis=0) + 0.5 * M2 * np.sum(v2 * v2, axis=0)
     kin = kin + 0.5 * I1 * w1**2 + 0.5 * I2 * w2**2
-    return kin + G * (M1 * y1 + M2 * y2) + 0.5 * K1 * d1**2 + 0.5 * K2 * d2**2
+    k1, _, k2, _ = springs
+    return kin + G * (M1 * y1 + M2 * y2) + 0.5 * k1 * d1**2 + 0.5 * k2 * d2**2
 
 
-def solve(t, method="Radau", rtol=1e-12, atol=1e-12):
+def solve(t, method="Radau", rtol=1e-12, atol=1e-12, springs=SPRINGS):
     """Rows (t, theta1, theta2, omega1, omega2, energy, dissipated) at the times `t`."""
     y0 = np.concatenate([TH0, OM0, [0.0]])
-    sol = solve_ivp(rhs, (t[0], t[-1]), y0, method=method, t_eval=t, rtol=rtol, atol=atol)
+    f = lambda t, y: rhs(t, y, springs)
+    sol = solve_ivp(f, (t[0], t[-1]), y0, method=method, t_eval=t, rtol=rtol, atol=atol)
     if not sol.success:
         raise RuntimeError(sol.message)
     th1, th2, w1, w2, diss = sol.y
-    return np.stack([t, th1, th2, w1, w2, energy(th1, th2, w1, w2), diss], axis=1), sol
+    return np.stack([t, th1, th2, w1, w2, energy(th1, th2, w1, w2, springs), diss], axis=1), sol
 
 
 def main():
@@ -96,16 +103,20 @@ def main():
     p.add_argument("--method", default="Radau")
     p.add_argument("--rtol", type=float, default=1e-12)
     p.add_argument("--atol", type=float, default=1e-12)
+    p.add_argument("--springs", type=float, nargs=4, default=list(SPRINGS), metavar=("K1", "C1", "K2", "C2"),
+                   help="spring-damper constants (0 0 0 0: the plain, non-stiff double pendulum)")
     args = p.parse_args()
     t = common.sample_times(args)
-    data, sol = solve(t, args.method, args.rtol, args.atol)
+    springs = tuple(args.springs)
+    data, sol = solve(t, args.method, args.rtol, args.atol, springs)
     common.write_csv(
         args.out,
         ["t", "theta1", "theta2", "omega1", "omega2", "energy", "dissipated"],
         data,
         [
             "stiff double pendulum (paper 000, 5.1): bars m=3 L=2 and m=0.3 L=3, I = m L^2/12",
-            "springs: ground-bar1 k=400 c=15 free 3pi/2 (on theta1), bar1-bar2 k=3e5 c=5e4 free 0",
+            f"springs: ground-bar1 k={springs[0]:g} c={springs[1]:g} free 3pi/2 (on theta1), "
+            f"bar1-bar2 k={springs[2]:g} c={springs[3]:g} free 0",
             "initial theta1=0 theta2=23pi/12 omega1=0 omega2=10; theta continuous (no wrapping)",
             "energy = T + gravity (y=0 datum) + spring energy; dissipated = damper work so far",
             f"scipy solve_ivp {args.method} rtol={args.rtol} atol={args.atol} ({sol.nfev} f-evals)",

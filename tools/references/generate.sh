@@ -20,12 +20,17 @@ run $r/pendulum_chain.py --links 32 --t-end 200 --dt 0.25 --out $d/pendulum_chai
 run $r/pendulum_chain.py --links 64 --t-end 200 --dt 0.5 --out $d/pendulum_chain_n64.csv
 # Same with the velocities of a Cartesian code started "at rest" (minimal-norm projection).
 run $r/pendulum_chain.py --links 4 --init projected --t-end 200 --dt 0.1 --out $d/pendulum_chain_n4_projected.csv
+run $r/pendulum_chain.py --links 8 --init projected --t-end 200 --dt 0.1 --out $d/pendulum_chain_n8_projected.csv
 run $r/pendulum_chain.py --links 16 --init projected --t-end 200 --dt 0.1 --out $d/pendulum_chain_n16_projected.csv
+run $r/pendulum_chain.py --links 32 --init projected --t-end 200 --dt 0.25 --out $d/pendulum_chain_n32_projected.csv
+run $r/pendulum_chain.py --links 64 --init projected --t-end 200 --dt 0.5 --out $d/pendulum_chain_n64_projected.csv
 # Fixed suspension, chain released straight at 0.1 rad (energy conserved).
 run $r/pendulum_chain.py --links 16 --fixed --phi0 0.1 --t-end 20 --dt 0.02 --velocities --out $d/pendulum_chain_fixed_n16.csv
 
 # Stiff double pendulum (paper 000), 2 s.
 run $r/double_pendulum_stiff.py --t-end 2 --dt 0.001 --out $d/double_pendulum_stiff.csv
+# The same bars without springs (conservative, non-stiff, for convergence orders), 3 s.
+run $r/double_pendulum_stiff.py --springs 0 0 0 0 --method DOP853 --rtol 1e-13 --atol 1e-14 --t-end 3 --dt 0.002 --out $d/double_pendulum_free.csv
 
 # Slider-crank (paper 004): 1 rev/s, smooth start, and Coulomb friction mu = 0.4.
 run $r/slider_crank.py --t-end 8 --dt 0.01 --out $d/slider_crank.csv

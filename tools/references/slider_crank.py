@@ -19,8 +19,11 @@ equation is piecewise linear in N).
 Crank torque (about +z, applied by the driver to the crank) by virtual work in theta:
     tau = sum_i (m_i a_Gi - m_i g_vec) . dG_i/dtheta + I1 theta'' + I2 beta'' dbeta/dtheta
           + m3 x'' dx/dtheta - F_f dx/dtheta
+Pin forces (global x, y): slider on rod F_B, crank on rod F_A = m2 (a_G2 - g_vec) - F_B,
+ground on crank at O F_O = m1 (a_G1 - g_vec) + F_A.
 Columns: t, crank_angle, crank_rate, crank_acc, slider_x, slider_v, slider_a, rod_angle,
-normal_force, friction_force, crank_torque.
+normal_force, friction_force, crank_torque, ground_on_crank_{x,y}, crank_on_rod_{x,y},
+slider_on_rod_{x,y}.
 """
 
 import numpy as np
@@ -71,6 +74,10 @@ def dynamics(th, dth, ddth, mu=0.0, v_reg=V_REG):
     n_neg = r / (d[0] - d[1] * mu * s)
     n = np.where(n_pos >= 0.0, n_pos, n_neg)
     f_fric = -mu * np.abs(n) * s
+    # Pin forces: slider on rod at B, crank on rod at A, ground on crank at O.
+    f_b = np.array([f_fric - M3 * ddx, n - M3 * G])
+    f_a = M2 * (acc_g2 - gvec) - f_b
+    f_o = M1 * (acc_g1 - gvec) + f_a
     # Virtual work in theta: velocity coefficients dG/dtheta etc.
     dbeta_dth = -A * np.cos(th) / (B * np.cos(beta))
     dx_dth = -A * np.sin(th) - B * np.sin(beta) * dbeta_dth
@@ -83,7 +90,10 @@ def dynamics(th, dth, ddth, mu=0.0, v_reg=V_REG):
         + I2 * ddbeta * dbeta_dth
         + (M3 * ddx - f_fric) * dx_dth
     )
-    return dict(x=x, dx=dx, ddx=ddx, beta=beta, dbeta=dbeta, ddbeta=ddbeta, normal=n, friction=f_fric, torque=tau)
+    return dict(
+        x=x, dx=dx, ddx=ddx, beta=beta, dbeta=dbeta, ddbeta=ddbeta, normal=n, friction=f_fric, torque=tau,
+        f_o=f_o, f_a=f_a, f_b=f_b,
+    )
 
 
 def energy(th, dth):
@@ -101,7 +111,9 @@ def table(t, motion="constant", rate=2 * np.pi, ramp=1.0, mu=0.0, v_reg=V_REG):
     th, dth, ddth = common.driven_angle(t, motion, rate, ramp)
     d = dynamics(th, dth, ddth, mu, v_reg)
     return np.stack(
-        [t, th, dth, ddth, d["x"], d["dx"], d["ddx"], d["beta"], d["normal"], d["friction"], d["torque"]], axis=1
+        [t, th, dth, ddth, d["x"], d["dx"], d["ddx"], d["beta"], d["normal"], d["friction"], d["torque"]]
+        + [d["f_o"][0], d["f_o"][1], d["f_a"][0], d["f_a"][1], d["f_b"][0], d["f_b"][1]],
+        axis=1,
     )
 
 
@@ -117,6 +129,12 @@ COLUMNS = [
     "normal_force",
     "friction_force",
     "crank_torque",
+    "ground_on_crank_x",
+    "ground_on_crank_y",
+    "crank_on_rod_x",
+    "crank_on_rod_y",
+    "slider_on_rod_x",
+    "slider_on_rod_y",
 ]
 
 

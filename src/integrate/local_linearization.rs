@@ -1,0 +1,581 @@
+//! Local linearization (exponential) method, paper 002.
+//!
+//! For `y' = f(t, y)` the step is `y_{n+1} = y_n + φ`, `φ = ∫₀ʰ e^{A(h−u)} (f_n + f_t u) du`,
+//! `A = f_y(t_n, y_n)`, read off the exponential of the augmented matrix (6):
+//! `exp(h [[A, f_t, f_n], [0, 0, 1], [0, 0, 0]])` holds `φ` in its top-right column. The
+//! exponential is computed by scaling and squaring with the diagonal (6,6) Padé approximant
+//! (‖hC/2^s‖₁ ≤ ½, relative accuracy near round-off for that norm).
+//!
+//! Local error estimate (paper 002, eqs. (29)–(33)): the remainder of the linearization
+//! `r(t) = f(t, y) − g(t, y)`, `g = f_n + A (y − y_n) + f_t (t − t_n)`, is approximated by
+//! `v_n (t − t_n)²` with `v_n = r(t_{n+1}, y_{n+1}) / h²` (30), and the local error is
+//! `l = ∫₀ʰ e^{A(h−u)} v_n u² du` (31), the top-right column of `exp(hL)`,
+//! `L = [[A, 2v_n, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0]]` (32)–(33). (We include
+//! the `f_t` term in `g` so that `r` is the remainder of the same linearization the step uses;
+//! for autonomous problems it is the paper's `g`.)
+//!
+//! Step control (38) with the error per unit step (EPUS, (39)): `r = ‖l‖/h` in the weighted
+//! RMS norm, accepted when `r ≤ 1`, `h* = 0.9 r^{−1/k} h` with `k = p = 2`; optionally the PI
+//! controller (40), `h_{n+1} = r^{−k_I} (r_{n−1}/r)^{k_P} h` with `k_I = 0.15`, `k_P = 0.2`
+//! (Gustafsson's β = (0.7, 0.4) scaled by 1/k).
+//!
+//! On the multibody system `y = (q, v)`, `f = (v, q̈)` with `q̈` from the saddle-point system
+//! (the index-1 form of paper 002, section 2); `f_y` and `f_t` are central finite differences
+//! of `f` (the paper derives `f_y` analytically); after each step `q` and `v` are projected onto
+//! the constraints as in the explicit method.
+
+#![allow(clippy::needless_range_loop)] // index loops are clearer in dense numerics
+
+use super::dense::{self, Constrained, Lu};
+use super::step_control::{weighted_rms_norm, StepController};
+use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+
+/// Matrix exponential by scaling and squaring with the (6,6) Padé approximant, with
+/// preallocated workspace for one size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Expm {
+    n: usize,
+    x: DMatrix<f64>,
+    p: DMatrix<f64>,
+    num: DMatrix<f64>,
+    den: Lu,
+    out: DMatrix<f64>,
+    tmp: DMatrix<f64>,
+    col: Vec<f64>,
+}
+
+const PADE_DEGREE: usize = 6;
+
+impl Expm {
+    pub fn new(n: usize) -> Self {
+        Expm {
+            n,
+            x: DMatrix::zeros(n, n),
+            p: DMatrix::zeros(n, n),
+            num: DMatrix::zeros(n, n),
+            den: Lu::new(n),
+            out: DMatrix::zeros(n, n),
+            tmp: DMatrix::zeros(n, n),
+            col: vec![0.0; n],
+        }
+    }
+
+    /// `exp(a)`; the result is in [`Expm::result`]. Errors if `a` is not finite.
+    pub fn compute(&mut self, a: &DMatrix<f64>) -> Result<(), String> {
+        let n = self.n;
+        let norm = (0..n)
+            .map(|j| (0..n).map(|i| a[(i, j)].abs()).sum::<f64>())
+            .fold(0.0, f64::max);
+        if !norm.is_finite() {
+            return Err("matrix exponential of a non-finite matrix".into());
+        }
+        let s = if norm > 0.5 {
+            (norm / 0.5).log2().ceil() as i32
+        } else {
+            0
+        };
+        let scale = 0.5f64.powi(s);
+        self.x.copy_from(a);
+        self.x *= scale;
+        // N = Σ c_k X^k, D = Σ (−1)^k c_k X^k.
+        self.num.fill_with_identity();
+        self.den.a.fill_with_identity();
+        self.p.fill_with_identity();
+        let q = PADE_DEGREE as f64;
+        let mut c = 1.0;
+        for k in 1..=PADE_DEGREE {
+            let kf = k as f64;
+            c *= (q - kf + 1.0) / (kf * (2.0 * q - kf + 1.0));
+            self.tmp.gemm(1.0, &self.p, &self.x, 0.0);
+            std::mem::swap(&mut self.p, &mut self.tmp);
+            let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+            for j in 0..n {
+                for i in 0..n {
+                    let pk = self.p[(i, j)];
+                    self.num[(i, j)] += c * pk;
+                    self.den.a[(i, j)] += sign * c * pk;
+                }
+            }
+        }
+        self.den
+            .factor()
+            .map_err(|k| format!("Padé denominator singular at pivot {k}"))?;
+        for j in 0..n {
+            for i in 0..n {
+                self.col[i] = self.num[(i, j)];
+            }
+            self.den.solve(&mut self.col);
+            for i in 0..n {
+                self.out[(i, j)] = self.col[i];
+            }
+        }
+        for _ in 0..s {
+            self.tmp.gemm(1.0, &self.out, &self.out, 0.0);
+            std::mem::swap(&mut self.out, &mut self.tmp);
+        }
+        Ok(())
+    }
+
+    pub fn result(&self) -> &DMatrix<f64> {
+        &self.out
+    }
+}
+
+/// The LL step and its error estimate for an ODE of dimension `m` (usable on any ODE).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LlCore {
+    m: usize,
+    c: DMatrix<f64>,
+    l: DMatrix<f64>,
+    e_step: Expm,
+    e_err: Expm,
+}
+
+impl LlCore {
+    pub fn new(m: usize) -> Self {
+        LlCore {
+            m,
+            c: DMatrix::zeros(m + 2, m + 2),
+            l: DMatrix::zeros(m + 3, m + 3),
+            e_step: Expm::new(m + 2),
+            e_err: Expm::new(m + 3),
+        }
+    }
+
+    /// `φ` of eq. (5) for the Jacobian `a`, `f_t`, `f_n` and step `h` (6).
+    pub fn increment(
+        &mut self,
+        a: &DMatrix<f64>,
+        ft: &[f64],
+        f: &[f64],
+        h: f64,
+        phi: &mut [f64],
+    ) -> Result<(), String> {
+        let m = self.m;
+        self.c.fill(0.0);
+        for j in 0..m {
+            for i in 0..m {
+                self.c[(i, j)] = h * a[(i, j)];
+            }
+        }
+        for i in 0..m {
+            self.c[(i, m)] = h * ft[i];
+            self.c[(i, m + 1)] = h * f[i];
+        }
+        self.c[(m, m + 1)] = h;
+        self.e_step.compute(&self.c)?;
+        let e = self.e_step.result();
+        for i in 0..m {
+            phi[i] = e[(i, m + 1)];
+        }
+        Ok(())
+    }
+
+    /// Local error `l = ∫₀ʰ e^{A(h−u)} v u² du` (31) from `exp(hL)` (32)–(33).
+    pub fn local_error(
+        &mut self,
+        a: &DMatrix<f64>,
+        v: &[f64],
+        h: f64,
+        l: &mut [f64],
+    ) -> Result<(), String> {
+        let m = self.m;
+        self.l.fill(0.0);
+        for j in 0..m {
+            for i in 0..m {
+                self.l[(i, j)] = h * a[(i, j)];
+            }
+        }
+        for i in 0..m {
+            self.l[(i, m)] = h * 2.0 * v[i];
+        }
+        self.l[(m, m + 1)] = h;
+        self.l[(m + 1, m + 2)] = h;
+        self.e_err.compute(&self.l)?;
+        let e = self.e_err.result();
+        for i in 0..m {
+            l[i] = e[(i, m + 2)];
+        }
+        Ok(())
+    }
+}
+
+/// The local linearization method on the index-1 form with projections.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocalLinearization {
+    settings: Settings,
+    /// PI step-size control (40) instead of the elementary rule (38).
+    pub pi_control: bool,
+    state: MechState,
+    stats: Stats,
+    h: f64,
+    ctrl: StepController,
+    nq: usize,
+    ws: Constrained,
+    core: LlCore,
+    jac: DMatrix<f64>,
+    f0: Vec<f64>,
+    ft: Vec<f64>,
+    fp: Vec<f64>,
+    fm: Vec<f64>,
+    y0: Vec<f64>,
+    y1: Vec<f64>,
+    yp: Vec<f64>,
+    phi: Vec<f64>,
+    vres: Vec<f64>,
+    lerr: Vec<f64>,
+    lam_tmp: Vec<f64>,
+    jac_ready: bool,
+    initialized: bool,
+}
+
+impl LocalLinearization {
+    pub fn new(settings: Settings, n_q: usize, n_c: usize) -> Self {
+        let m = 2 * n_q;
+        LocalLinearization {
+            settings: Settings {
+                method: Method::LocalLinearization,
+                ..settings
+            },
+            pi_control: false,
+            state: MechState {
+                t: 0.0,
+                q: vec![0.0; n_q],
+                v: vec![0.0; n_q],
+                lambda: vec![0.0; n_c],
+            },
+            stats: Stats::default(),
+            h: 0.0,
+            ctrl: StepController::elementary(),
+            nq: n_q,
+            ws: Constrained::new(n_q, n_c),
+            core: LlCore::new(m),
+            jac: DMatrix::zeros(m, m),
+            f0: vec![0.0; m],
+            ft: vec![0.0; m],
+            fp: vec![0.0; m],
+            fm: vec![0.0; m],
+            y0: vec![0.0; m],
+            y1: vec![0.0; m],
+            yp: vec![0.0; m],
+            phi: vec![0.0; m],
+            vres: vec![0.0; m],
+            lerr: vec![0.0; m],
+            lam_tmp: vec![0.0; n_c],
+            jac_ready: false,
+            initialized: false,
+        }
+    }
+
+    /// With the PI controller (40).
+    pub fn with_pi(settings: Settings, n_q: usize, n_c: usize) -> Self {
+        let mut s = Self::new(settings, n_q, n_c);
+        s.pi_control = true;
+        s
+    }
+
+    fn controller(&self) -> StepController {
+        if self.pi_control {
+            StepController::pi()
+        } else {
+            StepController::elementary()
+        }
+    }
+
+    /// `f(t, y)` into `out` (`y = (q, v)`).
+    #[allow(clippy::too_many_arguments)]
+    fn rhs<S: MultibodySystem + ?Sized>(
+        ws: &mut Constrained,
+        stats: &mut Stats,
+        lam: &mut [f64],
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        out: &mut [f64],
+        jacobian: bool,
+    ) -> Result<(), IntegrateError> {
+        let n = ws.nq;
+        stats.f_evals += 1;
+        if jacobian {
+            stats.f_evals_jacobian += 1;
+        }
+        let (q, v) = y.split_at(n);
+        let (dq, dv) = out.split_at_mut(n);
+        dq.copy_from_slice(v);
+        ws.accelerations(sys, t, q, v, dv, lam)
+    }
+
+    /// `f_y`, `f_t` at the step start by central differences.
+    fn jacobians<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+    ) -> Result<(), IntegrateError> {
+        let m = 2 * self.nq;
+        let t = self.state.t;
+        let eps3 = 6e-6;
+        self.stats.jac_evals += 1;
+        for k in 0..m {
+            let d = eps3 * self.y0[k].abs().max(1.0);
+            self.yp.copy_from_slice(&self.y0);
+            self.yp[k] += d;
+            Self::rhs(
+                &mut self.ws,
+                &mut self.stats,
+                &mut self.lam_tmp,
+                sys,
+                t,
+                &self.yp,
+                &mut self.fp,
+                true,
+            )?;
+            self.yp[k] -= 2.0 * d;
+            Self::rhs(
+                &mut self.ws,
+                &mut self.stats,
+                &mut self.lam_tmp,
+                sys,
+                t,
+                &self.yp,
+                &mut self.fm,
+                true,
+            )?;
+            for i in 0..m {
+                self.jac[(i, k)] = (self.fp[i] - self.fm[i]) / (2.0 * d);
+            }
+        }
+        let dt = eps3 * t.abs().max(1.0);
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.lam_tmp,
+            sys,
+            t + dt,
+            &self.y0,
+            &mut self.fp,
+            true,
+        )?;
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.lam_tmp,
+            sys,
+            t - dt,
+            &self.y0,
+            &mut self.fm,
+            true,
+        )?;
+        for i in 0..m {
+            self.ft[i] = (self.fp[i] - self.fm[i]) / (2.0 * dt);
+        }
+        self.jac_ready = true;
+        Ok(())
+    }
+}
+
+impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
+    fn initialize(&mut self, sys: &mut S, x: &MechState) -> Result<(), IntegrateError> {
+        dense::validate_settings(&self.settings)?;
+        let n = self.nq;
+        if x.q.len() != n || x.v.len() != n || sys.n_q() != n || sys.n_c() != self.ws.nc {
+            return Err(IntegrateError::Inconsistent {
+                t: x.t,
+                what: format!(
+                    "dimension mismatch: integrator built for n_q = {n}, n_c = {}",
+                    self.ws.nc
+                ),
+            });
+        }
+        self.stats = Stats::default();
+        self.ctrl = self.controller();
+        self.state.t = x.t;
+        self.state.q.copy_from_slice(&x.q);
+        self.state.v.copy_from_slice(&x.v);
+        self.y0[..n].copy_from_slice(&x.q);
+        self.y0[n..].copy_from_slice(&x.v);
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.state.lambda,
+            sys,
+            x.t,
+            &self.y0,
+            &mut self.f0,
+            false,
+        )?;
+        self.h = dense::first_step(&self.settings, x.t, &self.y0, &self.f0, 1);
+        self.jac_ready = false;
+        self.initialized = true;
+        Ok(())
+    }
+
+    fn step(&mut self, sys: &mut S, t_limit: f64) -> Result<f64, IntegrateError> {
+        if !self.initialized {
+            return Err(IntegrateError::Settings("step before initialize".into()));
+        }
+        let n = self.nq;
+        let m = 2 * n;
+        let t = self.state.t;
+        let fixed = self.settings.fixed_step.is_some();
+        if !self.jac_ready {
+            self.y0[..n].copy_from_slice(&self.state.q);
+            self.y0[n..].copy_from_slice(&self.state.v);
+            self.jacobians(sys)?;
+        }
+        let mut h_try = self.h;
+        loop {
+            let p = dense::plan_step(&self.settings, t, h_try, t_limit)?;
+            let h = p.h;
+            if h < dense::h_min(t) {
+                return Err(IntegrateError::StepTooSmall {
+                    t,
+                    h,
+                    h_min: dense::h_min(t),
+                    reason: "local linearization error test".into(),
+                });
+            }
+            let t1 = dense::advance(t, p, t_limit);
+            self.core
+                .increment(&self.jac, &self.ft, &self.f0, h, &mut self.phi)
+                .map_err(|what| IntegrateError::NonFinite { t, what })?;
+            for i in 0..m {
+                self.y1[i] = self.y0[i] + self.phi[i];
+            }
+            let mut err = 0.0;
+            if !fixed {
+                // v_n = (f(t1, y1) − g(t1, y1)) / h² (30), g the linearization.
+                let r = Self::rhs(
+                    &mut self.ws,
+                    &mut self.stats,
+                    &mut self.lam_tmp,
+                    sys,
+                    t1,
+                    &self.y1,
+                    &mut self.fp,
+                    false,
+                );
+                err = match r {
+                    Ok(()) => {
+                        for i in 0..m {
+                            let mut g = self.f0[i] + self.ft[i] * h;
+                            for k in 0..m {
+                                g += self.jac[(i, k)] * self.phi[k];
+                            }
+                            self.vres[i] = (self.fp[i] - g) / (h * h);
+                        }
+                        self.core
+                            .local_error(&self.jac, &self.vres, h, &mut self.lerr)
+                            .map_err(|what| IntegrateError::NonFinite { t, what })?;
+                        // Error per unit step (39).
+                        weighted_rms_norm(
+                            &self.lerr,
+                            &self.y0,
+                            &self.y1,
+                            self.settings.rtol,
+                            self.settings.atol,
+                        ) / h
+                    }
+                    Err(e) if e.is_recoverable() => f64::INFINITY,
+                    Err(e) => return Err(e),
+                };
+                if err.is_nan() || err > 1.0 {
+                    self.stats.rejected_steps += 1;
+                    self.stats.error_test_failures += 1;
+                    // k = p = 2 for EPUS: the controller's exponent is 1/(order + 1).
+                    h_try = if err.is_finite() {
+                        h * self.ctrl.factor(err, 1, false)
+                    } else {
+                        0.25 * h
+                    };
+                    continue;
+                }
+            }
+            let (q, v) = self.y1.split_at_mut(n);
+            let tol = dense::projection_tol(&self.settings);
+            self.ws.project_positions(sys, t1, q, tol)?;
+            self.ws.project_velocities(sys, t1, q, v)?;
+            self.state.q.copy_from_slice(q);
+            self.state.v.copy_from_slice(v);
+            self.state.t = t1;
+            self.y0.copy_from_slice(&self.y1);
+            Self::rhs(
+                &mut self.ws,
+                &mut self.stats,
+                &mut self.state.lambda,
+                sys,
+                t1,
+                &self.y0,
+                &mut self.f0,
+                false,
+            )?;
+            self.stats.steps += 1;
+            if fixed {
+                self.h = h_try;
+            } else {
+                let fac = self.ctrl.factor(err, 1, true);
+                self.ctrl.accept(err);
+                self.h = if p.clipped {
+                    (fac * h).max(h_try.min(fac * h_try))
+                } else {
+                    fac * h
+                };
+            }
+            self.jac_ready = false;
+            sys.accept_step(t1, &self.state.q, &self.state.v, Some(&self.state.lambda));
+            return Ok(t1);
+        }
+    }
+
+    fn state(&self) -> &MechState {
+        &self.state
+    }
+    fn next_step_size(&self) -> f64 {
+        self.h
+    }
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    fn method(&self) -> Method {
+        Method::LocalLinearization
+    }
+    fn set_settings(&mut self, settings: Settings) {
+        self.settings = Settings {
+            method: Method::LocalLinearization,
+            ..settings
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expm_matches_closed_forms() {
+        // Rotation generator: exp([[0, −w], [w, 0]] t) = [[cos, −sin], [sin, cos]], large norm
+        // to exercise the squaring.
+        let mut e = Expm::new(2);
+        let w = 37.0;
+        let a = DMatrix::from_row_slice(2, 2, &[0.0, -w, w, 0.0]);
+        e.compute(&a).unwrap();
+        let r = e.result();
+        assert!(
+            (r[(0, 0)] - w.cos()).abs() < 1e-12 && (r[(1, 0)] - w.sin()).abs() < 1e-12,
+            "{r}"
+        );
+        // Nilpotent Jordan block: exp(N) = I + N + N²/2.
+        let mut e = Expm::new(3);
+        let n = DMatrix::from_row_slice(3, 3, &[0.0, 2.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0]);
+        e.compute(&n).unwrap();
+        assert!(
+            (e.result()[(0, 2)] - 3.0).abs() < 1e-14 && (e.result()[(0, 1)] - 2.0).abs() < 1e-14
+        );
+        // Diagonal.
+        let d = DMatrix::from_row_slice(3, 3, &[-2.0, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 4.0]);
+        e.compute(&d).unwrap();
+        for (i, x) in [-2.0f64, 0.5, 4.0].iter().enumerate() {
+            assert!((e.result()[(i, i)] - x.exp()).abs() < 1e-13 * x.exp());
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Every integrator on every model in `models/` (issue 4): a short run with the inputs held at
+//! their start values reaches the end, stays on the constraint manifold and produces finite
+//! outputs.
+
+use mbsfmu::integrate::explicit::Dopri5;
+use mbsfmu::integrate::half_implicit::HalfImplicit;
+use mbsfmu::integrate::local_linearization::LocalLinearization;
+use mbsfmu::integrate::newmark::Newmark;
+use mbsfmu::integrate::rosenbrock::RosenbrockNystrom;
+use mbsfmu::integrate::sdirk::Sdirk;
+use mbsfmu::integrate::system::Mechanical;
+use mbsfmu::integrate::{Integrator, Method, Settings};
+use mbsfmu::mbs::system::System;
+use std::path::Path;
+use std::sync::Arc;
+
+fn make(method: Method, settings: Settings, nq: usize, nc: usize) -> Option<Box<dyn Integrator<System>>> {
+    let s = Settings { method, ..settings };
+    Some(match method {
+        Method::Dopri5 => Box::new(Dopri5::new(s, nq, nc)),
+        Method::HalfImplicit => Box::new(HalfImplicit::new(s, nq, nc)),
+        Method::Sdirk => Box::new(Sdirk::new(s, nq, nc)),
+        Method::LocalLinearization => Box::new(LocalLinearization::new(s, nq, nc)),
+        Method::RosenbrockNystrom | Method::WMethod => Box::new(RosenbrockNystrom::new(s, nq, nc)),
+        Method::Trapezoidal | Method::Newmark | Method::Hht | Method::GeneralizedAlpha => Box::new(Newmark::new(s, nq, nc)),
+        Method::Bdf => return None,
+    })
+}
+
+fn models() -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("models"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_integrator_runs_on_every_model() {
+    let horizon = 0.2;
+    let mut failures = Vec::new();
+    for f in models() {
+        let spec = Arc::new(mbsfmu::mbs::load_model(&f).unwrap());
+        for method in Method::ALL {
+            let mut sys = System::new(spec.clone()).unwrap();
+            let x0 = sys.initial_state(spec.experiment.start).unwrap();
+            let (nq, nc) = (sys.n_q(), sys.n_c());
+            let settings = Settings { rtol: 1e-4, atol: 1e-6, ..Settings::default() };
+            let Some(mut integ) = make(method, settings, nq, nc) else { continue };
+            let name = format!("{} / {}", f.file_name().unwrap().to_string_lossy(), method.name());
+            if let Err(e) = integ.initialize(&mut sys, &x0) {
+                failures.push(format!("{name}: initialize: {e}"));
+                continue;
+            }
+            let t_end = spec.experiment.start + horizon;
+            let started = std::time::Instant::now();
+            let mut ok = true;
+            while integ.state().t < t_end {
+                if let Err(e) = integ.step(&mut sys, t_end) {
+                    failures.push(format!("{name}: at t = {}: {e}", integ.state().t));
+                    ok = false;
+                    break;
+                }
+                if started.elapsed().as_secs() > 20 {
+                    failures.push(format!("{name}: too slow ({} steps in 20 s, t = {})", integ.stats().steps, integ.state().t));
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            let x = integ.state().clone();
+            let mut phi = vec![0.0; nc];
+            sys.constraints(x.t, &x.q, &mut phi);
+            let worst = phi.iter().fold(0.0f64, |m, p| m.max(p.abs()));
+            let mut out = vec![0.0; sys.n_outputs()];
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            eprintln!("{name}: {} steps, {} rejected, residual {worst:.1e}, outputs {out:.4?}", integ.stats().steps, integ.stats().rejected_steps);
+            if !(worst < 1e-4) || out.iter().any(|o| !o.is_finite()) {
+                failures.push(format!("{name}: residual {worst:e}, outputs {out:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
