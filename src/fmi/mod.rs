@@ -194,14 +194,22 @@ pub(crate) struct LoadedModel {
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
-        return Err(format!("the resources folder {} has no model.toml", resource_dir.display()));
+        return Err(format!(
+            "the resources folder {} has no model.toml",
+            resource_dir.display()
+        ));
     }
     let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
     let token = crate::description::token::model_token_of(&model_file, &spec.source_files)
         .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
-    Ok(LoadedModel { spec, table, engine, token })
+    Ok(LoadedModel {
+        spec,
+        table,
+        engine,
+        token,
+    })
 }
 
 impl Instance {

@@ -29,7 +29,11 @@ pub enum AnyIntegrator {
 impl AnyIntegrator {
     /// The integrator for `settings.method`, for a system with `n_q` coordinates and `n_c`
     /// constraints.
-    pub fn new(settings: Settings, n_q: usize, n_c: usize) -> Result<AnyIntegrator, IntegrateError> {
+    pub fn new(
+        settings: Settings,
+        n_q: usize,
+        n_c: usize,
+    ) -> Result<AnyIntegrator, IntegrateError> {
         Ok(match settings.method {
             Method::Bdf => {
                 return Err(IntegrateError::Settings(
@@ -96,11 +100,16 @@ mod tests {
     #[test]
     fn every_available_method_reports_itself() {
         for m in Method::ALL {
-            let s = Settings { method: m, ..Default::default() };
+            let s = Settings {
+                method: m,
+                ..Default::default()
+            };
             match AnyIntegrator::new(s, 2, 0) {
                 Ok(i) => {
                     assert!(AnyIntegrator::is_available(m));
-                    let got = <AnyIntegrator as Integrator<crate::integrate::test_systems::Oscillator>>::method(&i);
+                    let got = <AnyIntegrator as Integrator<
+                        crate::integrate::test_systems::Oscillator,
+                    >>::method(&i);
                     assert_eq!(got, m, "{m:?}");
                 }
                 Err(_) => assert!(!AnyIntegrator::is_available(m)),
