@@ -1125,3 +1125,53 @@ fn every_model_runs_through_the_fmi2_abi() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Accuracy of the three input paths for a sine input against the closed form: FMI 2 input
+/// derivatives (exact Taylor polynomial of order 2), the reconstruction from the history of
+/// communication-point samples, and zero-order hold (derivatives given as zero).
+#[test]
+fn input_paths_accuracy_for_a_sine_input() {
+    let f = lib();
+    let r = Resources::oscillator("");
+    let (a, w, h) = (0.1, 5.0, 0.1);
+    let run = |mode: u8| -> f64 {
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        let u = vr("u");
+        let mut worst: f64 = 0.0;
+        for i in 0..30 {
+            let t = i as f64 * h;
+            assert_eq!(inst.set(u, a * (w * t).sin()), OK);
+            let d = match mode {
+                0 => Some([a * w * (w * t).cos(), -a * w * w * (w * t).sin()]),
+                2 => Some([0.0, 0.0]),
+                _ => None,
+            };
+            if let Some(d) = d {
+                let (vrs, orders) = ([u, u], [1, 2]);
+                assert_eq!(
+                    unsafe {
+                        f.fmi2SetRealInputDerivatives(
+                            inst.c,
+                            vrs.as_ptr(),
+                            2,
+                            orders.as_ptr(),
+                            d.as_ptr(),
+                        )
+                    },
+                    OK
+                );
+            }
+            assert_eq!(inst.step(t, h), OK);
+            worst = worst.max((inst.get(vr("x")).1 - sine_response(100.0, 2.0, a, w, t + h)).abs());
+        }
+        worst
+    };
+    let (taylor, history, zoh) = (run(0), run(1), run(2));
+    eprintln!("sine input (amplitude {a}, ω = {w}, H = {h}): max |x error| Taylor(2) {taylor:e}, history {history:e}, zero-order hold {zoh:e}");
+    assert!(taylor < 0.1 * history.min(zoh), "{taylor} {history} {zoh}");
+    assert!(
+        history < zoh,
+        "the reconstruction is better than holding: {history} {zoh}"
+    );
+}
