@@ -1,1 +1,1047 @@
 //! FMI-agnostic co-simulation: a model instance that advances to a communication point.
+//!
+//! [`Simulation`] owns the engine, the integrator, the solver settings, the inputs (with their
+//! history and the polynomial segments the engine evaluates), the outputs cache and the
+//! statistics. The C ABI (`fmi`) maps value references and states onto this API; nothing here
+//! knows about FMI status codes or pointers.
+//!
+//! # Inputs inside a communication step
+//! Drivers need `u`, `u̇`, `ü` over the step. The segment for input `i` on `[t_c, t_c + H]` is:
+//! 1. FMI 2 input derivatives ([`Simulation::set_input_derivative`]), when the importer gave
+//!    them for this step: the Taylor polynomial `u + u̇ s + ü s²/2` (exact up to the order the
+//!    importer provides).
+//! 2. Otherwise a reconstruction from the input history: the polynomial through the last three
+//!    samples (communication points, and intermediate-update times when the importer answers
+//!    the FMI 3 callback), extrapolated over the step. For a smooth input with sample spacing
+//!    `H` the value error is `O(H³)`, the first derivative `O(H²)`, the second `O(H)`. With
+//!    fewer samples (start of simulation) it is linear, then constant.
+//! 3. FMI 3 intermediate update: after every accepted internal step at `t_k` the importer is
+//!    asked for the inputs at `t_k`; those samples join the history, so the spacing becomes
+//!    the internal step size and the errors above shrink accordingly.
+
+use crate::description::{
+    Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
+};
+use crate::integrate::any::AnyIntegrator;
+use crate::integrate::{
+    IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
+    Stats,
+};
+use crate::mbs::inputs::{InputSegment, InputSignals};
+use crate::mbs::{ModelError, ModelSpec};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// What the co-simulation layer needs from the engine beyond the integrator traits
+/// (implemented by `mbs::system::System`; generic so the layer can be tested with small
+/// systems).
+pub trait Engine: MultibodySystem + Clone + Serialize + DeserializeOwned + Send + 'static {
+    fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError>;
+    fn inputs_mut(&mut self) -> &mut InputSignals;
+    /// A consistent state at `t0` for the current parameters and inputs.
+    fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError>;
+    fn n_outputs(&self) -> usize;
+    fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError>;
+    /// Accelerations and multipliers at a state (saddle-point system).
+    fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), ModelError>;
+}
+
+impl Engine for crate::mbs::system::System {
+    fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
+        crate::mbs::system::System::set_parameter(self, i, value)
+    }
+    fn inputs_mut(&mut self) -> &mut InputSignals {
+        crate::mbs::system::System::inputs_mut(self)
+    }
+    fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
+        crate::mbs::system::System::initial_state(self, t0)
+    }
+    fn n_outputs(&self) -> usize {
+        crate::mbs::system::System::n_outputs(self)
+    }
+    fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError> {
+        crate::mbs::system::System::evaluate_outputs(self, x, out)
+    }
+    fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        crate::mbs::system::System::accelerations(self, t, q, v)
+    }
+}
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CosimError {
+    #[error("unknown value reference {0}")]
+    UnknownVr(u32),
+    #[error("variable `{name}` (value reference {vr}) is of type {actual}, not {requested}")]
+    WrongType {
+        vr: u32,
+        name: String,
+        actual: &'static str,
+        requested: &'static str,
+    },
+    #[error("variable `{name}`: value {value} is not finite")]
+    NotFinite { name: String, value: f64 },
+    #[error("variable `{name}` has causality {causality} and cannot be set")]
+    NotSettable {
+        name: String,
+        causality: &'static str,
+    },
+    #[error("variable `{name}` is not tunable: it can only be set before initialization ends")]
+    NotTunable { name: String },
+    #[error("variable `{name}`: invalid value {value}: {reason}")]
+    InvalidValue {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("model: {0}")]
+    Model(#[from] ModelError),
+    #[error("integrator: {0}")]
+    Integrate(#[from] IntegrateError),
+    #[error("the instance is not initialized")]
+    NotInitialized,
+    #[error("communication point {requested} does not match the instance time {current}")]
+    TimeMismatch { requested: f64, current: f64 },
+    #[error("invalid communication step size {0} (must be finite and positive)")]
+    InvalidStepSize(f64),
+    #[error("step to {t_end} goes past the stop time {stop}")]
+    PastStop { t_end: f64, stop: f64 },
+    #[error("output derivatives of order {order} are not available: {reason}")]
+    OutputDerivative { order: i64, reason: String },
+    #[error("directional derivative: {0}")]
+    Derivative(String),
+    #[error("state does not belong to this model: {0}")]
+    ForeignState(String),
+}
+
+/// Where the instance is in its life cycle, as far as setting variables is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetPhase {
+    /// Instantiated or initialization mode: parameters, solver settings and inputs.
+    Setup,
+    /// Step mode: inputs and tunable parameters.
+    Stepping,
+}
+
+/// How a call to [`Simulation::advance_to`] ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Advance {
+    Completed,
+    /// The integrator could not go further than `last_successful_time`; the instance is there
+    /// and usable (retry with a smaller step, or restore a saved state).
+    Discard {
+        last_successful_time: f64,
+        reason_is_recoverable: bool,
+    },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct InputState {
+    value: f64,
+    /// Samples `(t, u)`, oldest first, at most three, strictly increasing times.
+    history: Vec<(f64, f64)>,
+    /// FMI 2 input derivatives of order 1 and 2 for the next step.
+    derivs: [Option<f64>; 2],
+}
+
+/// Everything that changes during a simulation: what FMU state save/restore copies.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SimState<E> {
+    engine: E,
+    integrator: Option<AnyIntegrator>,
+    settings: Settings,
+    tolerance: Option<f64>,
+    params: Vec<f64>,
+    inputs: Vec<InputState>,
+    /// Inputs were set since the engine's segments were last built.
+    inputs_dirty: bool,
+    /// Current state (initial state in initialization mode, last communication point after).
+    x: Option<MechState>,
+    outputs: Vec<f64>,
+    outputs_valid: bool,
+    start: f64,
+    stop: Option<f64>,
+    initialized: bool,
+    reinit: bool,
+    stats_base: Stats,
+    cpu_time: f64,
+    /// Size of the last communication step (for output-derivative fallbacks).
+    last_h: f64,
+}
+
+/// A co-simulation instance of one model.
+pub struct Simulation<E: Engine> {
+    spec: Arc<ModelSpec>,
+    table: Arc<VariableTable>,
+    st: SimState<E>,
+}
+
+fn causality_name(c: Causality) -> &'static str {
+    match c {
+        Causality::Parameter => "parameter",
+        Causality::Input => "input",
+        Causality::Output => "output",
+        Causality::Local => "local",
+        Causality::Independent => "independent",
+    }
+}
+
+fn type_name(t: VarType) -> &'static str {
+    match t {
+        VarType::Float64 => "Float64",
+        VarType::Int64 => "Int64",
+        VarType::Enumeration(_) => "Enumeration",
+    }
+}
+
+impl<E: Engine> Simulation<E> {
+    /// A fresh instance with the model's default parameters and solver settings.
+    pub fn new(spec: Arc<ModelSpec>, table: Arc<VariableTable>, engine: E) -> Simulation<E> {
+        let inputs = spec
+            .inputs
+            .iter()
+            .map(|u| InputState {
+                value: u.start,
+                ..Default::default()
+            })
+            .collect();
+        let n_out = engine.n_outputs();
+        Simulation {
+            st: SimState {
+                engine,
+                integrator: None,
+                settings: spec.solver,
+                tolerance: None,
+                params: spec.default_parameters(),
+                inputs,
+                inputs_dirty: true,
+                x: None,
+                outputs: vec![0.0; n_out],
+                outputs_valid: false,
+                start: spec.experiment.start,
+                stop: None,
+                initialized: false,
+                reinit: false,
+                stats_base: Stats::default(),
+                cpu_time: 0.0,
+                last_h: 0.0,
+            },
+            spec,
+            table,
+        }
+    }
+
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+    pub fn table(&self) -> &VariableTable {
+        &self.table
+    }
+    pub fn settings(&self) -> Settings {
+        self.effective_settings()
+    }
+    pub fn is_initialized(&self) -> bool {
+        self.st.initialized
+    }
+
+    /// Current time: the start time before initialization, then the last communication point
+    /// (or the last successful time after a Discard).
+    pub fn time(&self) -> f64 {
+        self.st.x.as_ref().map_or(self.st.start, |x| x.t)
+    }
+
+    fn effective_settings(&self) -> Settings {
+        let mut s = self.st.settings;
+        if let Some(tol) = self.st.tolerance {
+            s.rtol = tol;
+        }
+        s
+    }
+
+    fn var(&self, vr: u32) -> Result<&crate::description::Variable, CosimError> {
+        self.table.get(vr).ok_or(CosimError::UnknownVr(vr))
+    }
+
+    /// Start of initialization: experiment data from the importer. `tolerance` overrides
+    /// `solver.rtol`.
+    pub fn setup_experiment(
+        &mut self,
+        tolerance: Option<f64>,
+        start: f64,
+        stop: Option<f64>,
+    ) -> Result<(), CosimError> {
+        if !start.is_finite() {
+            return Err(CosimError::InvalidValue {
+                name: "startTime".into(),
+                value: start.to_string(),
+                reason: "not finite".into(),
+            });
+        }
+        if let Some(tol) = tolerance {
+            if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+                return Err(CosimError::InvalidValue {
+                    name: "tolerance".into(),
+                    value: tol.to_string(),
+                    reason: "must be in (0, 1)".into(),
+                });
+            }
+        }
+        if let Some(stop) = stop {
+            if stop.is_nan() || stop < start {
+                return Err(CosimError::InvalidValue {
+                    name: "stopTime".into(),
+                    value: stop.to_string(),
+                    reason: format!("must not be before the start time {start}"),
+                });
+            }
+        }
+        self.st.tolerance = tolerance;
+        self.st.start = start;
+        self.st.stop = stop;
+        self.invalidate();
+        Ok(())
+    }
+
+    fn invalidate(&mut self) {
+        self.st.outputs_valid = false;
+        if !self.st.initialized {
+            self.st.x = None;
+        }
+    }
+
+    // ---- setting and getting by value reference ----
+
+    /// Set a Float64 variable.
+    pub fn set_real(&mut self, vr: u32, value: f64, phase: SetPhase) -> Result<(), CosimError> {
+        let v = self.var(vr)?.clone();
+        if v.var_type != VarType::Float64 {
+            return Err(CosimError::WrongType {
+                vr,
+                name: v.name,
+                actual: type_name(v.var_type),
+                requested: "Float64",
+            });
+        }
+        self.check_settable(&v, phase)?;
+        if !value.is_finite() {
+            return Err(CosimError::NotFinite {
+                name: v.name,
+                value,
+            });
+        }
+        match v.kind {
+            VarKind::Parameter(i) => {
+                self.st
+                    .engine
+                    .set_parameter(i, value)
+                    .map_err(|e| CosimError::InvalidValue {
+                        name: v.name.clone(),
+                        value: value.to_string(),
+                        reason: e.to_string(),
+                    })?;
+                self.st.params[i] = value;
+                if self.st.initialized {
+                    // The integrator's history (and Jacobians) belong to the old parameters.
+                    self.st.reinit = true;
+                }
+            }
+            VarKind::Input(i) => {
+                self.st.inputs[i].value = value;
+                self.st.inputs_dirty = true;
+            }
+            VarKind::Solver(s) => {
+                let bad = |reason: &str| CosimError::InvalidValue {
+                    name: v.name.clone(),
+                    value: value.to_string(),
+                    reason: reason.into(),
+                };
+                match s {
+                    SolverSetting::Rtol if value > 0.0 && value < 1.0 => {
+                        self.st.settings.rtol = value
+                    }
+                    SolverSetting::Atol if value > 0.0 => self.st.settings.atol = value,
+                    SolverSetting::MaxStep if value >= 0.0 => self.st.settings.max_step = value,
+                    SolverSetting::InitialStep if value >= 0.0 => {
+                        self.st.settings.initial_step = value
+                    }
+                    SolverSetting::Rtol => return Err(bad("must be in (0, 1)")),
+                    SolverSetting::Atol => return Err(bad("must be positive")),
+                    _ => return Err(bad("must be non-negative")),
+                }
+            }
+            _ => {
+                return Err(CosimError::NotSettable {
+                    name: v.name,
+                    causality: causality_name(v.causality),
+                })
+            }
+        }
+        self.invalidate();
+        Ok(())
+    }
+
+    /// Set an Int64 or Enumeration variable (FMI 2 Integer, FMI 3 Int64).
+    pub fn set_integer(&mut self, vr: u32, value: i64, phase: SetPhase) -> Result<(), CosimError> {
+        let v = self.var(vr)?.clone();
+        let VarType::Enumeration(et) = v.var_type else {
+            if v.var_type == VarType::Float64 {
+                return Err(CosimError::WrongType {
+                    vr,
+                    name: v.name,
+                    actual: "Float64",
+                    requested: "Integer",
+                });
+            }
+            return Err(CosimError::NotSettable {
+                name: v.name,
+                causality: causality_name(v.causality),
+            });
+        };
+        self.check_settable(&v, phase)?;
+        let items = et.items();
+        let Some((item, _)) = items.iter().find(|(_, val)| *val == value) else {
+            return Err(CosimError::InvalidValue {
+                name: v.name,
+                value: value.to_string(),
+                reason: format!("not an item of {} (1..={})", et.type_name(), items.len()),
+            });
+        };
+        match v.kind {
+            VarKind::Solver(SolverSetting::Integrator) => {
+                let m = Method::from_name(item).expect("enumeration items are method names");
+                if !AnyIntegrator::is_available(m) {
+                    return Err(CosimError::InvalidValue {
+                        name: v.name,
+                        value: item.to_string(),
+                        reason: "this method is not available in this build".into(),
+                    });
+                }
+                self.st.settings.method = m;
+            }
+            VarKind::Solver(SolverSetting::Jacobian) => {
+                self.st.settings.jacobian = JacobianStrategy::from_name(item)
+                    .expect("enumeration items are strategy names");
+            }
+            _ => {
+                return Err(CosimError::NotSettable {
+                    name: v.name,
+                    causality: causality_name(v.causality),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    fn check_settable(
+        &self,
+        v: &crate::description::Variable,
+        phase: SetPhase,
+    ) -> Result<(), CosimError> {
+        match v.causality {
+            Causality::Parameter => {
+                if phase == SetPhase::Stepping && v.variability != Variability::Tunable {
+                    return Err(CosimError::NotTunable {
+                        name: v.name.clone(),
+                    });
+                }
+                Ok(())
+            }
+            Causality::Input => Ok(()),
+            c => Err(CosimError::NotSettable {
+                name: v.name.clone(),
+                causality: causality_name(c),
+            }),
+        }
+    }
+
+    /// Get a Float64 variable.
+    pub fn get_real(&mut self, vr: u32) -> Result<f64, CosimError> {
+        let v = self.var(vr)?;
+        if v.var_type != VarType::Float64 {
+            return Err(CosimError::WrongType {
+                vr,
+                name: v.name.clone(),
+                actual: type_name(v.var_type),
+                requested: "Float64",
+            });
+        }
+        let kind = v.kind;
+        Ok(match kind {
+            VarKind::Time => self.time(),
+            VarKind::Parameter(i) => self.st.params[i],
+            VarKind::Input(i) => self.st.inputs[i].value,
+            VarKind::Solver(SolverSetting::Rtol) => self.effective_settings().rtol,
+            VarKind::Solver(SolverSetting::Atol) => self.st.settings.atol,
+            VarKind::Solver(SolverSetting::MaxStep) => self.st.settings.max_step,
+            VarKind::Solver(SolverSetting::InitialStep) => self.st.settings.initial_step,
+            VarKind::Solver(_) => unreachable!("enumerations are not Float64"),
+            VarKind::Output(i) => {
+                self.ensure_outputs()?;
+                self.st.outputs[i]
+            }
+            VarKind::Stat(StatKind::CpuTime) => self.st.cpu_time,
+            VarKind::Stat(_) => unreachable!("counters are Int64"),
+        })
+    }
+
+    /// Get an Int64 or Enumeration variable.
+    pub fn get_integer(&mut self, vr: u32) -> Result<i64, CosimError> {
+        let v = self.var(vr)?;
+        if v.var_type == VarType::Float64 {
+            return Err(CosimError::WrongType {
+                vr,
+                name: v.name.clone(),
+                actual: "Float64",
+                requested: "Integer",
+            });
+        }
+        let s = self.stats();
+        Ok(match v.kind {
+            VarKind::Solver(SolverSetting::Integrator) => {
+                Method::ALL
+                    .iter()
+                    .position(|m| *m == self.st.settings.method)
+                    .unwrap() as i64
+                    + 1
+            }
+            VarKind::Solver(SolverSetting::Jacobian) => {
+                JacobianStrategy::ALL
+                    .iter()
+                    .position(|j| *j == self.st.settings.jacobian)
+                    .unwrap() as i64
+                    + 1
+            }
+            VarKind::Stat(k) => {
+                let n = match k {
+                    StatKind::Steps => s.steps,
+                    StatKind::RejectedSteps => s.rejected_steps,
+                    StatKind::FEvals => s.f_evals,
+                    StatKind::JacEvals => s.jac_evals,
+                    StatKind::JacUpdates => s.jac_updates,
+                    StatKind::Lu => s.lu,
+                    StatKind::NewtonIters => s.newton_iters,
+                    StatKind::CpuTime => unreachable!("cpu time is Float64"),
+                };
+                n.min(i64::MAX as u64) as i64
+            }
+            _ => unreachable!("no other integer variables"),
+        })
+    }
+
+    /// Statistics cumulative since initialization.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.st.stats_base;
+        if let Some(i) = &self.st.integrator {
+            let c = <AnyIntegrator as Integrator<E>>::stats(i);
+            s.steps += c.steps;
+            s.rejected_steps += c.rejected_steps;
+            s.f_evals += c.f_evals;
+            s.f_evals_jacobian += c.f_evals_jacobian;
+            s.jac_evals += c.jac_evals;
+            s.jac_updates += c.jac_updates;
+            s.lu += c.lu;
+            s.newton_iters += c.newton_iters;
+            s.convergence_failures += c.convergence_failures;
+            s.error_test_failures += c.error_test_failures;
+        }
+        s
+    }
+
+    /// Seconds spent advancing (measured by the caller, who knows its clock).
+    pub fn add_cpu_time(&mut self, seconds: f64) {
+        self.st.cpu_time += seconds;
+    }
+
+    /// FMI 2 input derivative of order 1 or 2 for the next communication step.
+    pub fn set_input_derivative(
+        &mut self,
+        vr: u32,
+        order: i64,
+        value: f64,
+    ) -> Result<(), CosimError> {
+        let v = self.var(vr)?.clone();
+        let VarKind::Input(i) = v.kind else {
+            return Err(CosimError::NotSettable {
+                name: v.name,
+                causality: causality_name(v.causality),
+            });
+        };
+        if !(1..=2).contains(&order) {
+            return Err(CosimError::InvalidValue {
+                name: v.name,
+                value: format!("order {order}"),
+                reason: "input derivatives of order 1 and 2 are supported".into(),
+            });
+        }
+        if !value.is_finite() {
+            return Err(CosimError::NotFinite {
+                name: v.name,
+                value,
+            });
+        }
+        self.st.inputs[i].derivs[order as usize - 1] = Some(value);
+        self.st.inputs_dirty = true;
+        self.invalidate();
+        Ok(())
+    }
+
+    /// Index of an input by value reference (for the intermediate-update bookkeeping).
+    pub fn input_index(&self, vr: u32) -> Option<usize> {
+        match self.table.get(vr)?.kind {
+            VarKind::Input(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    // ---- inputs as segments ----
+
+    /// Record the current value of every input as a sample at `t` and rebuild the engine's
+    /// segments from the derivatives or the history (see the module documentation).
+    /// Between communication points the segments stay those the last step used (outputs at
+    /// the end of a step are evaluated with the input the step was integrated with) until the
+    /// importer sets an input.
+    fn prepare_inputs(&mut self, t: f64) {
+        self.st.inputs_dirty = false;
+        let signals = self.st.engine.inputs_mut();
+        for (i, inp) in self.st.inputs.iter_mut().enumerate() {
+            record_sample(&mut inp.history, t, inp.value);
+            signals.segments[i] = segment_for(inp, t);
+        }
+    }
+
+    fn refresh_inputs(&mut self) {
+        if self.st.inputs_dirty {
+            let t = self.time();
+            self.prepare_inputs(t);
+        }
+    }
+
+    fn ensure_state(&mut self) -> Result<(), CosimError> {
+        if self.st.x.is_none() {
+            let t0 = self.st.start;
+            self.prepare_inputs(t0);
+            let x = self.st.engine.initial_state(t0)?;
+            self.st.x = Some(x);
+        }
+        Ok(())
+    }
+
+    fn ensure_outputs(&mut self) -> Result<(), CosimError> {
+        if self.st.outputs_valid {
+            return Ok(());
+        }
+        self.ensure_state()?;
+        self.refresh_inputs();
+        let x = self.st.x.as_ref().expect("state ensured");
+        self.st.engine.evaluate_outputs(x, &mut self.st.outputs)?;
+        self.st.outputs_valid = true;
+        Ok(())
+    }
+
+    /// Outputs at the current time.
+    pub fn outputs(&mut self) -> Result<&[f64], CosimError> {
+        self.ensure_outputs()?;
+        Ok(&self.st.outputs)
+    }
+
+    /// End of initialization: the consistent initial state for the parameters and inputs set
+    /// so far, and the integrator.
+    pub fn initialize(&mut self) -> Result<(), CosimError> {
+        self.st.x = None;
+        self.ensure_state()?;
+        let settings = self.effective_settings();
+        let (n_q, n_c) = (self.st.engine.n_q(), self.st.engine.n_c());
+        let mut integ = AnyIntegrator::new(settings, n_q, n_c)?;
+        let x = self.st.x.clone().expect("state ensured");
+        integ.initialize(&mut self.st.engine, &x)?;
+        self.st.integrator = Some(integ);
+        self.st.initialized = true;
+        self.st.reinit = false;
+        self.st.stats_base = Stats::default();
+        self.st.outputs_valid = false;
+        self.ensure_outputs()?;
+        Ok(())
+    }
+
+    /// Advance from the current time to `t_end` (exactly). `intermediate`, when given, is
+    /// called after every accepted internal step before `t_end` with its time and returns new
+    /// input values `(input index, value)` valid at that time.
+    pub fn advance_to(
+        &mut self,
+        t_end: f64,
+        mut intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>,
+    ) -> Result<Advance, CosimError> {
+        if !self.st.initialized {
+            return Err(CosimError::NotInitialized);
+        }
+        let t0 = self.time();
+        if !(t_end.is_finite() && t_end > t0) {
+            return Err(CosimError::InvalidStepSize(t_end - t0));
+        }
+        if let Some(stop) = self.st.stop {
+            if t_end > stop + 1e-9 * stop.abs().max(1.0) {
+                return Err(CosimError::PastStop { t_end, stop });
+            }
+        }
+        self.prepare_inputs(t0);
+        for inp in &mut self.st.inputs {
+            inp.derivs = [None, None];
+        }
+        let x0 = self.st.x.clone().expect("initialized");
+        let integ = self.st.integrator.as_mut().expect("initialized");
+        if self.st.reinit {
+            // Parameter change in step mode: restart the method from the current state.
+            let s = *<AnyIntegrator as Integrator<E>>::stats(integ);
+            add_stats(&mut self.st.stats_base, &s);
+            integ.initialize(&mut self.st.engine, &x0)?;
+            self.st.reinit = false;
+        }
+        let result = loop {
+            match integ.step(&mut self.st.engine, t_end) {
+                Ok(t) => {
+                    if t >= t_end {
+                        break Ok(Advance::Completed);
+                    }
+                    if let Some(cb) = intermediate.as_mut() {
+                        let values = cb(t);
+                        let signals = self.st.engine.inputs_mut();
+                        for (i, u) in values {
+                            if let Some(inp) = self.st.inputs.get_mut(i) {
+                                if u.is_finite() {
+                                    inp.value = u;
+                                    record_sample(&mut inp.history, t, u);
+                                    signals.segments[i] = segment_for(inp, t);
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.is_recoverable() => {
+                    let t = Integrator::<E>::state(integ).t;
+                    break Ok(Advance::Discard {
+                        last_successful_time: t,
+                        reason_is_recoverable: true,
+                    });
+                }
+                Err(e) => break Err(CosimError::Integrate(e)),
+            }
+        };
+        let x = Integrator::<E>::state(self.st.integrator.as_ref().expect("initialized")).clone();
+        self.st.last_h = x.t - t0;
+        self.st.x = Some(x);
+        self.st.outputs_valid = false;
+        if result.is_ok() {
+            self.ensure_outputs()?;
+        }
+        result
+    }
+
+    fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), CosimError> {
+        let (a, l) = self.st.engine.accelerations(t, q, v)?;
+        if a.iter().chain(l.iter()).any(|z| !z.is_finite()) {
+            return Err(CosimError::OutputDerivative {
+                order: 1,
+                reason: format!("non-finite accelerations at t = {t}"),
+            });
+        }
+        Ok((a, l))
+    }
+
+    /// Outputs at the point `s` along the Taylor path `q + s v + s²/2 a + s³/6 j`,
+    /// `v + s a + s²/2 j` from the current state.
+    fn outputs_on_path(
+        &mut self,
+        x: &MechState,
+        a: &[f64],
+        j: &[f64],
+        s: f64,
+        out: &mut [f64],
+    ) -> Result<(), CosimError> {
+        let q: Vec<f64> = (0..x.q.len())
+            .map(|i| x.q[i] + s * x.v[i] + s * s / 2.0 * a[i] + s * s * s / 6.0 * j[i])
+            .collect();
+        let v: Vec<f64> = (0..x.v.len())
+            .map(|i| x.v[i] + s * a[i] + s * s / 2.0 * j[i])
+            .collect();
+        let t = x.t + s;
+        let (_, lambda) = self.accelerations(t, &q, &v)?;
+        self.st
+            .engine
+            .evaluate_outputs(&MechState { t, q, v, lambda }, out)?;
+        Ok(())
+    }
+
+    /// Time derivative of order 1 or 2 of an output at the current state. Every output is a
+    /// function `y(t, q, v)` (the engine computes accelerations and reactions from the
+    /// state), so `ẏ = y_t + y_q v + y_v a`: central differences along the Taylor path of the
+    /// solution through the current state, with `a` from the saddle-point system and, for
+    /// the second derivative, the jerk `j` by a central difference of `a`. Truncation error
+    /// `O(δ²)` with `δ` a small fraction of the internal step size.
+    pub fn output_derivative(&mut self, vr: u32, order: i64) -> Result<f64, CosimError> {
+        let v = self.var(vr)?.clone();
+        let VarKind::Output(i) = v.kind else {
+            return Err(CosimError::OutputDerivative {
+                order,
+                reason: format!("`{}` is not an output", v.name),
+            });
+        };
+        if !(1..=2).contains(&order) {
+            return Err(CosimError::OutputDerivative {
+                order,
+                reason: "orders 1 and 2 are supported".into(),
+            });
+        }
+        self.ensure_state()?;
+        self.refresh_inputs();
+        let t = self.time();
+        let x = self.st.x.clone().expect("state ensured");
+        let h = self
+            .st
+            .integrator
+            .as_ref()
+            .map_or(1e-3, |g| Integrator::<E>::next_step_size(g));
+        let d = (0.05 * h).clamp(1e-6 * t.abs().max(1.0), 1e-3);
+        let (a, _) = self.accelerations(t, &x.q, &x.v)?;
+        let n = x.q.len();
+        let mut jerk = vec![0.0; n];
+        if order == 2 {
+            let qp: Vec<f64> = (0..n)
+                .map(|k| x.q[k] + d * x.v[k] + d * d / 2.0 * a[k])
+                .collect();
+            let qm: Vec<f64> = (0..n)
+                .map(|k| x.q[k] - d * x.v[k] + d * d / 2.0 * a[k])
+                .collect();
+            let vp: Vec<f64> = (0..n).map(|k| x.v[k] + d * a[k]).collect();
+            let vm: Vec<f64> = (0..n).map(|k| x.v[k] - d * a[k]).collect();
+            let (ap, _) = self.accelerations(t + d, &qp, &vp)?;
+            let (am, _) = self.accelerations(t - d, &qm, &vm)?;
+            for k in 0..n {
+                jerk[k] = (ap[k] - am[k]) / (2.0 * d);
+            }
+        }
+        let n_out = self.st.outputs.len();
+        let (mut yp, mut ym, mut y0) = (vec![0.0; n_out], vec![0.0; n_out], vec![0.0; n_out]);
+        self.outputs_on_path(&x, &a, &jerk, d, &mut yp)?;
+        self.outputs_on_path(&x, &a, &jerk, -d, &mut ym)?;
+        if order == 1 {
+            return Ok((yp[i] - ym[i]) / (2.0 * d));
+        }
+        self.outputs_on_path(&x, &a, &jerk, 0.0, &mut y0)?;
+        Ok((yp[i] - 2.0 * y0[i] + ym[i]) / (d * d))
+    }
+
+    /// `∂y/∂u`: rows are the outputs `unknowns`, columns the inputs `knowns` (value
+    /// references), by central differences at the current state (outputs depend on inputs
+    /// only through direct feedthrough: forces, accelerations, reactions).
+    pub fn output_input_jacobian(
+        &mut self,
+        unknowns: &[u32],
+        knowns: &[u32],
+    ) -> Result<nalgebra::DMatrix<f64>, CosimError> {
+        let mut rows = Vec::with_capacity(unknowns.len());
+        for &vr in unknowns {
+            match self.var(vr)?.kind {
+                VarKind::Output(i) => rows.push(i),
+                _ => {
+                    return Err(CosimError::Derivative(format!(
+                        "unknown {vr} is not an output"
+                    )))
+                }
+            }
+        }
+        let mut cols = Vec::with_capacity(knowns.len());
+        for &vr in knowns {
+            match self.var(vr)?.kind {
+                VarKind::Input(i) => cols.push(i),
+                _ => {
+                    return Err(CosimError::Derivative(format!(
+                        "known {vr} is not an input"
+                    )))
+                }
+            }
+        }
+        self.ensure_state()?;
+        self.refresh_inputs();
+        let x = self.st.x.clone().expect("state ensured");
+        let n_out = self.st.outputs.len();
+        let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
+        let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
+        for (c, &j) in cols.iter().enumerate() {
+            let u = self.st.engine.inputs_mut().segments[j].coeffs[0];
+            let d = f64::EPSILON.cbrt() * u.abs().max(1.0);
+            self.st.engine.inputs_mut().segments[j].coeffs[0] = u + d;
+            let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
+            self.st.engine.inputs_mut().segments[j].coeffs[0] = u - d;
+            let rm = self.st.engine.evaluate_outputs(&x, &mut ym);
+            self.st.engine.inputs_mut().segments[j].coeffs[0] = u;
+            rp?;
+            rm?;
+            for (r, &i) in rows.iter().enumerate() {
+                jac[(r, c)] = (yp[i] - ym[i]) / (2.0 * d);
+            }
+        }
+        Ok(jac)
+    }
+
+    // ---- state ----
+
+    /// A copy of everything that changes (FMU state).
+    pub fn save(&self) -> SimState<E> {
+        self.st.clone()
+    }
+
+    /// Go back to a saved state. Fails (and changes nothing) if the state has the wrong
+    /// dimensions for this model.
+    pub fn restore(&mut self, s: &SimState<E>) -> Result<(), CosimError> {
+        self.validate_state(s)?;
+        self.st = s.clone();
+        Ok(())
+    }
+
+    /// Like [`Simulation::restore`] but consumes the state.
+    pub fn restore_owned(&mut self, s: SimState<E>) -> Result<(), CosimError> {
+        self.validate_state(&s)?;
+        self.st = s;
+        Ok(())
+    }
+
+    /// Whether a saved state fits this model (dimensions, consistency).
+    pub fn validate_state(&self, s: &SimState<E>) -> Result<(), CosimError> {
+        let bad = |what: &str| Err(CosimError::ForeignState(what.into()));
+        if s.params.len() != self.spec.parameters.len() {
+            return bad("parameter count");
+        }
+        if s.inputs.len() != self.spec.inputs.len() || s.inputs.iter().any(|i| i.history.len() > 3)
+        {
+            return bad("input count");
+        }
+        if s.outputs.len() != self.st.outputs.len() {
+            return bad("output count");
+        }
+        if s.engine.n_q() != self.st.engine.n_q() {
+            return bad("engine dimensions");
+        }
+        if let Some(x) = &s.x {
+            let n = self.st.engine.n_q();
+            if x.q.len() != n || x.v.len() != n || !x.t.is_finite() {
+                return bad("state dimensions");
+            }
+        }
+        if s.initialized != s.integrator.is_some() {
+            return bad("integrator");
+        }
+        Ok(())
+    }
+}
+
+fn add_stats(a: &mut Stats, c: &Stats) {
+    a.steps += c.steps;
+    a.rejected_steps += c.rejected_steps;
+    a.f_evals += c.f_evals;
+    a.f_evals_jacobian += c.f_evals_jacobian;
+    a.jac_evals += c.jac_evals;
+    a.jac_updates += c.jac_updates;
+    a.lu += c.lu;
+    a.newton_iters += c.newton_iters;
+    a.convergence_failures += c.convergence_failures;
+    a.error_test_failures += c.error_test_failures;
+}
+
+/// Add `(t, u)` to the history, dropping samples at or after `t` (a restored state or a retry
+/// after Discard goes back in time) and keeping the last three.
+fn record_sample(history: &mut Vec<(f64, f64)>, t: f64, u: f64) {
+    history.retain(|&(ts, _)| ts < t);
+    history.push((t, u));
+    if history.len() > 3 {
+        history.remove(0);
+    }
+}
+
+/// The segment at `t` for one input: Taylor from FMI 2 derivatives, otherwise the polynomial
+/// through the history samples (the last of which is at `t`).
+fn segment_for(inp: &InputState, t: f64) -> InputSegment {
+    let u = inp.value;
+    if inp.derivs.iter().any(Option::is_some) {
+        let d1 = inp.derivs[0].unwrap_or(0.0);
+        let d2 = inp.derivs[1].unwrap_or(0.0);
+        return InputSegment {
+            t0: t,
+            coeffs: [u, d1, 0.5 * d2, 0.0],
+        };
+    }
+    let h = &inp.history;
+    let n = h.len();
+    if n < 2 {
+        return InputSegment::constant(t, u);
+    }
+    let (t2, u2) = h[n - 1];
+    let (t1, u1) = h[n - 2];
+    let f21 = (u2 - u1) / (t2 - t1);
+    if n < 3 {
+        return InputSegment {
+            t0: t2,
+            coeffs: [u2, f21, 0.0, 0.0],
+        };
+    }
+    let (t0, u0) = h[n - 3];
+    let f10 = (u1 - u0) / (t1 - t0);
+    let f210 = (f21 - f10) / (t2 - t0);
+    InputSegment {
+        t0: t2,
+        coeffs: [u2, f21 + f210 * (t2 - t1), f210, 0.0],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_segment_reproduces_a_quadratic_exactly() {
+        let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
+        let mut inp = InputState::default();
+        for &t in &[0.1, 0.25, 0.3] {
+            inp.value = p(t);
+            record_sample(&mut inp.history, t, p(t));
+        }
+        let seg = segment_for(&inp, 0.3);
+        for &t in &[0.3, 0.35, 0.5] {
+            let [u, du, ddu] = seg.eval(t);
+            assert!((u - p(t)).abs() < 1e-13);
+            assert!((du - (-1.2 + 1.4 * t)).abs() < 1e-12);
+            assert!((ddu - 1.4).abs() < 1e-12);
+        }
+        // Going back in time drops the later samples.
+        record_sample(&mut inp.history, 0.2, 1.0);
+        assert_eq!(inp.history, vec![(0.1, p(0.1)), (0.2, 1.0)]);
+    }
+
+    #[test]
+    fn taylor_segment_from_input_derivatives() {
+        let inp = InputState {
+            value: 2.0,
+            history: vec![],
+            derivs: [Some(3.0), Some(-4.0)],
+        };
+        let [u, du, ddu] = segment_for(&inp, 1.0).eval(1.5);
+        assert!((u - (2.0 + 3.0 * 0.5 - 2.0 * 0.25)).abs() < 1e-15);
+        assert!((du - (3.0 - 4.0 * 0.5)).abs() < 1e-15);
+        assert!((ddu + 4.0).abs() < 1e-15);
+    }
+}

@@ -40,14 +40,17 @@ impl Capabilities {
         can_be_instantiated_only_once_per_process: false,
         can_handle_variable_communication_step_size: true,
         can_interpolate_inputs: true,
-        max_output_derivative_order: 1,
+        // fmi2GetRealOutputDerivatives / fmi3GetOutputDerivatives: orders 1 and 2 along the
+        // solution through the current state (cosim::Simulation::output_derivative).
+        max_output_derivative_order: 2,
         can_run_asynchronuously: false,
         // Rust's global allocator is used; the FMI 2 callbacks are ignored.
         can_not_use_memory_management_functions: true,
         can_get_and_set_fmu_state: true,
         can_serialize_fmu_state: true,
         provides_directional_derivatives: true,
-        provides_adjoint_derivatives: false,
+        // fmi3GetAdjointDerivative is implemented (transpose of the output/input Jacobian).
+        provides_adjoint_derivatives: true,
         provides_intermediate_update: true,
         can_return_early_after_intermediate_update: false,
         might_return_early_from_do_step: false,

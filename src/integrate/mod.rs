@@ -4,6 +4,7 @@
 //! accepted step at a time, never past the limit the caller gives (co-simulation cannot step
 //! past the communication point because the inputs beyond it are unknown).
 
+pub mod any;
 pub mod dense;
 pub mod explicit;
 pub mod half_implicit;

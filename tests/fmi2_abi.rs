@@ -1,0 +1,1177 @@
+//! The FMI 2.0 Co-Simulation C ABI, through the real shared library (libloading).
+//!
+//! The model is a base-excited oscillator written in the model format (closed-form
+//! references). Run: `cargo test --release --test fmi2_abi`.
+#![allow(clippy::missing_safety_doc)]
+
+mod fmi_common;
+
+use fmi_common::*;
+use fmi_sys::fmi2::*;
+use std::ffi::c_void;
+use std::ptr::{null, null_mut};
+
+const OK: u32 = fmi2Status_fmi2OK;
+const DISCARD: u32 = fmi2Status_fmi2Discard;
+const ERROR: u32 = fmi2Status_fmi2Error;
+
+const CS_FUNCTIONS: [&str; 34] = [
+    "fmi2GetTypesPlatform",
+    "fmi2GetVersion",
+    "fmi2SetDebugLogging",
+    "fmi2Instantiate",
+    "fmi2FreeInstance",
+    "fmi2SetupExperiment",
+    "fmi2EnterInitializationMode",
+    "fmi2ExitInitializationMode",
+    "fmi2Terminate",
+    "fmi2Reset",
+    "fmi2GetReal",
+    "fmi2GetInteger",
+    "fmi2GetBoolean",
+    "fmi2GetString",
+    "fmi2SetReal",
+    "fmi2SetInteger",
+    "fmi2SetBoolean",
+    "fmi2SetString",
+    "fmi2GetFMUstate",
+    "fmi2SetFMUstate",
+    "fmi2FreeFMUstate",
+    "fmi2SerializedFMUstateSize",
+    "fmi2SerializeFMUstate",
+    "fmi2DeSerializeFMUstate",
+    "fmi2GetDirectionalDerivative",
+    "fmi2SetRealInputDerivatives",
+    "fmi2GetRealOutputDerivatives",
+    "fmi2DoStep",
+    "fmi2CancelStep",
+    "fmi2GetStatus",
+    "fmi2GetRealStatus",
+    "fmi2GetIntegerStatus",
+    "fmi2GetBooleanStatus",
+    "fmi2GetStringStatus",
+];
+
+fn lib() -> Fmi2Binding {
+    unsafe { Fmi2Binding::new(lib_path()) }.expect("load libmbsfmu.so")
+}
+
+/// One instance with its log sink; freed on drop.
+struct Inst<'a> {
+    f: &'a Fmi2Binding,
+    c: fmi2Component,
+    sink: Box<LogSink>,
+    _cb: Box<fmi2CallbackFunctions>,
+}
+
+fn callbacks(sink: &LogSink) -> Box<fmi2CallbackFunctions> {
+    Box::new(fmi2CallbackFunctions {
+        // SAFETY (test): see `fmi2_logger` on the variadic type.
+        logger: Some(unsafe {
+            std::mem::transmute::<
+                *const (),
+                unsafe extern "C" fn(*mut c_void, *const i8, u32, *const i8, *const i8, ...),
+            >(fmi2_logger as *const ())
+        }),
+        allocateMemory: None,
+        freeMemory: None,
+        stepFinished: None,
+        componentEnvironment: sink as *const LogSink as *mut c_void,
+    })
+}
+
+impl<'a> Inst<'a> {
+    fn try_new(f: &'a Fmi2Binding, uri: &str, guid: &str, name: &str) -> Result<Inst<'a>, String> {
+        let sink = Box::new(LogSink::default());
+        let cb = callbacks(&sink);
+        let (n, g, u) = (cstr(name), cstr(guid), cstr(uri));
+        let c = unsafe {
+            f.fmi2Instantiate(
+                n.as_ptr(),
+                fmi2Type_fmi2CoSimulation,
+                g.as_ptr(),
+                u.as_ptr(),
+                &*cb,
+                0,
+                0,
+            )
+        };
+        if c.is_null() {
+            return Err(sink.dump());
+        }
+        Ok(Inst {
+            f,
+            c,
+            sink,
+            _cb: cb,
+        })
+    }
+    fn new(f: &'a Fmi2Binding, r: &Resources) -> Inst<'a> {
+        Inst::try_new(f, &r.uri(), &r.token, "inst")
+            .unwrap_or_else(|log| panic!("instantiate failed:\n{log}"))
+    }
+    fn get(&self, vr: u32) -> (u32, f64) {
+        let mut v = f64::NAN;
+        let s = unsafe { self.f.fmi2GetReal(self.c, &vr, 1, &mut v) };
+        (s, v)
+    }
+    fn geti(&self, vr: u32) -> (u32, i32) {
+        let mut v = -1;
+        let s = unsafe { self.f.fmi2GetInteger(self.c, &vr, 1, &mut v) };
+        (s, v)
+    }
+    fn set(&self, vr: u32, v: f64) -> u32 {
+        unsafe { self.f.fmi2SetReal(self.c, &vr, 1, &v) }
+    }
+    fn seti(&self, vr: u32, v: i32) -> u32 {
+        unsafe { self.f.fmi2SetInteger(self.c, &vr, 1, &v) }
+    }
+    fn step(&self, t: f64, h: f64) -> u32 {
+        unsafe { self.f.fmi2DoStep(self.c, t, h, 1) }
+    }
+    fn init(&self, stop: Option<f64>) {
+        unsafe {
+            assert_eq!(
+                self.f.fmi2SetupExperiment(
+                    self.c,
+                    0,
+                    0.0,
+                    0.0,
+                    stop.is_some() as i32,
+                    stop.unwrap_or(0.0)
+                ),
+                OK
+            );
+            assert_eq!(self.f.fmi2EnterInitializationMode(self.c), OK);
+            assert_eq!(
+                self.f.fmi2ExitInitializationMode(self.c),
+                OK,
+                "{}",
+                self.sink.dump()
+            );
+        }
+    }
+    fn get_state(&self) -> fmi2FMUstate {
+        let mut s: fmi2FMUstate = null_mut();
+        assert_eq!(unsafe { self.f.fmi2GetFMUstate(self.c, &mut s) }, OK);
+        s
+    }
+    fn serialize(&self, s: fmi2FMUstate) -> Vec<u8> {
+        let mut n = 0usize;
+        assert_eq!(
+            unsafe { self.f.fmi2SerializedFMUstateSize(self.c, s, &mut n) },
+            OK
+        );
+        let mut buf = vec![0u8; n];
+        assert_eq!(
+            unsafe {
+                self.f
+                    .fmi2SerializeFMUstate(self.c, s, buf.as_mut_ptr() as *mut i8, n)
+            },
+            OK
+        );
+        buf
+    }
+    fn deserialize(&self, bytes: &[u8]) -> (u32, fmi2FMUstate) {
+        let mut s: fmi2FMUstate = null_mut();
+        let st = unsafe {
+            self.f
+                .fmi2DeSerializeFMUstate(self.c, bytes.as_ptr() as *const i8, bytes.len(), &mut s)
+        };
+        (st, s)
+    }
+    fn free_state(&self, mut s: fmi2FMUstate) {
+        assert_eq!(unsafe { self.f.fmi2FreeFMUstate(self.c, &mut s) }, OK);
+        assert!(s.is_null());
+    }
+}
+
+impl Drop for Inst<'_> {
+    fn drop(&mut self) {
+        unsafe { self.f.fmi2FreeInstance(self.c) };
+    }
+}
+
+#[test]
+fn exports_every_cosimulation_function_and_only_fmi_symbols() {
+    let so = unsafe { libloading::Library::new(lib_path()) }.unwrap();
+    for name in CS_FUNCTIONS {
+        assert!(
+            unsafe { so.get::<*const c_void>(name.as_bytes()) }.is_ok(),
+            "{name} is not exported"
+        );
+    }
+    let f = lib_path();
+    if let Ok(out) = std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&f)
+        .output()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .collect();
+        let foreign: Vec<&&str> = names
+            .iter()
+            .filter(|n| !n.starts_with("fmi2") && !n.starts_with("fmi3"))
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "symbols other than fmi2*/fmi3* exported: {foreign:?}"
+        );
+        assert!(names.len() >= 34 + 75, "{} symbols", names.len());
+    }
+    let f = lib();
+    unsafe {
+        assert_eq!(
+            std::ffi::CStr::from_ptr(f.fmi2GetVersion())
+                .to_str()
+                .unwrap(),
+            "2.0"
+        );
+        assert_eq!(
+            std::ffi::CStr::from_ptr(f.fmi2GetTypesPlatform())
+                .to_str()
+                .unwrap(),
+            "default"
+        );
+    }
+}
+
+#[test]
+fn null_and_foreign_instance_pointers_are_errors_not_crashes() {
+    let f = lib();
+    let mut x = 0.0;
+    let vr = 0u32;
+    let mut junk = [0u64; 8];
+    let foreign = junk.as_mut_ptr() as *mut c_void;
+    for c in [null_mut(), foreign] {
+        unsafe {
+            assert_eq!(f.fmi2GetReal(c, &vr, 1, &mut x), ERROR);
+            assert_eq!(f.fmi2SetReal(c, &vr, 1, &x), ERROR);
+            assert_eq!(f.fmi2DoStep(c, 0.0, 0.1, 1), ERROR);
+            assert_eq!(f.fmi2SetupExperiment(c, 0, 0.0, 0.0, 0, 0.0), ERROR);
+            assert_eq!(f.fmi2EnterInitializationMode(c), ERROR);
+            assert_eq!(f.fmi2Terminate(c), ERROR);
+            assert_eq!(f.fmi2Reset(c), ERROR);
+            assert_eq!(f.fmi2SetDebugLogging(c, 1, 0, null()), ERROR);
+            f.fmi2FreeInstance(c);
+        }
+    }
+}
+
+#[test]
+fn instantiation_failures_return_null_with_a_message() {
+    let f = lib();
+    // NULL callback structure: nothing to report through, NULL.
+    let (n, g, u) = (cstr("x"), cstr("{x}"), cstr("file:///nonexistent"));
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            u.as_ptr(),
+            null(),
+            0,
+            0,
+        )
+    }
+    .is_null());
+    // Missing resources folder.
+    let e = Inst::try_new(&f, "file:///nonexistent/resources", "{x}", "a")
+        .err()
+        .unwrap();
+    assert!(e.contains("has no model.toml"), "{e}");
+    // Not a file URI.
+    let e = Inst::try_new(&f, "http://example.com/resources", "{x}", "a")
+        .err()
+        .unwrap();
+    assert!(e.contains("not a file: URI"), "{e}");
+    // NULL strings.
+    let sink = LogSink::default();
+    let cb = callbacks(&sink);
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            null(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            u.as_ptr(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            null(),
+            u.as_ptr(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            null(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(
+        sink.contains(ERROR, "instanceName is NULL"),
+        "{}",
+        sink.dump()
+    );
+    assert!(sink.contains(ERROR, "fmuGUID is NULL"), "{}", sink.dump());
+    assert!(
+        sink.contains(ERROR, "fmuResourceLocation is NULL"),
+        "{}",
+        sink.dump()
+    );
+    assert!(!sink.dump().contains("FORMAT NOT %s"));
+}
+
+mod with_model {
+    use super::*;
+
+    #[test]
+    fn wrong_guid_and_model_exchange_are_refused() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let e = Inst::try_new(&f, &r.uri(), "{00000000-0000-0000-0000-000000000000}", "a")
+            .err()
+            .unwrap();
+        assert!(e.contains("does not match the packed model's token"), "{e}");
+        // Another model's token (the file differs by one comment).
+        let other = Resources::oscillator(" (other)");
+        assert_ne!(other.token, r.token);
+        assert!(Inst::try_new(&f, &r.uri(), &other.token, "a").is_err());
+        // URI forms: without authority, with localhost.
+        let path = r.resources.to_str().unwrap().replace(' ', "%20");
+        for uri in [
+            format!("file:{path}"),
+            format!("file://localhost{path}/"),
+            r.uri(),
+        ] {
+            Inst::try_new(&f, &uri, &r.token, "a").unwrap_or_else(|e| panic!("{uri}: {e}"));
+        }
+        let sink = LogSink::default();
+        let cb = callbacks(&sink);
+        let (n, g, u) = (cstr("me"), cstr(&r.token), cstr(&r.uri()));
+        assert!(unsafe {
+            f.fmi2Instantiate(
+                n.as_ptr(),
+                fmi2Type_fmi2ModelExchange,
+                g.as_ptr(),
+                u.as_ptr(),
+                &*cb,
+                0,
+                0,
+            )
+        }
+        .is_null());
+        assert!(
+            sink.contains(ERROR, "Co-Simulation only"),
+            "{}",
+            sink.dump()
+        );
+    }
+
+    /// Full life cycle: parameters, a step input, doStep to the end, outputs against the
+    /// closed-form step response, statistics, terminate, reset, again.
+    #[test]
+    fn life_cycle_matches_the_closed_form_step_response() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        let (k, c, u) = (vr("k"), vr("c"), vr("u"));
+        for round in 0..2 {
+            assert_eq!(inst.set(k, 64.0), OK);
+            assert_eq!(inst.set(c, 1.6), OK);
+            inst.init(Some(2.0));
+            assert_eq!(inst.get(vr("x")), (OK, 0.0));
+            assert_eq!(inst.set(u, 0.1), OK);
+            let h = 0.01;
+            let mut worst: f64 = 0.0;
+            for i in 0..200 {
+                let t = i as f64 * h;
+                assert_eq!(inst.step(t, h), OK, "{}", inst.sink.dump());
+                let (s, x) = inst.get(vr("x"));
+                assert_eq!(s, OK);
+                worst = worst.max((x - step_response(64.0, 1.6, 0.1, t + h)).abs());
+                let (_, time) = inst.get(vr("time"));
+                assert_eq!(time, t + h);
+            }
+            assert!(worst < 1e-6, "round {round}: max error {worst}");
+            let (s, steps) = inst.geti(vr("stats.steps"));
+            assert_eq!(s, OK);
+            assert!(steps >= 200, "{steps}");
+            let (s, cpu) = inst.get(vr("stats.cpu_time"));
+            assert!(s == OK && cpu > 0.0 && cpu < 60.0, "{cpu}");
+            // Past the stop time: error.
+            assert_eq!(inst.step(2.0, 0.1), ERROR);
+            let mut lst = 0.0;
+            assert_eq!(
+                unsafe {
+                    f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut lst)
+                },
+                OK
+            );
+            assert!((lst - 2.0).abs() < 1e-12);
+            assert_eq!(unsafe { f.fmi2Terminate(inst.c) }, OK);
+            assert_eq!(inst.get(vr("x")).0, OK);
+            assert_eq!(unsafe { f.fmi2Reset(inst.c) }, OK);
+            assert_eq!(inst.get(vr("k")).0, ERROR, "Get is illegal in Instantiated");
+        }
+    }
+
+    #[test]
+    fn solver_enumerations_and_tolerance() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        assert_eq!(inst.seti(vr("solver.integrator"), 11), OK); // dopri5
+        assert_eq!(inst.seti(vr("solver.integrator"), 0), ERROR);
+        assert_eq!(inst.seti(vr("solver.integrator"), 12), ERROR);
+        assert_eq!(inst.seti(vr("solver.jacobian"), 3), OK);
+        assert_eq!(inst.set(vr("solver.rtol"), 1e-8), OK);
+        assert_eq!(inst.set(vr("solver.rtol"), 2.0), ERROR);
+        assert_eq!(inst.set(vr("solver.atol"), -1.0), ERROR);
+        unsafe {
+            assert_eq!(f.fmi2SetupExperiment(inst.c, 1, 1e-5, 0.0, 0, 0.0), OK);
+            assert_eq!(f.fmi2EnterInitializationMode(inst.c), OK);
+        }
+        // The importer's tolerance overrides solver.rtol.
+        assert_eq!(inst.get(vr("solver.rtol")), (OK, 1e-5));
+        assert_eq!(inst.geti(vr("solver.jacobian")), (OK, 3));
+        assert_eq!(unsafe { f.fmi2ExitInitializationMode(inst.c) }, OK);
+        // Solver settings are fixed after initialization.
+        assert_eq!(inst.seti(vr("solver.jacobian"), 1), ERROR);
+        assert_eq!(inst.set(vr("solver.rtol"), 1e-3), ERROR);
+        assert!(
+            inst.sink.contains(ERROR, "not tunable"),
+            "{}",
+            inst.sink.dump()
+        );
+    }
+
+    #[test]
+    fn invalid_values_and_references_are_errors() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        let x = vr("x");
+        assert_eq!(inst.get(9999).0, ERROR);
+        assert!(inst.sink.contains(ERROR, "unknown value reference 9999"));
+        assert_eq!(inst.set(9999, 1.0), ERROR);
+        assert_eq!(inst.geti(x).0, ERROR, "Real variable through GetInteger");
+        assert_eq!(
+            inst.get(vr("stats.steps")).0,
+            ERROR,
+            "Integer variable through GetReal"
+        );
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(inst.set(vr("u"), bad), ERROR);
+            assert_eq!(inst.set(vr("k"), bad), ERROR);
+        }
+        assert!(inst.sink.contains(ERROR, "not finite"));
+        assert_eq!(inst.set(x, 1.0), ERROR, "output");
+        assert_eq!(inst.set(vr("time"), 1.0), ERROR, "independent");
+        assert_eq!(inst.set(vr("stats.cpu_time"), 1.0), ERROR, "local");
+        assert_eq!(inst.seti(vr("stats.steps"), 1), ERROR, "local");
+        assert_eq!(
+            inst.set(vr("m"), 2.0),
+            ERROR,
+            "fixed parameter in step mode"
+        );
+        assert_eq!(
+            inst.set(vr("k"), 50.0),
+            OK,
+            "tunable parameter in step mode"
+        );
+        // No Boolean / String variables.
+        let (mut b, mut s) = (0, null());
+        unsafe {
+            assert_eq!(f.fmi2GetBoolean(inst.c, &x, 1, &mut b), ERROR);
+            assert_eq!(f.fmi2GetString(inst.c, &x, 1, &mut s), ERROR);
+            assert_eq!(f.fmi2SetBoolean(inst.c, &x, 1, &b), ERROR);
+            assert_eq!(f.fmi2GetBoolean(inst.c, null(), 0, null_mut()), OK);
+        }
+        // NULL arrays with non-zero length; zero lengths with NULL are fine.
+        unsafe {
+            let mut v = 0.0;
+            assert_eq!(f.fmi2GetReal(inst.c, null(), 1, &mut v), ERROR);
+            assert_eq!(f.fmi2GetReal(inst.c, &x, 1, null_mut()), ERROR);
+            assert_eq!(f.fmi2SetReal(inst.c, null(), 1, &v), ERROR);
+            assert_eq!(f.fmi2SetReal(inst.c, &x, 1, null()), ERROR);
+            assert_eq!(f.fmi2GetReal(inst.c, null(), 0, null_mut()), OK);
+            assert_eq!(f.fmi2SetReal(inst.c, null(), 0, null()), OK);
+            assert_eq!(
+                f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, null_mut()),
+                ERROR
+            );
+            assert_eq!(f.fmi2GetFMUstate(inst.c, null_mut()), ERROR);
+            assert_eq!(f.fmi2SetFMUstate(inst.c, null_mut()), ERROR);
+            assert_eq!(f.fmi2FreeFMUstate(inst.c, null_mut()), OK);
+            assert_eq!(f.fmi2SetDebugLogging(inst.c, 1, 1, null()), ERROR);
+            let bad = cstr("%s%s%n");
+            assert_eq!(f.fmi2SetDebugLogging(inst.c, 1, 1, &bad.as_ptr()), ERROR);
+        }
+        assert!(
+            inst.sink.contains(ERROR, "unknown log category `%s%s%n`"),
+            "{}",
+            inst.sink.dump()
+        );
+        assert!(!inst.sink.dump().contains("FORMAT NOT %s"));
+        // Step sizes and communication points.
+        for h in [0.0, -0.1, f64::NAN, f64::INFINITY] {
+            assert_eq!(inst.step(0.0, h), ERROR, "h = {h}");
+        }
+        assert_eq!(
+            inst.step(0.5, 0.1),
+            ERROR,
+            "communication point differs from the time"
+        );
+        assert_eq!(inst.step(f64::NAN, 0.1), ERROR);
+        assert_eq!(
+            inst.step(0.0, 0.1),
+            OK,
+            "usable after all that: {}",
+            inst.sink.dump()
+        );
+    }
+
+    /// Every function in the states where the standard forbids it: Error, a message, no
+    /// crash, and the state is unchanged (a legal call afterwards works).
+    #[test]
+    fn functions_in_illegal_states_return_error() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        let x = vr("x");
+        let u = vr("u");
+        let (v, i, st, b) = (0.0, 0, 0u32, 0);
+        let one = 1;
+        // Calls that are illegal in a given state, as closures returning the status.
+        let get_real = || unsafe { f.fmi2GetReal(inst.c, &x, 1, &mut v.clone()) };
+        let der_out =
+            || unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &one, &mut v.clone()) };
+        let dir = || unsafe {
+            f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut v.clone())
+        };
+        let status =
+            || unsafe { f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut st.clone()) };
+        let real_status = || unsafe {
+            f.fmi2GetRealStatus(
+                inst.c,
+                fmi2StatusKind_fmi2LastSuccessfulTime,
+                &mut v.clone(),
+            )
+        };
+        let bool_status = || unsafe {
+            f.fmi2GetBooleanStatus(inst.c, fmi2StatusKind_fmi2Terminated, &mut b.clone())
+        };
+        let do_step = || unsafe { f.fmi2DoStep(inst.c, 0.0, 0.1, 1) };
+        let terminate = || unsafe { f.fmi2Terminate(inst.c) };
+        let setup = || unsafe { f.fmi2SetupExperiment(inst.c, 0, 0.0, 0.0, 0, 0.0) };
+        let enter = || unsafe { f.fmi2EnterInitializationMode(inst.c) };
+        let exit = || unsafe { f.fmi2ExitInitializationMode(inst.c) };
+        let set_u = || unsafe { f.fmi2SetReal(inst.c, &u, 1, &0.0) };
+        let set_der = || unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &one, &0.0) };
+        let cancel = || unsafe { f.fmi2CancelStep(inst.c) };
+        let int_status = || unsafe {
+            f.fmi2GetIntegerStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut i.clone())
+        };
+        let me = || unsafe { f.fmi2EnterEventMode(inst.c) + f.fmi2SetTime(inst.c, 0.0) - ERROR };
+        type Call<'a> = (&'a str, &'a dyn Fn() -> u32);
+        let instantiated: Vec<Call> = vec![
+            ("GetReal", &get_real),
+            ("GetRealOutputDerivatives", &der_out),
+            ("GetDirectionalDerivative", &dir),
+            ("GetStatus", &status),
+            ("GetRealStatus", &real_status),
+            ("GetBooleanStatus", &bool_status),
+            ("DoStep", &do_step),
+            ("Terminate", &terminate),
+            ("ExitInitializationMode", &exit),
+            ("CancelStep", &cancel),
+            ("EnterEventMode+SetTime", &me),
+        ];
+        for (name, call) in &instantiated {
+            assert_eq!(call(), ERROR, "{name} in Instantiated");
+        }
+        assert!(
+            inst.sink
+                .contains(ERROR, "not allowed in state Instantiated"),
+            "{}",
+            inst.sink.dump()
+        );
+        assert_eq!(enter(), OK);
+        let init_mode: Vec<Call> = vec![
+            ("GetRealOutputDerivatives", &der_out),
+            ("GetStatus", &status),
+            ("DoStep", &do_step),
+            ("Terminate", &terminate),
+            ("SetupExperiment", &setup),
+            ("EnterInitializationMode", &enter),
+            ("CancelStep", &cancel),
+        ];
+        for (name, call) in &init_mode {
+            assert_eq!(call(), ERROR, "{name} in Initialization Mode");
+        }
+        assert_eq!(get_real(), OK);
+        assert_eq!(exit(), OK);
+        let step_mode: Vec<Call> = vec![
+            ("SetupExperiment", &setup),
+            ("EnterInitializationMode", &enter),
+            ("ExitInitializationMode", &exit),
+            ("CancelStep", &cancel),
+            ("GetIntegerStatus", &int_status),
+            ("EnterEventMode+SetTime", &me),
+        ];
+        for (name, call) in &step_mode {
+            assert_eq!(call(), ERROR, "{name} in Step Mode");
+        }
+        assert_eq!(do_step(), OK);
+        assert_eq!(der_out(), OK);
+        assert_eq!(status(), OK);
+        assert_eq!(terminate(), OK);
+        let terminated: Vec<Call> = vec![
+            ("DoStep", &do_step),
+            ("Terminate", &terminate),
+            ("SetReal", &set_u),
+            ("SetRealInputDerivatives", &set_der),
+            ("SetupExperiment", &setup),
+            ("EnterInitializationMode", &enter),
+            ("ExitInitializationMode", &exit),
+            ("CancelStep", &cancel),
+        ];
+        for (name, call) in &terminated {
+            assert_eq!(call(), ERROR, "{name} in Terminated");
+        }
+        assert_eq!(get_real(), OK);
+        assert_eq!(real_status(), OK);
+        assert_eq!(dir(), OK);
+    }
+
+    /// Two instances stepping at the same time on two threads give the same bits as the same
+    /// runs one after the other.
+    #[test]
+    fn two_instances_on_two_threads_equal_sequential_runs() {
+        let r = Resources::oscillator("");
+        let run = |k: f64| -> Vec<u64> {
+            let f = lib();
+            let inst = Inst::new(&f, &r);
+            assert_eq!(inst.set(vr("k"), k), OK);
+            inst.init(None);
+            let mut out = Vec::new();
+            for i in 0..300 {
+                let t = i as f64 * 0.01;
+                assert_eq!(inst.set(vr("u"), 0.1 * (3.0 * t).sin()), OK);
+                assert_eq!(inst.step(t, 0.01), OK);
+                out.push(inst.get(vr("x")).1.to_bits());
+                out.push(inst.get(vr("force")).1.to_bits());
+            }
+            out
+        };
+        let seq = (run(100.0), run(400.0));
+        let par = std::thread::scope(|s| {
+            let a = s.spawn(|| run(100.0));
+            let b = s.spawn(|| run(400.0));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert_eq!(seq, par);
+        assert_ne!(seq.0, seq.1);
+    }
+
+    fn outputs_over(inst: &Inst, t0: f64, n: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let t = t0 + i as f64 * 0.05;
+            assert_eq!(inst.set(vr("u"), 0.2 * (2.0 * t).cos()), OK);
+            assert_eq!(inst.step(t, 0.05), OK);
+            for name in ["x", "v", "a", "force"] {
+                out.push(inst.get(vr(name)).1.to_bits());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn state_save_restore_and_serialization_reproduce_outputs_bit_for_bit() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        outputs_over(&inst, 0.0, 10);
+        let s = inst.get_state();
+        let first = outputs_over(&inst, 0.5, 20);
+        // Restore in place.
+        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, s) }, OK);
+        assert!((inst.get(vr("time")).1 - 0.5).abs() < 1e-12);
+        assert_eq!(outputs_over(&inst, 0.5, 20), first);
+        // Serialize, deserialize, restore.
+        let bytes = inst.serialize(s);
+        let (st, s2) = inst.deserialize(&bytes);
+        assert_eq!(st, OK, "{}", inst.sink.dump());
+        assert_eq!(inst.serialize(s2), bytes, "serialization is deterministic");
+        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, s2) }, OK);
+        assert_eq!(outputs_over(&inst, 0.5, 20), first);
+        // Into a fresh instance of the same model (in Instantiated state).
+        let other = Inst::new(&f, &r);
+        let (st, s3) = other.deserialize(&bytes);
+        assert_eq!(st, OK);
+        assert_eq!(unsafe { f.fmi2SetFMUstate(other.c, s3) }, OK);
+        assert_eq!(outputs_over(&other, 0.5, 20), first);
+        // GetFMUstate into an existing state object overwrites it.
+        let mut reuse = s3;
+        assert_eq!(unsafe { f.fmi2GetFMUstate(other.c, &mut reuse) }, OK);
+        assert_eq!(reuse, s3);
+        other.free_state(s3);
+        inst.free_state(s);
+        inst.free_state(s2);
+    }
+
+    #[test]
+    fn corrupt_or_foreign_serialized_states_are_errors() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        outputs_over(&inst, 0.0, 3);
+        let s = inst.get_state();
+        let bytes = inst.serialize(s);
+        let mut cases: Vec<(String, Vec<u8>)> = vec![
+            ("empty".into(), vec![]),
+            ("short".into(), bytes[..40].to_vec()),
+            ("truncated".into(), bytes[..bytes.len() - 1].to_vec()),
+        ];
+        let mut longer = bytes.clone();
+        longer.push(0);
+        cases.push(("extended".into(), longer));
+        for pos in [0, 9, 20, 55, 60, bytes.len() / 2, bytes.len() - 1] {
+            let mut b = bytes.clone();
+            b[pos] ^= 0x5a;
+            cases.push((format!("byte {pos} flipped"), b));
+        }
+        let mut seed = 12345u64;
+        let garbage: Vec<u8> = (0..bytes.len())
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 33) as u8
+            })
+            .collect();
+        cases.push(("garbage".into(), garbage));
+        for (what, b) in &cases {
+            let (st, out) = inst.deserialize(b);
+            assert_eq!(st, ERROR, "{what}");
+            assert!(out.is_null(), "{what}");
+        }
+        assert!(
+            inst.sink.contains(ERROR, "checksum"),
+            "{}",
+            inst.sink.dump()
+        );
+        // A state of another model (different token) is refused.
+        let r2 = Resources::oscillator(" (other)");
+        let other = Inst::new(&f, &r2);
+        let (st, _) = other.deserialize(&bytes);
+        assert_eq!(st, ERROR);
+        assert!(
+            other.sink.contains(ERROR, "different model"),
+            "{}",
+            other.sink.dump()
+        );
+        // A state pointer that is not a state, and an instance pointer as state.
+        let mut junk = [0u64; 4];
+        assert_eq!(
+            unsafe { f.fmi2SetFMUstate(inst.c, junk.as_mut_ptr() as *mut c_void) },
+            ERROR
+        );
+        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, other.c) }, ERROR);
+        // Still usable.
+        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, s) }, OK);
+        inst.free_state(s);
+    }
+
+    /// A step the integrator cannot complete returns Discard with the last successful time;
+    /// restoring the state saved before the step and stepping again succeeds.
+    #[test]
+    fn discard_then_successful_retry() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        assert_eq!(inst.set(vr("u"), 0.1), OK);
+        for i in 0..10 {
+            assert_eq!(inst.step(i as f64 * 0.01, 0.01), OK);
+        }
+        let saved = inst.get_state();
+        // An absurd stiffness makes the forces overflow: the integrator stops.
+        assert_eq!(inst.set(vr("k"), 1e300), OK);
+        assert_eq!(inst.step(0.1, 0.5), DISCARD, "{}", inst.sink.dump());
+        assert!(
+            inst.sink.contains(DISCARD, "could not reach"),
+            "{}",
+            inst.sink.dump()
+        );
+        let mut lst = f64::NAN;
+        assert_eq!(
+            unsafe { f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2LastSuccessfulTime, &mut lst) },
+            OK
+        );
+        assert!(lst > 0.1 - 1e-12 && lst < 0.6, "{lst}");
+        let mut st = 99;
+        assert_eq!(
+            unsafe { f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut st) },
+            OK
+        );
+        assert_eq!(st, DISCARD);
+        // stepFailed: DoStep is illegal, outputs can be read, the saved state restores.
+        assert_eq!(inst.step(lst, 0.01), ERROR);
+        assert_eq!(inst.get(vr("x")).0, OK);
+        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, saved) }, OK);
+        assert_eq!(inst.get(vr("k")).1, 100.0);
+        for i in 0..5 {
+            assert_eq!(
+                inst.step(0.1 + i as f64 * 0.1, 0.1),
+                OK,
+                "{}",
+                inst.sink.dump()
+            );
+        }
+        let (_, x) = inst.get(vr("x"));
+        assert!(
+            (x - step_response(100.0, 2.0, 0.1, 0.6)).abs() < 1e-6,
+            "{x}"
+        );
+        inst.free_state(saved);
+    }
+
+    #[test]
+    fn input_and_output_derivatives() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        let (x, u, force, a) = (vr("x"), vr("u"), vr("force"), vr("a"));
+        // Input given with its derivatives: u = 0.1 + 0.5 t exactly (a ramp).
+        let mut prev_x = 0.0;
+        for i in 0..50 {
+            let t = i as f64 * 0.02;
+            assert_eq!(inst.set(u, 0.5 * t), OK);
+            let orders = [1, 2];
+            let vals = [0.5, 0.0];
+            let vrs = [u, u];
+            assert_eq!(
+                unsafe {
+                    f.fmi2SetRealInputDerivatives(
+                        inst.c,
+                        vrs.as_ptr(),
+                        2,
+                        orders.as_ptr(),
+                        vals.as_ptr(),
+                    )
+                },
+                OK
+            );
+            assert_eq!(inst.step(t, 0.02), OK);
+            prev_x = inst.get(x).1;
+        }
+        // Ramp response from rest of H(s) = (k + c s)/(s² + c s + k): the integral of the
+        // k-only step response plus c/k times it (midpoint rule, 20000 intervals).
+        let n = 20000;
+        let dt = 1.0 / n as f64;
+        let ramp: f64 = (0..n)
+            .map(|j| step_response(100.0, 2.0, 0.5, (j as f64 + 0.5) * dt) * dt)
+            .sum::<f64>()
+            + 2.0 / 100.0 * step_response(100.0, 2.0, 0.5, 1.0);
+        assert!((prev_x - ramp).abs() < 1e-5, "{prev_x} vs {ramp}");
+        // Output derivatives of x are v and a (along the solution through the current state).
+        let (mut d1, mut d2) = (0.0, 0.0);
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &1, &mut d1) },
+            OK
+        );
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &2, &mut d2) },
+            OK
+        );
+        let (v, acc) = (inst.get(vr("v")).1, inst.get(a).1);
+        assert!((d1 - v).abs() < 1e-7 * v.abs().max(1.0), "{d1} vs {v}");
+        assert!(
+            (d2 - acc).abs() < 1e-5 * acc.abs().max(1.0),
+            "{d2} vs {acc}"
+        );
+        // The force's rate against a difference quotient over a tiny extra step.
+        let mut df = 0.0;
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &force, 1, &1, &mut df) },
+            OK
+        );
+        let f0 = inst.get(force).1;
+        let t_end = inst.get(vr("time")).1;
+        assert_eq!(inst.set(u, 0.5 * t_end), OK);
+        let vals = [0.5, 0.0];
+        let (orders, vrs) = ([1, 2], [u, u]);
+        assert_eq!(
+            unsafe {
+                f.fmi2SetRealInputDerivatives(
+                    inst.c,
+                    vrs.as_ptr(),
+                    2,
+                    orders.as_ptr(),
+                    vals.as_ptr(),
+                )
+            },
+            OK
+        );
+        assert_eq!(inst.step(t_end, 1e-6), OK);
+        let fd = (inst.get(force).1 - f0) / 1e-6;
+        assert!((df - fd).abs() < 1e-3 * df.abs().max(1.0), "{df} vs {fd}");
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &x, 1, &3, &mut d1) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &u, 1, &1, &mut d1) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &3, &0.0) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2SetRealInputDerivatives(inst.c, &x, 1, &1, &0.0) },
+            ERROR
+        );
+        assert_eq!(
+            unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &1, &f64::NAN) },
+            ERROR
+        );
+        // Directional derivative: force = k (x − u) + c (v − u̇) → ∂force/∂u = −k; x has no
+        // direct feedthrough.
+        let (mut dforce, mut dx) = (0.0, 1.0);
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, &2.0, &mut dforce) },
+            OK
+        );
+        assert!((dforce + 200.0).abs() < 1e-6, "{dforce}");
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut dx) },
+            OK
+        );
+        assert_eq!(dx, 0.0);
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &x, 1, &1.0, &mut dx) },
+            ERROR,
+            "known must be an input"
+        );
+        assert_eq!(
+            unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, null(), &mut dx) },
+            ERROR
+        );
+    }
+
+    #[test]
+    fn logging_categories_and_events() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        // loggingOn = 0 at instantiation: no events, but errors are reported.
+        inst.init(None);
+        assert!(!inst
+            .sink
+            .messages
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(s, _, _)| *s == OK));
+        let cats = [cstr("logEvents")];
+        let ptrs: Vec<_> = cats.iter().map(|c| c.as_ptr()).collect();
+        assert_eq!(
+            unsafe { f.fmi2SetDebugLogging(inst.c, 1, 1, ptrs.as_ptr()) },
+            OK
+        );
+        assert_eq!(unsafe { f.fmi2Reset(inst.c) }, OK);
+        inst.init(None);
+        assert!(
+            inst.sink
+                .messages
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(s, c, m)| *s == OK && c == "logEvents" && m.contains("initialized")),
+            "{}",
+            inst.sink.dump()
+        );
+        // Switch off the error category: errors are no longer reported.
+        let cats = [cstr("logStatusError")];
+        let ptrs: Vec<_> = cats.iter().map(|c| c.as_ptr()).collect();
+        assert_eq!(
+            unsafe { f.fmi2SetDebugLogging(inst.c, 0, 1, ptrs.as_ptr()) },
+            OK
+        );
+        inst.sink.clear();
+        assert_eq!(inst.get(9999).0, ERROR);
+        assert!(
+            inst.sink.messages.lock().unwrap().is_empty(),
+            "{}",
+            inst.sink.dump()
+        );
+    }
+}
+
+/// Every model in `models/` through the C ABI: instantiate from a resources folder holding
+/// the model and its tables, choose an available implicit method, initialize, take steps of
+/// the model's experiment step, read finite outputs.
+#[test]
+fn every_model_runs_through_the_fmi2_abi() {
+    let f = lib();
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let mut names: Vec<_> = std::fs::read_dir(&models)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    assert!(!names.is_empty());
+    let mut failures = Vec::new();
+    for model in &names {
+        let spec = mbsfmu::mbs::load_model(model).unwrap();
+        let dir = TempDir::new("model");
+        let res = dir.0.join("resources");
+        std::fs::create_dir_all(&res).unwrap();
+        let base = model.parent().unwrap();
+        for src in &spec.source_files {
+            let rel = src
+                .strip_prefix(base)
+                .unwrap_or(src.file_name().unwrap().as_ref());
+            let dst = if src == model {
+                res.join("model.toml")
+            } else {
+                res.join(rel)
+            };
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::copy(src, &dst).unwrap();
+        }
+        let packed = mbsfmu::mbs::load_model(&res.join("model.toml")).unwrap();
+        let token = mbsfmu::description::token::model_token_of(
+            &res.join("model.toml"),
+            &packed.source_files,
+        )
+        .unwrap();
+        let uri = format!("file://{}/", res.display());
+        let inst = Inst::try_new(&f, &uri, &token, "m")
+            .unwrap_or_else(|e| panic!("{}: {e}", model.display()));
+        let table = mbsfmu::description::VariableTable::from_spec(&packed);
+        let integ = table.by_name("solver.integrator").unwrap().value_reference;
+        assert_eq!(inst.seti(integ, 4), OK, "sdirk"); // 4 = sdirk in Method::ALL order
+        let e = packed.experiment;
+        unsafe {
+            assert_eq!(f.fmi2SetupExperiment(inst.c, 0, 0.0, e.start, 0, 0.0), OK);
+            assert_eq!(f.fmi2EnterInitializationMode(inst.c), OK);
+        }
+        if unsafe { f.fmi2ExitInitializationMode(inst.c) } != OK {
+            failures.push(format!(
+                "{}: initialization: {}",
+                model.display(),
+                inst.sink.dump()
+            ));
+            continue;
+        }
+        let outputs: Vec<u32> = table
+            .variables
+            .iter()
+            .filter(|v| v.causality == mbsfmu::description::Causality::Output)
+            .map(|v| v.value_reference)
+            .collect();
+        for i in 0..10 {
+            let t = e.start + i as f64 * e.step;
+            let s = inst.step(t, e.step);
+            if s != OK {
+                failures.push(format!(
+                    "{}: step {i} status {s}: {}",
+                    model.display(),
+                    inst.sink.dump()
+                ));
+                break;
+            }
+        }
+        let mut y = vec![f64::NAN; outputs.len()];
+        assert_eq!(
+            unsafe { f.fmi2GetReal(inst.c, outputs.as_ptr(), outputs.len(), y.as_mut_ptr()) },
+            OK
+        );
+        assert!(
+            y.iter().all(|v| v.is_finite()),
+            "{}: {y:?}",
+            model.display()
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Accuracy of the three input paths for a sine input against the closed form: FMI 2 input
+/// derivatives (exact Taylor polynomial of order 2), the reconstruction from the history of
+/// communication-point samples, and zero-order hold (derivatives given as zero).
+#[test]
+fn input_paths_accuracy_for_a_sine_input() {
+    let f = lib();
+    let r = Resources::oscillator("");
+    let (a, w, h) = (0.1, 5.0, 0.1);
+    let run = |mode: u8| -> f64 {
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        let u = vr("u");
+        let mut worst: f64 = 0.0;
+        for i in 0..30 {
+            let t = i as f64 * h;
+            assert_eq!(inst.set(u, a * (w * t).sin()), OK);
+            let d = match mode {
+                0 => Some([a * w * (w * t).cos(), -a * w * w * (w * t).sin()]),
+                2 => Some([0.0, 0.0]),
+                _ => None,
+            };
+            if let Some(d) = d {
+                let (vrs, orders) = ([u, u], [1, 2]);
+                assert_eq!(
+                    unsafe {
+                        f.fmi2SetRealInputDerivatives(
+                            inst.c,
+                            vrs.as_ptr(),
+                            2,
+                            orders.as_ptr(),
+                            d.as_ptr(),
+                        )
+                    },
+                    OK
+                );
+            }
+            assert_eq!(inst.step(t, h), OK);
+            worst = worst.max((inst.get(vr("x")).1 - sine_response(100.0, 2.0, a, w, t + h)).abs());
+        }
+        worst
+    };
+    let (taylor, history, zoh) = (run(0), run(1), run(2));
+    eprintln!("sine input (amplitude {a}, ω = {w}, H = {h}): max |x error| Taylor(2) {taylor:e}, history {history:e}, zero-order hold {zoh:e}");
+    assert!(taylor < 0.1 * history.min(zoh), "{taylor} {history} {zoh}");
+    assert!(
+        history < zoh,
+        "the reconstruction is better than holding: {history} {zoh}"
+    );
+}
