@@ -14,6 +14,9 @@ use super::sdirk::Sdirk;
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use serde::{Deserialize, Serialize};
 
+// One per FMU instance, built once and never moved on the hot path: the size difference of
+// the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AnyIntegrator {
     /// `rosenbrock_nystrom` and `w_method`.
