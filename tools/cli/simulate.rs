@@ -7,7 +7,10 @@ use super::csv::{write_csv, InputTable};
 use super::{CliError, CliResult};
 use clap::Args;
 use mbsfmu::description::xml::model_identifier;
-use mbsfmu::description::{Causality, VarKind, VariableTable};
+use mbsfmu::cosim::{Advance, SetPhase, Simulation};
+use mbsfmu::description::{Causality, VarKind, VarType, VariableTable};
+use mbsfmu::mbs::system::System;
+use std::sync::Arc;
 use mbsfmu::mbs::spec::ModelSpec;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -55,17 +58,116 @@ pub trait CoSimulation {
     fn outputs(&mut self, out: &mut [f64]);
 }
 
-/// HOOK (cosim helper): create and initialize a co-simulation instance of `spec` at `start`
-/// with `parameters` (value per `ModelSpec::parameters`) and solver overrides `solver`
-/// (`(name, value)` of `solver.*` variables), tolerance `tol` from the experiment.
+/// The FMU's own co-simulation layer, in process: the same `Simulation` the C ABI drives.
+struct InProcess {
+    sim: Simulation<System>,
+    input_vr: Vec<u32>,
+    /// Initialization waits for the first input values so that drivers start consistent
+    /// with them (as an importer sets inputs in initialization mode).
+    initialized: bool,
+    error: Option<String>,
+}
+
+impl InProcess {
+    fn ensure_initialized(&mut self) -> Result<(), String> {
+        if !self.initialized {
+            self.sim.initialize().map_err(|e| e.to_string())?;
+            self.initialized = true;
+        }
+        Ok(())
+    }
+}
+
+impl CoSimulation for InProcess {
+    fn set_input(&mut self, index: usize, value: f64, slope: f64) {
+        let vr = self.input_vr[index];
+        let phase = if self.initialized { SetPhase::Stepping } else { SetPhase::Setup };
+        let r = self.sim.set_real(vr, value, phase).and_then(|_| {
+            if self.initialized {
+                self.sim.set_input_derivative(vr, 1, slope)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = r {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+
+    fn advance_to(&mut self, t: f64) -> Result<(), String> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.ensure_initialized()?;
+        let clock = Instant::now();
+        let r = self.sim.advance_to(t, None);
+        self.sim.add_cpu_time(clock.elapsed().as_secs_f64());
+        match r {
+            Ok(Advance::Completed) => Ok(()),
+            Ok(Advance::Discard { last_successful_time, .. }) => Err(format!(
+                "the integrator could not continue past t = {last_successful_time} (try a smaller --step, another solver.integrator, or tighter tolerances)"
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn outputs(&mut self, out: &mut [f64]) {
+        if let Err(e) = self.ensure_initialized() {
+            self.error.get_or_insert(e);
+            out.fill(f64::NAN);
+            return;
+        }
+        match self.sim.outputs() {
+            Ok(o) => out.copy_from_slice(o),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                out.fill(f64::NAN);
+            }
+        }
+    }
+}
+
+/// Create a co-simulation instance of `spec` at `start` with `parameters` (value per
+/// `ModelSpec::parameters`), solver overrides `solver` (`(name, value)` of `solver.*`
+/// variables; enumerations by their item value) and tolerance `tol`.
 pub fn instantiate(
-    _spec: &ModelSpec,
-    _parameters: &[f64],
-    _solver: &[(String, f64)],
-    _start: f64,
-    _tol: f64,
+    spec: &ModelSpec,
+    parameters: &[f64],
+    solver: &[(String, f64)],
+    start: f64,
+    tol: f64,
 ) -> CliResult<Box<dyn CoSimulation>> {
-    Err(CliError::Internal("simulate: the co-simulation layer (src/cosim.rs) is not wired into the CLI yet (hook: tools/cli/simulate.rs `instantiate`)".into()))
+    let spec = Arc::new(spec.clone());
+    let table = Arc::new(VariableTable::from_spec(&spec));
+    let engine = System::new(spec.clone()).map_err(|e| CliError::User(e.to_string()))?;
+    let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
+    let user = |e: mbsfmu::cosim::CosimError| CliError::User(e.to_string());
+    sim.setup_experiment(Some(tol), start, None).map_err(user)?;
+    for (v, value) in table.variables.iter().filter_map(|v| match v.kind {
+        VarKind::Parameter(i) => Some((v, parameters[i])),
+        _ => None,
+    }) {
+        if value != spec.parameters[match v.kind {
+            VarKind::Parameter(i) => i,
+            _ => unreachable!(),
+        }]
+        .value
+        {
+            sim.set_real(v.value_reference, value, SetPhase::Setup).map_err(user)?;
+        }
+    }
+    for (name, value) in solver {
+        let v = table.by_name(name).ok_or_else(|| CliError::User(format!("--set: no variable {name:?}")))?;
+        match v.var_type {
+            VarType::Float64 => sim.set_real(v.value_reference, *value, SetPhase::Setup),
+            _ => sim.set_integer(v.value_reference, *value as i64, SetPhase::Setup),
+        }
+        .map_err(user)?;
+    }
+    let input_vr = (0..spec.inputs.len())
+        .map(|i| table.variables.iter().find(|v| v.kind == VarKind::Input(i)).map(|v| v.value_reference).expect("every input has a variable"))
+        .collect();
+    Ok(Box::new(InProcess { sim, input_vr, initialized: false, error: None }))
 }
 
 /// Column `c` of the input table feeds model input `map[c]`.
