@@ -4,6 +4,10 @@
 //! accepted step at a time, never past the limit the caller gives (co-simulation cannot step
 //! past the communication point because the inputs beyond it are unknown).
 
+pub mod bdf;
+pub mod ggl;
+pub mod jacobian;
+pub mod linalg;
 pub mod step_control;
 pub mod system;
 pub mod test_systems;
