@@ -46,3 +46,51 @@ fn convergence_orders_one_to_five() {
         assert!((slope - order as f64).abs() < 0.3, "order {order}: measured slope {slope}");
     }
 }
+
+/// Reference tip positions (scipy DOP853 at 1e-12 in minimal coordinates,
+/// `tools/references/pendulum_chain.py`): rows (t, x_N, y_N for each N in the header).
+fn reference(n: usize) -> Vec<(f64, f64, f64)> {
+    let text = include_str!("data/pendulum_chain_tip.csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let ix = header.iter().position(|h| *h == format!("x{n}")).expect("N in the reference");
+    lines
+        .map(|l| {
+            let v: Vec<f64> = l.split(',').map(|s| s.trim().parse().unwrap()).collect();
+            (v[0], v[ix], v[ix + 1])
+        })
+        .collect()
+}
+
+/// Integrate the chain to `t_end` (one `step` call per internal step, limit `t_end`) and return
+/// the largest tip deviation from the reference at the grid times (dense output) and the BDF.
+fn chain_run(n: usize, strategy: JacobianStrategy, rtol: f64, atol: f64, t_end: f64) -> (f64, Bdf) {
+    let mut sys = CartesianChain::paper(n);
+    let x0 = sys.consistent_state(0.0);
+    let mut bdf = Bdf::new(settings(strategy, rtol, atol));
+    bdf.initialize(&mut sys, &x0).unwrap();
+    let refs = reference(n);
+    let (mut q, mut v) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
+    let mut dev = 0.0f64;
+    let mut next = 1;
+    while bdf.state().t < t_end {
+        let t = bdf.step(&mut sys, t_end).unwrap();
+        while next < refs.len() && refs[next].0 <= t {
+            bdf.interpolate(refs[next].0, &mut q, &mut v);
+            let (_, xr, yr) = refs[next];
+            dev = dev.max((q[2 * n - 2] - xr).abs()).max((q[2 * n - 1] - yr).abs());
+            next += 1;
+        }
+    }
+    (dev, bdf)
+}
+
+#[test]
+fn chain_tip_matches_reference_with_every_strategy() {
+    for strategy in JacobianStrategy::ALL {
+        let (dev, bdf) = chain_run(4, strategy, 1e-6, 1e-8, 30.0);
+        let s = bdf.stats();
+        println!("{:>18}: dev {dev:.2e}, steps {}, rej {}, fc {}, fcj {}, Je {}, upd {}, lu {}", strategy.name(), s.steps, s.rejected_steps, s.f_evals, s.f_evals_jacobian, s.jac_evals, s.jac_updates, s.lu);
+        assert!(dev < 1e-3, "{}: tip deviation {dev}", strategy.name());
+    }
+}
