@@ -19,14 +19,20 @@ use mbsfmu::integrate::{Integrator, JacobianStrategy, Settings, Stats};
 use std::fmt::Write as _;
 
 fn cpu_time() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 fn reference(n: usize) -> Option<Vec<(f64, f64, f64)>> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pendulum_chain_tip.csv");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/pendulum_chain_tip.csv"
+    );
     let text = std::fs::read_to_string(path).ok()?;
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next()?.split(',').collect();
@@ -52,7 +58,12 @@ fn run(n: usize, strategy: JacobianStrategy, refs: Option<&[(f64, f64, f64)]>) -
     let t_end = 200.0;
     let mut sys = CartesianChain::paper(n);
     let x0 = sys.consistent_state(0.0);
-    let mut bdf = Bdf::new(Settings { jacobian: strategy, rtol: 1e-4, atol: 1e-6, ..Settings::default() });
+    let mut bdf = Bdf::new(Settings {
+        jacobian: strategy,
+        rtol: 1e-4,
+        atol: 1e-6,
+        ..Settings::default()
+    });
     let (mut q, mut v) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
     let mut dev = 0.0f64;
     let mut next = 1;
@@ -64,7 +75,9 @@ fn run(n: usize, strategy: JacobianStrategy, refs: Option<&[(f64, f64, f64)]>) -
                 if let Some(r) = refs {
                     while next < r.len() && r[next].0 <= t {
                         bdf.interpolate(r[next].0, &mut q, &mut v);
-                        dev = dev.max((q[2 * n - 2] - r[next].1).abs()).max((q[2 * n - 1] - r[next].2).abs());
+                        dev = dev
+                            .max((q[2 * n - 2] - r[next].1).abs())
+                            .max((q[2 * n - 1] - r[next].2).abs());
                         next += 1;
                     }
                 }
@@ -73,15 +86,35 @@ fn run(n: usize, strategy: JacobianStrategy, refs: Option<&[(f64, f64, f64)]>) -
         }
     }
     let cpu = cpu_time() - start;
-    Cell { cpu, stats: *bdf.stats(), dev: refs.map(|_| dev), error }
+    Cell {
+        cpu,
+        stats: *bdf.stats(),
+        dev: refs.map(|_| dev),
+        error,
+    }
 }
 
 fn main() {
-    let ns: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
-    let ns = if ns.is_empty() { vec![12, 14, 16, 32, 64] } else { ns };
-    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
+    let ns: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let ns = if ns.is_empty() {
+        vec![12, 14, 16, 32, 64]
+    } else {
+        ns
+    };
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+        .max(1);
     let mut md = String::new();
-    writeln!(md, "# BDF Jacobian strategies: paper 003 Table 2 analogue\n").unwrap();
+    writeln!(
+        md,
+        "# BDF Jacobian strategies: paper 003 Table 2 analogue\n"
+    )
+    .unwrap();
     writeln!(
         md,
         "Pendulum chain `CartesianChain::paper(N)` (planar Cartesian coordinates, n_y = 6N), t in [0, 200] s, \
@@ -92,7 +125,11 @@ fn main() {
     )
     .unwrap();
     writeln!(md, "| N | strategy | CPU [s] | % of dense | steps | rej | #fc | #fcw | #Je | #upd | #LU | Newton it | conv fail | tip dev [m] |").unwrap();
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|").unwrap();
+    writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    .unwrap();
     print!("{md}");
     let mut notes = String::new();
     for &n in &ns {
@@ -100,7 +137,9 @@ fn main() {
         let mut dense_cpu = f64::NAN;
         let mut dense_je = 0;
         for strategy in JacobianStrategy::ALL {
-            let mut cells: Vec<Cell> = (0..runs).map(|_| run(n, strategy, refs.as_deref())).collect();
+            let mut cells: Vec<Cell> = (0..runs)
+                .map(|_| run(n, strategy, refs.as_deref()))
+                .collect();
             cells.sort_by(|a, b| a.cpu.partial_cmp(&b.cpu).unwrap());
             let c = &cells[cells.len() / 2];
             let s = c.stats;

@@ -6,13 +6,22 @@ use mbsfmu::integrate::test_systems::{CartesianChain, Oscillator};
 use mbsfmu::integrate::{Integrator, JacobianStrategy, MechState, Settings};
 
 fn settings(strategy: JacobianStrategy, rtol: f64, atol: f64) -> Settings {
-    Settings { jacobian: strategy, rtol, atol, ..Settings::default() }
+    Settings {
+        jacobian: strategy,
+        rtol,
+        atol,
+        ..Settings::default()
+    }
 }
 
 /// Global error at T of fixed-order, fixed-step BDF-k on the undamped oscillator, started from
 /// the exact history.
 fn oscillator_error(order: usize, h: f64, t_end: f64) -> f64 {
-    let mut sys = Oscillator { m: 1.0, k: 1.0, c: 0.0 };
+    let mut sys = Oscillator {
+        m: 1.0,
+        k: 1.0,
+        c: 0.0,
+    };
     let (x0, v0) = (1.0, 0.3);
     let mut s = settings(JacobianStrategy::Analytic, 1e-13, 1e-13);
     s.fixed_step = Some(h);
@@ -22,16 +31,24 @@ fn oscillator_error(order: usize, h: f64, t_end: f64) -> f64 {
         .map(|j| {
             let t = -(j as f64) * h;
             let (x, v) = sys.exact(x0, v0, t);
-            MechState { t, q: vec![x], v: vec![v], lambda: vec![] }
+            MechState {
+                t,
+                q: vec![x],
+                v: vec![v],
+                lambda: vec![],
+            }
         })
         .collect();
-    bdf.initialize_with_history(&mut sys, h, order, &past).unwrap();
+    bdf.initialize_with_history(&mut sys, h, order, &past)
+        .unwrap();
     while bdf.state().t < t_end {
         bdf.step(&mut sys, t_end).unwrap();
     }
     assert_eq!(bdf.state().t, t_end);
     let (x, v) = sys.exact(x0, v0, t_end);
-    (bdf.state().q[0] - x).abs().max((bdf.state().v[0] - v).abs())
+    (bdf.state().q[0] - x)
+        .abs()
+        .max((bdf.state().v[0] - v).abs())
 }
 
 #[test]
@@ -39,11 +56,17 @@ fn convergence_orders_one_to_five() {
     let t_end = 3.2;
     for order in 1..=5 {
         let hs = [0.1, 0.05, 0.025, 0.0125];
-        let errs: Vec<f64> = hs.iter().map(|&h| oscillator_error(order, h, t_end)).collect();
+        let errs: Vec<f64> = hs
+            .iter()
+            .map(|&h| oscillator_error(order, h, t_end))
+            .collect();
         let slopes: Vec<f64> = errs.windows(2).map(|e| (e[0] / e[1]).log2()).collect();
         let slope = (errs[0] / errs[3]).log2() / 3.0;
         println!("order {order}: errors {errs:?}, slopes {slopes:.3?}, mean {slope:.3}");
-        assert!((slope - order as f64).abs() < 0.3, "order {order}: measured slope {slope}");
+        assert!(
+            (slope - order as f64).abs() < 0.3,
+            "order {order}: measured slope {slope}"
+        );
     }
 }
 
@@ -53,7 +76,10 @@ fn reference(n: usize) -> Vec<(f64, f64, f64)> {
     let text = include_str!("data/pendulum_chain_tip.csv");
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let ix = header.iter().position(|h| *h == format!("x{n}")).expect("N in the reference");
+    let ix = header
+        .iter()
+        .position(|h| *h == format!("x{n}"))
+        .expect("N in the reference");
     lines
         .map(|l| {
             let v: Vec<f64> = l.split(',').map(|s| s.trim().parse().unwrap()).collect();
@@ -78,21 +104,41 @@ fn chain_run(n: usize, strategy: JacobianStrategy, rtol: f64, atol: f64, t_end: 
         while next < refs.len() && refs[next].0 <= t {
             bdf.interpolate(refs[next].0, &mut q, &mut v);
             let (_, xr, yr) = refs[next];
-            dev = dev.max((q[2 * n - 2] - xr).abs()).max((q[2 * n - 1] - yr).abs());
+            dev = dev
+                .max((q[2 * n - 2] - xr).abs())
+                .max((q[2 * n - 1] - yr).abs());
             next += 1;
         }
     }
+    assert_eq!(next, (t_end / 0.5) as usize + 1, "every reference point up to t_end compared");
     (dev, bdf)
 }
 
+/// Every strategy at the paper's tolerances stays within the 1e-3 m of the reference;
+/// a tight run shows the error shrinks with the tolerance (so the comparison can fail).
 #[test]
 fn chain_tip_matches_reference_with_every_strategy() {
-    for strategy in JacobianStrategy::ALL {
-        let (dev, bdf) = chain_run(4, strategy, 1e-6, 1e-8, 30.0);
-        let s = bdf.stats();
-        println!("{:>18}: dev {dev:.2e}, steps {}, rej {}, fc {}, fcj {}, Je {}, upd {}, lu {}", strategy.name(), s.steps, s.rejected_steps, s.f_evals, s.f_evals_jacobian, s.jac_evals, s.jac_updates, s.lu);
-        assert!(dev < 1e-3, "{}: tip deviation {dev}", strategy.name());
+    for n in [4, 8] {
+        for strategy in JacobianStrategy::ALL {
+            let (dev, bdf) = chain_run(n, strategy, 1e-4, 1e-6, 30.0);
+            let s = bdf.stats();
+            println!(
+                "N = {n} {:>18}: dev {dev:.2e}, steps {}, rej {}, fc {}, fcj {}, Je {}, upd {}, lu {}",
+                strategy.name(),
+                s.steps,
+                s.rejected_steps,
+                s.f_evals,
+                s.f_evals_jacobian,
+                s.jac_evals,
+                s.jac_updates,
+                s.lu
+            );
+            assert!(dev < 1e-3, "N = {n} {}: tip deviation {dev}", strategy.name());
+        }
     }
+    let (dev, _) = chain_run(4, JacobianStrategy::SparseExtended, 1e-8, 1e-10, 30.0);
+    println!("N = 4 sparse_extended at 1e-8/1e-10: dev {dev:.2e}");
+    assert!(dev < 2e-6, "tight tolerances: tip deviation {dev}");
 }
 
 use mbsfmu::integrate::ggl::Ggl;
@@ -120,7 +166,11 @@ fn generic_y(n: usize, t: f64) -> (CartesianChain, Vec<f64>) {
     (sys, y)
 }
 
-fn g_matrix(strategy: JacobianStrategy, sys: &mut CartesianChain, states: &[(f64, &[f64])]) -> (JacobianStore, Stats) {
+fn g_matrix(
+    strategy: JacobianStrategy,
+    sys: &mut CartesianChain,
+    states: &[(f64, &[f64])],
+) -> (JacobianStore, Stats) {
     let (nq, nc) = (sys.n_q(), sys.n_c());
     let mut ggl = Ggl::new(nq, nc);
     let mut store = JacobianStore::new(strategy, nq, nc, sys.n_excitations());
@@ -128,7 +178,9 @@ fn g_matrix(strategy: JacobianStrategy, sys: &mut CartesianChain, states: &[(f64
     let mut g0 = vec![0.0; ggl.ny];
     for &(t, y) in states {
         ggl.eval(sys, t, y, &mut g0).unwrap();
-        store.refresh(Refresh::Full, &mut ggl, sys, t, y, &g0, 50.0, &mut stats).unwrap();
+        store
+            .refresh(Refresh::Full, &mut ggl, sys, t, y, &g0, 50.0, &mut stats)
+            .unwrap();
     }
     (store, stats)
 }
@@ -136,7 +188,10 @@ fn g_matrix(strategy: JacobianStrategy, sys: &mut CartesianChain, states: &[(f64
 use mbsfmu::integrate::Mechanical;
 
 fn max_scaled_diff(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
-    a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max)
+    a.iter()
+        .zip(b.iter())
+        .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+        .fold(0.0, f64::max)
 }
 
 /// Analytic and sparse (CPR) Jacobians against dense finite differences (16)/(17).
@@ -153,12 +208,19 @@ fn strategies_reproduce_the_dense_fd_jacobian() {
         let (analytic, _) = g_matrix(JacobianStrategy::Analytic, &mut sys, &[(t, &y)]);
         let d = max_scaled_diff(&analytic.g, &dense.g);
         assert!(d < 1e-6, "analytic vs dense FD at t = {t}: {d:e}");
-        let (ya_sys, ya) = generic_y(5, 1.3);
-        drop(ya_sys);
+        let (_, ya) = generic_y(5, 1.3);
         let (sparse, stats) = g_matrix(JacobianStrategy::Sparse, &mut sys, &[(1.3, &ya), (t, &y)]);
         let groups = sparse.colouring.groups.len();
-        assert_eq!(stats.f_evals_jacobian as usize, (y.len() - 5) + groups, "one dense pass, then one call per group");
-        assert!(groups < y.len() - 5, "{groups} groups for {} columns", y.len() - 5);
+        assert_eq!(
+            stats.f_evals_jacobian as usize,
+            (y.len() - 5) + groups,
+            "one dense pass, then one call per group"
+        );
+        assert!(
+            groups < y.len() - 5,
+            "{groups} groups for {} columns",
+            y.len() - 5
+        );
         let d = max_scaled_diff(&sparse.g, &dense.g);
         assert!(d < 1e-12, "sparse vs dense FD at t = {t}: {d:e}");
     }
@@ -169,13 +231,27 @@ fn colouring_is_a_consistent_partition() {
     let (mut sys, y) = generic_y(8, 2.0);
     let (sparse, _) = g_matrix(JacobianStrategy::Sparse, &mut sys, &[(2.0, &y)]);
     let ny = y.len();
-    assert!(is_consistent_partition(ny, sparse.pattern(), sparse.fd_columns(), &sparse.colouring));
+    assert!(is_consistent_partition(
+        ny,
+        sparse.pattern(),
+        sparse.fd_columns(),
+        &sparse.colouring
+    ));
     // And the check itself rejects a bad grouping: all columns in one group.
     let mut bad = sparse.colouring.clone();
     let all: Vec<usize> = bad.groups.concat();
     bad.groups = vec![all];
-    assert!(!is_consistent_partition(ny, sparse.pattern(), sparse.fd_columns(), &bad));
-    println!("N = 8: {} groups for {} differenced columns", sparse.colouring.groups.len(), sparse.fd_columns().len());
+    assert!(!is_consistent_partition(
+        ny,
+        sparse.pattern(),
+        sparse.fd_columns(),
+        &bad
+    ));
+    println!(
+        "N = 8: {} groups for {} differenced columns",
+        sparse.colouring.groups.len(),
+        sparse.fd_columns().len()
+    );
 }
 
 /// The extended partitioned update (26) tracks the excitation: `G(u) + Σ ∂²g/∂u_i∂y Δu_i`
@@ -186,7 +262,11 @@ fn colouring_is_a_consistent_partition() {
 #[test]
 fn extended_update_tracks_the_excitation() {
     let t = 0.7;
-    for strategy in [JacobianStrategy::DenseExtended, JacobianStrategy::SparseExtended, JacobianStrategy::AnalyticExtended] {
+    for strategy in [
+        JacobianStrategy::DenseExtended,
+        JacobianStrategy::SparseExtended,
+        JacobianStrategy::AnalyticExtended,
+    ] {
         let (mut sys, y) = generic_y(5, t);
         let (nq, nc) = (10, 5);
         let mut ggl = Ggl::new(nq, nc);
@@ -194,21 +274,50 @@ fn extended_update_tracks_the_excitation() {
         let mut stats = Stats::default();
         let mut g0 = vec![0.0; ggl.ny];
         ggl.eval(&mut sys, t, &y, &mut g0).unwrap();
-        store.refresh(Refresh::Full, &mut ggl, &mut sys, t, &y, &g0, 50.0, &mut stats).unwrap();
+        store
+            .refresh(
+                Refresh::Full,
+                &mut ggl,
+                &mut sys,
+                t,
+                &y,
+                &g0,
+                50.0,
+                &mut stats,
+            )
+            .unwrap();
         let g_old = store.g.clone();
         sys.set_excitation_offset(0, 0.25);
         sys.set_excitation_offset(1, -0.15);
         ggl.invalidate_mass();
         ggl.eval(&mut sys, t, &y, &mut g0).unwrap();
-        store.refresh(Refresh::Update, &mut ggl, &mut sys, t, &y, &g0, 80.0, &mut stats).unwrap();
+        store
+            .refresh(
+                Refresh::Update,
+                &mut ggl,
+                &mut sys,
+                t,
+                &y,
+                &g0,
+                80.0,
+                &mut stats,
+            )
+            .unwrap();
         assert_eq!((stats.jac_evals, stats.jac_updates), (1, 1));
         assert_eq!(store.alpha_j, 80.0);
         let (fresh, _) = g_matrix(JacobianStrategy::Dense, &mut sys, &[(t, &y)]);
         let change = (&fresh.g - &g_old).abs().max();
         let miss = (&fresh.g - &store.g).abs().max();
-        println!("{}: |G(u+Δu) − G(u)| = {change:.3e}, after update {miss:.3e}", strategy.name());
+        println!(
+            "{}: |G(u+Δu) − G(u)| = {change:.3e}, after update {miss:.3e}",
+            strategy.name()
+        );
         assert!(change > 0.1, "the excitation must change G noticeably");
-        assert!(miss < 0.01 * change, "{}: update leaves {miss:e} of {change:e}", strategy.name());
+        assert!(
+            miss < 0.01 * change,
+            "{}: update leaves {miss:e} of {change:e}",
+            strategy.name()
+        );
     }
 }
 
@@ -242,7 +351,14 @@ fn save_restore_reproduces_steps_bit_for_bit() {
                 }
                 let s = b.state();
                 assert_eq!(s.t, t_comm, "communication point hit exactly");
-                out.push((s.t.to_bits(), s.q.iter().chain(&s.v).chain(&s.lambda).map(|z| z.to_bits()).collect()));
+                out.push((
+                    s.t.to_bits(),
+                    s.q.iter()
+                        .chain(&s.v)
+                        .chain(&s.lambda)
+                        .map(|z| z.to_bits())
+                        .collect(),
+                ));
             }
             out
         };
@@ -275,6 +391,5 @@ fn solver_statistics_pinned() {
     }
     assert_eq!(got, vec![PIN_DENSE, PIN_EXTENDED]);
 }
-const PIN_DENSE: (u64, u64, u64, u64) = (0, 0, 0, 0);
-const PIN_EXTENDED: (u64, u64, u64, u64) = (0, 0, 0, 0);
-
+const PIN_DENSE: (u64, u64, u64, u64) = (589, 14, 15, 0);
+const PIN_EXTENDED: (u64, u64, u64, u64) = (589, 14, 2, 10);

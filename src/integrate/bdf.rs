@@ -23,6 +23,8 @@
 //! next step, so that [`Bdf::interpolate`] between steps uses exactly the interpolation polynomial
 //! of the last step.
 
+#![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
+
 use super::ggl::Ggl;
 use super::jacobian::{FailureAction, JacobianStore, Refresh};
 use super::step_control::{initial_step_size, weighted_rms_norm};
@@ -185,19 +187,37 @@ impl Bdf {
         self.jac = JacobianStore::new(self.settings.jacobian, nq, nc, sys.n_excitations());
         self.d = DMatrix::zeros(ny, MAX_ORDER + 3);
         self.d_new = DMatrix::zeros(ny, MAX_ORDER + 1);
-        for v in [&mut self.y, &mut self.y_pred, &mut self.psi, &mut self.corr, &mut self.g0, &mut self.res, &mut self.w] {
+        for v in [
+            &mut self.y,
+            &mut self.y_pred,
+            &mut self.psi,
+            &mut self.corr,
+            &mut self.g0,
+            &mut self.res,
+            &mut self.w,
+        ] {
             *v = vec![0.0; ny];
         }
         self.err = vec![0.0; 2 * nq];
         self.err2 = vec![0.0; 2 * nq];
-        self.state = MechState { t: 0.0, q: vec![0.0; nq], v: vec![0.0; nq], lambda: vec![0.0; nc] };
+        self.state = MechState {
+            t: 0.0,
+            q: vec![0.0; nq],
+            v: vec![0.0; nq],
+            lambda: vec![0.0; nc],
+        };
         self.stats = Stats::default();
         self.rate_prev = None;
         self.n_equal_steps = 0;
     }
 
     /// `y = (q, v, λ, 0)` with `λ` from the saddle-point system; checks consistency.
-    fn consistent_y<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, x: &MechState, acc: &mut [f64]) -> Result<(), IntegrateError> {
+    fn consistent_y<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        x: &MechState,
+        acc: &mut [f64],
+    ) -> Result<(), IntegrateError> {
         let (nq, nc) = (self.nq, self.nc);
         if x.q.len() != nq || x.v.len() != nq {
             return Err(IntegrateError::Settings(format!(
@@ -208,12 +228,16 @@ impl Bdf {
         }
         let t = x.t;
         if !t.is_finite() || x.q.iter().chain(&x.v).any(|z| !z.is_finite()) {
-            return Err(IntegrateError::NonFinite { t, what: "initial state".into() });
+            return Err(IntegrateError::NonFinite {
+                t,
+                what: "initial state".into(),
+            });
         }
         self.y[..nq].copy_from_slice(&x.q);
         self.y[nq..2 * nq].copy_from_slice(&x.v);
         let mut lambda = vec![0.0; nc];
-        self.ggl.consistent_multipliers(sys, t, &x.q, &x.v, acc, &mut lambda)?;
+        self.ggl
+            .consistent_multipliers(sys, t, &x.q, &x.v, acc, &mut lambda)?;
         self.y[2 * nq..2 * nq + nc].copy_from_slice(&lambda);
         self.y[2 * nq + nc..].fill(0.0);
         // Consistency: Φ = 0 and Φ_q v + Φ_t = 0 to well below the tolerances.
@@ -222,7 +246,9 @@ impl Bdf {
         self.ggl.evals = 0;
         let tol = 10.0 * self.settings.atol + 1e-10;
         let pos = g[2 * nq + nc..].iter().fold(0.0f64, |m, z| m.max(z.abs()));
-        let vel = g[2 * nq..2 * nq + nc].iter().fold(0.0f64, |m, z| m.max(z.abs()));
+        let vel = g[2 * nq..2 * nq + nc]
+            .iter()
+            .fold(0.0f64, |m, z| m.max(z.abs()));
         if pos > tol || vel > tol {
             return Err(IntegrateError::Inconsistent {
                 t,
@@ -242,7 +268,11 @@ impl Bdf {
         past: &[MechState],
     ) -> Result<(), IntegrateError> {
         if past.len() != order + 1 || !(1..=MAX_ORDER).contains(&order) || h <= 0.0 {
-            return Err(IntegrateError::Settings(format!("history needs order + 1 = {} states, got {}", order + 1, past.len())));
+            return Err(IntegrateError::Settings(format!(
+                "history needs order + 1 = {} states, got {}",
+                order + 1,
+                past.len()
+            )));
         }
         self.initialize(sys, &past[0])?;
         let mut acc = vec![0.0; self.nq];
@@ -332,7 +362,13 @@ impl Bdf {
     }
 
     /// One corrector solve at `t_new` (predictor and `ψ` prepared, `g0 = g(t_new, y_pred)`).
-    fn newton<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t_new: f64, alpha: f64, tol: f64) -> Result<Newton, IntegrateError> {
+    fn newton<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t_new: f64,
+        alpha: f64,
+        tol: f64,
+    ) -> Result<Newton, IntegrateError> {
         let n2 = 2 * self.nq;
         self.corr.fill(0.0);
         self.y.copy_from_slice(&self.y_pred);
@@ -349,7 +385,11 @@ impl Bdf {
                 self.res[i] += alpha * (self.corr[i] + self.psi[i]);
             }
             if self.res.iter().any(|z| !z.is_finite()) {
-                return Ok(Newton { converged: false, iters: m, nonfinite: true });
+                return Ok(Newton {
+                    converged: false,
+                    iters: m,
+                    nonfinite: true,
+                });
             }
             for r in self.res.iter_mut() {
                 *r = -*r;
@@ -364,7 +404,11 @@ impl Bdf {
             }
             let dn = (s / self.ny as f64).sqrt();
             if !dn.is_finite() {
-                return Ok(Newton { converged: false, iters: m + 1, nonfinite: true });
+                return Ok(Newton {
+                    converged: false,
+                    iters: m + 1,
+                    nonfinite: true,
+                });
             }
             let rate = match norm_old {
                 Some(o) => {
@@ -379,7 +423,11 @@ impl Bdf {
             if let (Some(r), Some(_)) = (rate, norm_old) {
                 // Divergence or too slow to finish in the remaining iterations (DASSL: 0.9).
                 if r > MAX_RATE {
-                    return Ok(Newton { converged: false, iters: m + 1, nonfinite: false });
+                    return Ok(Newton {
+                        converged: false,
+                        iters: m + 1,
+                        nonfinite: false,
+                    });
                 }
             }
             for i in 0..self.ny {
@@ -391,26 +439,57 @@ impl Bdf {
                     self.rate_prev = measured;
                 }
                 self.jac.policy.converged(measured);
-                return Ok(Newton { converged: true, iters: m + 1, nonfinite: false });
+                return Ok(Newton {
+                    converged: true,
+                    iters: m + 1,
+                    nonfinite: false,
+                });
             }
             norm_old = Some(dn);
         }
-        Ok(Newton { converged: false, iters: NEWTON_MAXIT, nonfinite: false })
+        Ok(Newton {
+            converged: false,
+            iters: NEWTON_MAXIT,
+            nonfinite: false,
+        })
     }
 
-    fn refresh<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, kind: Refresh, t_new: f64, alpha: f64) -> Result<(), IntegrateError> {
-        self.jac.refresh(kind, &mut self.ggl, sys, t_new, &self.y_pred, &self.g0, alpha, &mut self.stats)?;
+    fn refresh<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        kind: Refresh,
+        t_new: f64,
+        alpha: f64,
+    ) -> Result<(), IntegrateError> {
+        self.jac.refresh(
+            kind,
+            &mut self.ggl,
+            sys,
+            t_new,
+            &self.y_pred,
+            &self.g0,
+            alpha,
+            &mut self.stats,
+        )?;
         self.rate_prev = None;
         Ok(())
     }
 
-    fn step_impl<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t_limit: f64) -> Result<f64, IntegrateError> {
+    fn step_impl<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t_limit: f64,
+    ) -> Result<f64, IntegrateError> {
         if !self.initialized {
-            return Err(IntegrateError::Settings("BDF step before initialize".into()));
+            return Err(IntegrateError::Settings(
+                "BDF step before initialize".into(),
+            ));
         }
         let t = self.state.t;
-        if !(t_limit > t) {
-            return Err(IntegrateError::Settings(format!("step limit {t_limit} must exceed the current time {t}")));
+        if t_limit.is_nan() || t_limit <= t {
+            return Err(IntegrateError::Settings(format!(
+                "step limit {t_limit} must exceed the current time {t}"
+            )));
         }
         let (nq, nc, ny) = (self.nq, self.nc, self.ny);
         let n2 = 2 * nq;
@@ -430,14 +509,26 @@ impl Bdf {
         loop {
             let k = self.order;
             // Clip to the limit; stretch by up to 1 % rather than leave a sliver.
-            let (t_new, clipped) = if t + 1.01 * h_target >= t_limit { (t_limit, true) } else { (t + h_target, false) };
+            let (t_new, clipped) = if t + 1.01 * h_target >= t_limit {
+                (t_limit, true)
+            } else {
+                (t + h_target, false)
+            };
             let h_step = t_new - t;
             let h_min = 16.0 * f64::EPSILON * t.abs().max(1e-3);
-            if !(h_step >= h_min) {
+            if h_step.is_nan() || h_step < h_min {
                 return Err(if nonfinite {
-                    IntegrateError::NonFinite { t, what: "residual (step size reduced to the minimum)".into() }
+                    IntegrateError::NonFinite {
+                        t,
+                        what: "residual (step size reduced to the minimum)".into(),
+                    }
                 } else {
-                    IntegrateError::StepTooSmall { t, h: h_step, h_min, reason: "repeated error-test or corrector failures".into() }
+                    IntegrateError::StepTooSmall {
+                        t,
+                        h: h_step,
+                        h_min,
+                        reason: "repeated error-test or corrector failures".into(),
+                    }
                 });
             }
             if h_step != self.h {
@@ -484,7 +575,11 @@ impl Bdf {
                     }
                 }
             } else {
-                Newton { converged: false, iters: 0, nonfinite: true }
+                Newton {
+                    converged: false,
+                    iters: 0,
+                    nonfinite: true,
+                }
             };
             if outcome.nonfinite {
                 nonfinite = true;
@@ -494,7 +589,10 @@ impl Bdf {
                 self.stats.rejected_steps += 1;
                 rejections += 1;
                 if rejections > MAX_REJECTIONS {
-                    return Err(IntegrateError::NewtonFailed { t, failures: rejections });
+                    return Err(IntegrateError::NewtonFailed {
+                        t,
+                        failures: rejections,
+                    });
                 }
                 h_target = 0.25 * h_step;
                 continue;
@@ -504,14 +602,26 @@ impl Bdf {
             for i in 0..n2 {
                 self.err[i] = ec * self.corr[i];
             }
-            let err_norm = weighted_rms_norm(&self.err, &self.d.column(0).as_slice()[..n2], &self.y[..n2], rtol, atol);
-            let safety = 0.9 * (2 * NEWTON_MAXIT + 1) as f64 / (2 * NEWTON_MAXIT + outcome.iters) as f64;
+            let err_norm = weighted_rms_norm(
+                &self.err,
+                &self.d.column(0).as_slice()[..n2],
+                &self.y[..n2],
+                rtol,
+                atol,
+            );
+            let safety =
+                0.9 * (2 * NEWTON_MAXIT + 1) as f64 / (2 * NEWTON_MAXIT + outcome.iters) as f64;
             if self.settings.fixed_step.is_none() && err_norm > 1.0 {
                 self.stats.error_test_failures += 1;
                 self.stats.rejected_steps += 1;
                 rejections += 1;
                 if rejections > MAX_REJECTIONS {
-                    return Err(IntegrateError::StepTooSmall { t, h: h_step, h_min, reason: "repeated error-test failures".into() });
+                    return Err(IntegrateError::StepTooSmall {
+                        t,
+                        h: h_step,
+                        h_min,
+                        reason: "repeated error-test failures".into(),
+                    });
                 }
                 h_target = h_step * MIN_FACTOR.max(safety * err_norm.powf(-1.0 / (k as f64 + 1.0)));
                 continue;
@@ -536,24 +646,41 @@ impl Bdf {
             self.state.q.copy_from_slice(&self.y[..nq]);
             self.state.v.copy_from_slice(&self.y[nq..n2]);
             self.state.lambda.copy_from_slice(&self.y[n2..n2 + nc]);
-            sys.accept_step(t_new, &self.state.q, &self.state.v, Some(&self.state.lambda));
+            sys.accept_step(
+                t_new,
+                &self.state.q,
+                &self.state.v,
+                Some(&self.state.lambda),
+            );
             self.jac.policy.step_accepted();
             self.stats.f_evals = self.ggl.evals;
             // Next step size and order (applied at the start of the next step).
             self.order_next = k;
             if self.settings.fixed_step.is_some() {
                 self.h_next = h_step;
-            } else if self.n_equal_steps >= k + 1 {
+            } else if self.n_equal_steps > k {
                 let norm_of = |bdf: &mut Bdf, col: usize, ec: f64| -> f64 {
                     for i in 0..n2 {
                         bdf.err2[i] = ec * bdf.d[(i, col)];
                     }
                     weighted_rms_norm(&bdf.err2, &bdf.y[..n2], &bdf.y[..n2], rtol, atol)
                 };
-                let max_k = if self.fixed_order.is_some() { k } else { self.max_order.clamp(1, MAX_ORDER) };
+                let max_k = if self.fixed_order.is_some() {
+                    k
+                } else {
+                    self.max_order.clamp(1, MAX_ORDER)
+                };
                 let min_k = if self.fixed_order.is_some() { k } else { 1 };
-                let e_m = if k > min_k { norm_of(self, k, 1.0 / k as f64) } else { f64::INFINITY };
-                let e_p = if k < max_k { norm_of(self, k + 2, 1.0 / (k as f64 + 2.0)) } else { f64::INFINITY };
+                let e_m = if k > min_k {
+                    norm_of(self, k, 1.0 / k as f64)
+                } else {
+                    f64::INFINITY
+                };
+                let e_p = if k < max_k {
+                    norm_of(self, k + 2, 1.0 / (k as f64 + 2.0))
+                } else {
+                    f64::INFINITY
+                };
                 let f_m = e_m.max(1e-300).powf(-1.0 / k as f64);
                 let f_0 = err_norm.max(1e-300).powf(-1.0 / (k as f64 + 1.0));
                 let f_p = e_p.max(1e-300).powf(-1.0 / (k as f64 + 2.0));
@@ -581,7 +708,10 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
     fn initialize(&mut self, sys: &mut S, x: &MechState) -> Result<(), IntegrateError> {
         let s = self.settings;
         if !(s.rtol >= 0.0 && s.atol > 0.0 && s.rtol.is_finite() && s.atol.is_finite()) {
-            return Err(IntegrateError::Settings(format!("tolerances must be positive (rtol {}, atol {})", s.rtol, s.atol)));
+            return Err(IntegrateError::Settings(format!(
+                "tolerances must be positive (rtol {}, atol {})",
+                s.rtol, s.atol
+            )));
         }
         self.allocate(sys);
         let mut acc = vec![0.0; self.nq];
@@ -596,7 +726,19 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
         } else if s.initial_step > 0.0 {
             s.initial_step.min(self.h_max())
         } else {
-            initial_step_size(t, &self.y[..2 * nq], &dy, s.rtol, s.atol, 1, if self.h_max().is_finite() { self.h_max() } else { 0.0 })
+            initial_step_size(
+                t,
+                &self.y[..2 * nq],
+                &dy,
+                s.rtol,
+                s.atol,
+                1,
+                if self.h_max().is_finite() {
+                    self.h_max()
+                } else {
+                    0.0
+                },
+            )
         };
         self.d.fill(0.0);
         self.d.column_mut(0).copy_from_slice(&self.y);
@@ -607,7 +749,12 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
         self.order_next = self.fixed_order.map_or(1, |k| k.clamp(1, MAX_ORDER)).min(1);
         self.h = h0;
         self.h_next = h0;
-        self.state = MechState { t, q: x.q.clone(), v: x.v.clone(), lambda: self.y[2 * nq..2 * nq + nc].to_vec() };
+        self.state = MechState {
+            t,
+            q: x.q.clone(),
+            v: x.v.clone(),
+            lambda: self.y[2 * nq..2 * nq + nc].to_vec(),
+        };
         self.jac.reset();
         self.initialized = true;
         Ok(())

@@ -16,6 +16,8 @@
 //! inertia without augmentation) is reported as `IntegrateError::Singular`: the explicit form
 //! needs a regular mass matrix.
 
+#![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
+
 use super::linalg::DenseLu;
 use super::{IntegrateError, MultibodySystem};
 use nalgebra::DMatrix;
@@ -84,8 +86,20 @@ impl Ggl {
     }
 
     /// Factor `M(t, q)` unless the cached factorization is for exactly this `(t, q)`.
-    fn prepare_mass<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t: f64, q: &[f64]) -> Result<(), IntegrateError> {
-        if self.m_valid && self.m_t.to_bits() == t.to_bits() && self.m_q.iter().zip(q).all(|(a, b)| a.to_bits() == b.to_bits()) {
+    fn prepare_mass<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+    ) -> Result<(), IntegrateError> {
+        if self.m_valid
+            && self.m_t.to_bits() == t.to_bits()
+            && self
+                .m_q
+                .iter()
+                .zip(q)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        {
             return Ok(());
         }
         self.m_valid = false;
@@ -104,7 +118,10 @@ impl Ggl {
             for i in 0..n {
                 let d = self.m[(i, i)];
                 if d == 0.0 || !d.is_finite() {
-                    return Err(IntegrateError::Singular { t, what: format!("mass matrix has diagonal entry {d} at coordinate {i}") });
+                    return Err(IntegrateError::Singular {
+                        t,
+                        what: format!("mass matrix has diagonal entry {d} at coordinate {i}"),
+                    });
                 }
                 self.m_diag[i] = d;
             }
@@ -132,7 +149,13 @@ impl Ggl {
     }
 
     /// `out = g(t, y)`; counts one residual evaluation.
-    pub fn eval<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t: f64, y: &[f64], out: &mut [f64]) -> Result<(), IntegrateError> {
+    pub fn eval<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        out: &mut [f64],
+    ) -> Result<(), IntegrateError> {
         self.evals += 1;
         let (nq, nc) = (self.nq, self.nc);
         let (q, rest) = y.split_at(nq);
@@ -172,7 +195,14 @@ impl Ggl {
     }
 
     /// `out = M(t, q)⁻¹ x` column by column for a matrix (after `prepare_mass`).
-    fn mass_solve_columns(&mut self, x: &DMatrix<f64>, sign: f64, out: &mut DMatrix<f64>, row0: usize, col0: usize) {
+    fn mass_solve_columns(
+        &mut self,
+        x: &DMatrix<f64>,
+        sign: f64,
+        out: &mut DMatrix<f64>,
+        row0: usize,
+        col0: usize,
+    ) {
         for j in 0..x.ncols() {
             self.col.copy_from_slice(x.column(j).as_slice());
             Self::mass_solve(self.m_is_diag, &self.m_diag, &self.m_lu, &mut self.col);
@@ -306,7 +336,10 @@ impl Ggl {
         let mut lu = DenseLu::new(n);
         lu.factor(&k).map_err(|e| IntegrateError::Singular {
             t,
-            what: format!("saddle-point matrix [M Φqᵀ; Φq 0] singular at step {} (redundant constraints?)", e.0),
+            what: format!(
+                "saddle-point matrix [M Φqᵀ; Φq 0] singular at step {} (redundant constraints?)",
+                e.0
+            ),
         })?;
         lu.solve(&mut rhs);
         a.copy_from_slice(&rhs[..nq]);

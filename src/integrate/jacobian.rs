@@ -110,7 +110,10 @@ impl ReevalPolicy {
 
     /// Which kind of refresh a reason calls for under `strategy`.
     pub fn choose(&self, reason: Reason, strategy: JacobianStrategy) -> Refresh {
-        let sparse = matches!(strategy, JacobianStrategy::Sparse | JacobianStrategy::SparseExtended);
+        let sparse = matches!(
+            strategy,
+            JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
+        );
         match reason {
             Reason::Initial => Refresh::Full,
             Reason::AlphaChange => {
@@ -121,12 +124,20 @@ impl ReevalPolicy {
                 }
             }
             Reason::SlowConvergence | Reason::ConvergenceFailure => {
-                let on_fresh = if reason == Reason::SlowConvergence { self.slow_on_fresh } else { self.fresh };
+                let on_fresh = if reason == Reason::SlowConvergence {
+                    self.slow_on_fresh
+                } else {
+                    self.fresh
+                };
                 match self.last {
                     // A fresh sparse matrix that converges badly: the pattern misses entries.
                     Some(Refresh::Full) if sparse && on_fresh => Refresh::Widen,
                     // An old full matrix: try to track the excitation first.
-                    Some(Refresh::Full) | Some(Refresh::Widen) if strategy.extended() && !on_fresh => Refresh::Update,
+                    Some(Refresh::Full) | Some(Refresh::Widen)
+                        if strategy.extended() && !on_fresh =>
+                    {
+                        Refresh::Update
+                    }
                     _ => Refresh::Full,
                 }
             }
@@ -135,7 +146,10 @@ impl ReevalPolicy {
 
     /// After a corrector failure.
     pub fn on_failure(&self, strategy: JacobianStrategy) -> FailureAction {
-        let sparse = matches!(strategy, JacobianStrategy::Sparse | JacobianStrategy::SparseExtended);
+        let sparse = matches!(
+            strategy,
+            JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
+        );
         if !self.fresh {
             return FailureAction::Refresh(self.choose(Reason::ConvergenceFailure, strategy));
         }
@@ -218,7 +232,9 @@ pub fn colour_columns(n_rows: usize, rows_of_col: &[Vec<usize>], cols: &[usize])
                 }
             }
         }
-        let k = (0..groups.len()).find(|&k| forbidden[k] != r).unwrap_or(groups.len());
+        let k = (0..groups.len())
+            .find(|&k| forbidden[k] != r)
+            .unwrap_or(groups.len());
         if k == groups.len() {
             groups.push(Vec::new());
             forbidden.push(usize::MAX);
@@ -234,7 +250,12 @@ pub fn colour_columns(n_rows: usize, rows_of_col: &[Vec<usize>], cols: &[usize])
 
 /// Whether a colouring is a consistent partition (paper 003, section 3.1): every column of
 /// `cols` in exactly one group, and no row with pattern entries in two columns of one group.
-pub fn is_consistent_partition(n_rows: usize, rows_of_col: &[Vec<usize>], cols: &[usize], c: &Colouring) -> bool {
+pub fn is_consistent_partition(
+    n_rows: usize,
+    rows_of_col: &[Vec<usize>],
+    cols: &[usize],
+    c: &Colouring,
+) -> bool {
     let mut seen = vec![0usize; rows_of_col.len()];
     for g in &c.groups {
         for &r in g {
@@ -313,13 +334,21 @@ impl JacobianStore {
             nu,
             g: DMatrix::zeros(ny, ny),
             alpha_j: f64::NAN,
-            d_u: if ext { (0..nu).map(|_| DMatrix::zeros(ny, ny)).collect() } else { Vec::new() },
+            d_u: if ext {
+                (0..nu).map(|_| DMatrix::zeros(ny, ny)).collect()
+            } else {
+                Vec::new()
+            },
             u_j: vec![0.0; nu],
             rows_of_col: Vec::new(),
             fd_cols: (0..2 * nq + nc).collect(),
             colouring: Colouring::default(),
             lu: DenseLu::new(ny),
-            tmp: if ext && nu > 0 { DMatrix::zeros(ny, ny) } else { DMatrix::zeros(0, 0) },
+            tmp: if ext && nu > 0 {
+                DMatrix::zeros(ny, ny)
+            } else {
+                DMatrix::zeros(0, 0)
+            },
             g0u: vec![0.0; ny],
             g1: vec![0.0; ny],
             ywork: vec![0.0; ny],
@@ -341,11 +370,17 @@ impl JacobianStore {
     }
 
     fn is_sparse(&self) -> bool {
-        matches!(self.strategy, JacobianStrategy::Sparse | JacobianStrategy::SparseExtended)
+        matches!(
+            self.strategy,
+            JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
+        )
     }
 
     fn is_analytic(&self) -> bool {
-        matches!(self.strategy, JacobianStrategy::Analytic | JacobianStrategy::AnalyticExtended)
+        matches!(
+            self.strategy,
+            JacobianStrategy::Analytic | JacobianStrategy::AnalyticExtended
+        )
     }
 
     /// The estimated pattern (rows per column; empty before the first dense pass).
@@ -393,7 +428,11 @@ impl JacobianStore {
         g0: &[f64],
     ) -> Result<(), IntegrateError> {
         // An update needs a previous full evaluation; fall back to one otherwise.
-        let kind = if kind == Refresh::Update && self.alpha_j.is_nan() { Refresh::Full } else { kind };
+        let kind = if kind == Refresh::Update && self.alpha_j.is_nan() {
+            Refresh::Full
+        } else {
+            kind
+        };
         match kind {
             Refresh::Update => {
                 for i in 0..self.d_u.len() {
@@ -407,7 +446,8 @@ impl JacobianStore {
                 Ok(())
             }
             Refresh::Full | Refresh::Widen => {
-                let dense = kind == Refresh::Widen || (self.is_sparse() && self.rows_of_col.is_empty());
+                let dense =
+                    kind == Refresh::Widen || (self.is_sparse() && self.rows_of_col.is_empty());
                 let mut g = std::mem::replace(&mut self.g, DMatrix::zeros(0, 0));
                 let r = self.evaluate_g(dense, ggl, sys, t, y, g0, &mut g);
                 self.g = g;
@@ -556,7 +596,11 @@ impl JacobianStore {
             ggl.invalidate_mass();
             let mut tmp = std::mem::replace(&mut self.tmp, DMatrix::zeros(0, 0));
             let mut g0u = std::mem::take(&mut self.g0u);
-            let mut r = if self.is_analytic() { Ok(()) } else { ggl.eval(sys, t, y, &mut g0u) };
+            let mut r = if self.is_analytic() {
+                Ok(())
+            } else {
+                ggl.eval(sys, t, y, &mut g0u)
+            };
             if r.is_ok() {
                 r = self.evaluate_g(dense, ggl, sys, t, y, &g0u, &mut tmp);
             }
@@ -585,10 +629,15 @@ impl JacobianStore {
         }
         stats.lu += 1;
         self.alpha_j = alpha;
-        self.lu.factor_in_place().map_err(|e| IntegrateError::Singular {
-            t,
-            what: format!("iteration matrix αP + ∂g/∂y singular at elimination step {} (α = {alpha:e})", e.0),
-        })
+        self.lu
+            .factor_in_place()
+            .map_err(|e| IntegrateError::Singular {
+                t,
+                what: format!(
+                    "iteration matrix αP + ∂g/∂y singular at elimination step {} (α = {alpha:e})",
+                    e.0
+                ),
+            })
     }
 
     /// Solve with the current factorization.

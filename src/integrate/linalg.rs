@@ -21,7 +21,12 @@ pub struct SingularAt(pub usize);
 
 impl DenseLu {
     pub fn new(n: usize) -> Self {
-        DenseLu { n, a: vec![0.0; n * n], piv: vec![0; n], valid: false }
+        DenseLu {
+            n,
+            a: vec![0.0; n * n],
+            piv: vec![0; n],
+            valid: false,
+        }
     }
 
     pub fn dim(&self) -> usize {
@@ -136,7 +141,9 @@ mod tests {
     #[test]
     fn lu_solves_against_nalgebra() {
         let n = 7;
-        let m = DMatrix::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 5) as f64 - 2.0 + if i == j { 0.5 } else { 0.0 });
+        let m = DMatrix::from_fn(n, n, |i, j| {
+            ((i * 7 + j * 3) % 5) as f64 - 2.0 + if i == j { 0.5 } else { 0.0 }
+        });
         let b: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
         let mut lu = DenseLu::new(n);
         lu.factor(&m).unwrap();
