@@ -26,7 +26,7 @@
 #![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
 
 use super::ggl::Ggl;
-use super::jacobian::{FailureAction, JacobianStore, Refresh};
+use super::jacobian::{FailureAction, JacobianStore, ReevalPolicy, Refresh};
 use super::step_control::{initial_step_size, weighted_rms_norm};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use nalgebra::DMatrix;
@@ -158,6 +158,11 @@ impl Bdf {
         &self.jac
     }
 
+    /// The re-evaluation policy (thresholds are public; they survive `initialize`).
+    pub fn policy_mut(&mut self) -> &mut ReevalPolicy {
+        &mut self.jac.policy
+    }
+
     /// Residual evaluator (for tests and diagnostics).
     pub fn residual(&mut self) -> &mut Ggl {
         &mut self.ggl
@@ -184,7 +189,10 @@ impl Bdf {
         self.nc = nc;
         self.ny = ny;
         self.ggl = Ggl::new(nq, nc);
+        // Keep the policy's thresholds (they may have been tuned through `policy_mut`).
+        let policy = self.jac.policy.clone();
         self.jac = JacobianStore::new(self.settings.jacobian, nq, nc, sys.n_excitations());
+        self.jac.policy = policy;
         self.d = DMatrix::zeros(ny, MAX_ORDER + 3);
         self.d_new = DMatrix::zeros(ny, MAX_ORDER + 1);
         for v in [
@@ -629,12 +637,8 @@ impl Bdf {
             // Accept: update the differences.
             self.stats.steps += 1;
             self.n_equal_steps += 1;
-            {
-                let dk1 = self.d.column(k + 1).clone_owned();
-                let mut c = self.d.column_mut(k + 2);
-                for i in 0..ny {
-                    c[i] = self.corr[i] - dk1[i];
-                }
+            for i in 0..ny {
+                self.d[(i, k + 2)] = self.corr[i] - self.d[(i, k + 1)];
             }
             self.d.column_mut(k + 1).copy_from_slice(&self.corr);
             for j in (0..=k).rev() {
@@ -746,7 +750,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
             self.d[(i, 1)] = h0 * dy[i];
         }
         self.order = 1;
-        self.order_next = self.fixed_order.map_or(1, |k| k.clamp(1, MAX_ORDER)).min(1);
+        self.order_next = 1;
         self.h = h0;
         self.h_next = h0;
         self.state = MechState {
@@ -787,7 +791,10 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
         self.settings = settings;
         if strategy_changed {
             let nu = self.jac.n_excitations();
+            let mut policy = self.jac.policy.clone();
+            policy.reset();
             self.jac = JacobianStore::new(settings.jacobian, self.nq, self.nc, nu);
+            self.jac.policy = policy;
         }
     }
 }
