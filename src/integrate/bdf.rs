@@ -158,6 +158,11 @@ impl Bdf {
         &self.jac
     }
 
+    /// The Jacobian store, mutable (e.g. `auto_excitation_term`); set after `initialize`.
+    pub fn jacobian_mut(&mut self) -> &mut JacobianStore {
+        &mut self.jac
+    }
+
     /// The re-evaluation policy (thresholds are public; they survive `initialize`).
     pub fn policy_mut(&mut self) -> &mut ReevalPolicy {
         &mut self.jac.policy
