@@ -518,6 +518,7 @@ impl Bdf {
         let (rtol, atol) = (self.settings.rtol, self.settings.atol);
         let newton_tol = NEWTON_TOL;
         let mut rejections = 0u32;
+        let mut error_failures = 0u32;
         let mut nonfinite = false;
         loop {
             let k = self.order;
@@ -628,6 +629,8 @@ impl Bdf {
                 self.stats.error_test_failures += 1;
                 self.stats.rejected_steps += 1;
                 rejections += 1;
+                error_failures += 1;
+                self.jac.policy.on_error_test_failures(error_failures);
                 if rejections > MAX_REJECTIONS {
                     return Err(IntegrateError::StepTooSmall {
                         t,

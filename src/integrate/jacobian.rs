@@ -30,6 +30,10 @@ pub enum Reason {
     SlowConvergence,
     /// The corrector diverged or did not converge in the allowed iterations.
     ConvergenceFailure,
+    /// Repeated error-test failures in one step with a matrix that is not a fresh full one:
+    /// a poor matrix can let the corrector stop short on the constraints, and then no step
+    /// size passes the error test.
+    ErrorTestFailures,
 }
 
 /// How the matrix is refreshed.
@@ -63,6 +67,11 @@ pub struct ReevalPolicy {
     pub alpha_lo: f64,
     pub alpha_hi: f64,
     pub slow_rate: f64,
+    /// Safety net: at most this many cheap updates in a row, then a full evaluation. An old
+    /// `G` that still converges can let the corrector leave the constraint manifold slowly
+    /// (measured on the 32-link chain: 50 updates over 3.4 s ended in an error-test collapse).
+    pub max_updates: u32,
+    updates_in_row: u32,
     pending: Option<Reason>,
     /// The kind of refresh that produced the current matrix.
     last: Option<Refresh>,
@@ -78,6 +87,8 @@ impl Default for ReevalPolicy {
             alpha_lo: 0.6,
             alpha_hi: 1.0 / 0.6,
             slow_rate: 0.5,
+            max_updates: 20,
+            updates_in_row: 0,
             pending: Some(Reason::Initial),
             last: None,
             fresh: false,
@@ -90,6 +101,7 @@ impl ReevalPolicy {
     /// Start over (no matrix).
     pub fn reset(&mut self) {
         self.pending = Some(Reason::Initial);
+        self.updates_in_row = 0;
         self.last = None;
         self.fresh = false;
         self.slow_on_fresh = false;
@@ -110,12 +122,19 @@ impl ReevalPolicy {
 
     /// Which kind of refresh a reason calls for under `strategy`.
     pub fn choose(&self, reason: Reason, strategy: JacobianStrategy) -> Refresh {
+        match self.choose_kind(reason, strategy) {
+            Refresh::Update if self.updates_in_row >= self.max_updates => Refresh::Full,
+            kind => kind,
+        }
+    }
+
+    fn choose_kind(&self, reason: Reason, strategy: JacobianStrategy) -> Refresh {
         let sparse = matches!(
             strategy,
             JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
         );
         match reason {
-            Reason::Initial => Refresh::Full,
+            Reason::Initial | Reason::ErrorTestFailures => Refresh::Full,
             Reason::AlphaChange => {
                 if strategy.extended() {
                     Refresh::Update
@@ -162,6 +181,11 @@ impl ReevalPolicy {
 
     /// A refresh of `kind` was made.
     pub fn refreshed(&mut self, kind: Refresh) {
+        self.updates_in_row = if kind == Refresh::Update {
+            self.updates_in_row + 1
+        } else {
+            0
+        };
         self.last = Some(kind);
         self.fresh = true;
         self.pending = None;
@@ -175,6 +199,16 @@ impl ReevalPolicy {
                 self.pending = Some(Reason::SlowConvergence);
                 self.slow_on_fresh = self.fresh;
             }
+        }
+    }
+
+    /// `count` error-test failures so far in the current step: from the second one on, ask for
+    /// a full evaluation unless the matrix already is a fresh full one.
+    pub fn on_error_test_failures(&mut self, count: u32) {
+        let fresh_full =
+            self.fresh && matches!(self.last, Some(Refresh::Full) | Some(Refresh::Widen));
+        if count >= 2 && !fresh_full {
+            self.pending = Some(Reason::ErrorTestFailures);
         }
     }
 
@@ -312,7 +346,9 @@ pub struct JacobianStore {
     g_full: DMatrix<f64>,
     u_full: Vec<f64>,
     has_full: bool,
-    /// Whether updates add the excitation term of (26) (else they are the plain (24)).
+    /// Whether updates add the excitation term of (26) (else they are the plain (24)). Off until
+    /// the second full evaluation has shown that the term predicts the change of `G` (an
+    /// unjudged wrong term can make the corrector accept poor iterates).
     excitation_term: bool,
     /// Decide `excitation_term` from the data at each full evaluation (see `judge_excitation_term`).
     pub auto_excitation_term: bool,
@@ -355,7 +391,7 @@ impl JacobianStore {
             },
             u_full: vec![0.0; nu],
             has_full: false,
-            excitation_term: true,
+            excitation_term: false,
             auto_excitation_term: true,
             rows_of_col: Vec::new(),
             fd_cols: (0..2 * nq + nc).collect(),
@@ -377,7 +413,7 @@ impl JacobianStore {
     pub fn reset(&mut self) {
         self.policy.reset();
         self.has_full = false;
-        self.excitation_term = true;
+        self.excitation_term = false;
         self.alpha_j = f64::NAN;
         self.rows_of_col.clear();
         self.colouring.groups.clear();
@@ -601,7 +637,7 @@ impl JacobianStore {
     }
 
     /// Whether the excitation term of (26) earns its place, judged at each full evaluation: it
-    /// must predict the change of `G` since the previous full evaluation better than no term
+    /// must predict the change of `G` since the previous full evaluation clearly better than no term
     /// (the plain partitioned update (24)). The Taylor step behind (26) assumes `y` stays put
     /// while `u` moves; in absolute coordinates the bodies follow a moving support, the
     /// Jacobian depends on relative positions and the term then predicts a change that does not
@@ -618,11 +654,19 @@ impl JacobianStore {
                 with += (change - predicted) * (change - predicted);
                 without += change * change;
             }
-            self.excitation_term = with < without;
+            // Clearly better, not just better: between nearby full evaluations both errors
+            // are finite-difference noise.
+            self.excitation_term = with < 0.25 * without;
         }
         self.g_full.copy_from(&self.g);
         self.u_full.copy_from_slice(&self.u_j);
         self.has_full = true;
+    }
+
+    /// Switch the excitation term of (26) on or off (combine with `auto_excitation_term = false`
+    /// to keep it so, for a model known to be excitation-dominated in relative coordinates).
+    pub fn set_excitation_term(&mut self, on: bool) {
+        self.excitation_term = on;
     }
 
     /// Whether updates currently include the excitation term of (26).
