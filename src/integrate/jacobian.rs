@@ -743,3 +743,82 @@ impl JacobianStore {
         self.lu.is_valid()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JacobianStrategy as S;
+
+    #[test]
+    fn policy_decisions_follow_paper_003() {
+        let mut p = ReevalPolicy::default();
+        assert_eq!(p.before_solve(100.0, f64::NAN), Some(Reason::Initial));
+        p.refreshed(Refresh::Full);
+        p.step_accepted();
+        // (c) α change: inside DASSL's band nothing, outside a refresh of the strategy's kind.
+        assert_eq!(p.before_solve(120.0, 100.0), None);
+        assert_eq!(p.before_solve(200.0, 100.0), Some(Reason::AlphaChange));
+        assert_eq!(p.choose(Reason::AlphaChange, S::Dense), Refresh::Full);
+        assert_eq!(
+            p.choose(Reason::AlphaChange, S::SparseExtended),
+            Refresh::Update
+        );
+        // (a) failure with an old full matrix: re-evaluate (extended: track u first).
+        assert_eq!(
+            p.on_failure(S::Dense),
+            FailureAction::Refresh(Refresh::Full)
+        );
+        assert_eq!(
+            p.on_failure(S::DenseExtended),
+            FailureAction::Refresh(Refresh::Update)
+        );
+        // Failure right after a fresh update: full; after a fresh sparse one: widen; after a
+        // fresh dense one: the step must shrink.
+        p.refreshed(Refresh::Update);
+        assert_eq!(
+            p.on_failure(S::DenseExtended),
+            FailureAction::Refresh(Refresh::Full)
+        );
+        p.refreshed(Refresh::Full);
+        assert_eq!(
+            p.on_failure(S::Sparse),
+            FailureAction::Refresh(Refresh::Widen)
+        );
+        assert_eq!(p.on_failure(S::Dense), FailureAction::ReduceStep);
+        // (b) slow convergence on a fresh sparse matrix: widen the pattern next step.
+        p.converged(Some(0.8));
+        p.step_accepted();
+        assert_eq!(p.before_solve(100.0, 100.0), Some(Reason::SlowConvergence));
+        assert_eq!(p.choose(Reason::SlowConvergence, S::Sparse), Refresh::Widen);
+        // Safety nets: update cap and repeated error-test failures.
+        for _ in 0..p.max_updates {
+            p.refreshed(Refresh::Update);
+        }
+        assert_eq!(
+            p.choose(Reason::AlphaChange, S::DenseExtended),
+            Refresh::Full
+        );
+        p.step_accepted();
+        p.on_error_test_failures(2);
+        assert_eq!(
+            p.before_solve(100.0, 100.0),
+            Some(Reason::ErrorTestFailures)
+        );
+        assert_eq!(
+            p.choose(Reason::ErrorTestFailures, S::DenseExtended),
+            Refresh::Full
+        );
+    }
+
+    #[test]
+    fn colouring_of_a_banded_pattern() {
+        // Tridiagonal 6×6: three groups suffice (columns j, j+3).
+        let rows: Vec<Vec<usize>> = (0..6)
+            .map(|j: usize| (j.saturating_sub(1)..(j + 2).min(6)).collect())
+            .collect();
+        let cols: Vec<usize> = (0..6).collect();
+        let c = colour_columns(6, &rows, &cols);
+        assert!(is_consistent_partition(6, &rows, &cols, &c));
+        assert_eq!(c.groups.len(), 3);
+    }
+}
