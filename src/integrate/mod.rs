@@ -5,9 +5,13 @@
 //! past the communication point because the inputs beyond it are unknown).
 
 pub mod any;
+pub mod bdf;
 pub mod dense;
 pub mod explicit;
+pub mod ggl;
 pub mod half_implicit;
+pub mod jacobian;
+pub mod linalg;
 pub mod local_linearization;
 pub mod newmark;
 pub mod rosenbrock;

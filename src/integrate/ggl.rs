@@ -1,0 +1,350 @@
+//! The stabilized index-2 (Gear–Gupta–Leimkuhler) equations of motion in the residual form of
+//! an explicit multibody formalism, paper 003 eq. (10):
+//!
+//! ```text
+//!   F(y, ẏ) = P ẏ + g(t, y),   y = (q, v, λ, η),   P = diag(I_{2 n_q}, 0)
+//!   g = ( −v + Φ_qᵀ η,  −M⁻¹ (f − Φ_qᵀ λ),  Φ_q v + Φ_t,  Φ )
+//! ```
+//!
+//! `∂F/∂y = ∂g/∂y` (called `G` here) does not depend on `ẏ`, so the iteration matrix is
+//! `J = α P + G` and the partitioned update (24) is just a new `α` on the diagonal.
+//!
+//! One residual evaluation (#fc) = one evaluation of `g`: forces, constraints, constraint
+//! Jacobian and `Φ_t`, and one solve with `M`. `M` is factored by LU once per distinct `(t, q)`
+//! (the factorization is cached, so the finite-difference columns for `v`, `λ`, `η` reuse it) and
+//! solved by a diagonal fast path when `M` is diagonal. A singular `M` (e.g. Euler-parameter
+//! inertia without augmentation) is reported as `IntegrateError::Singular`: the explicit form
+//! needs a regular mass matrix.
+
+#![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
+
+use super::linalg::DenseLu;
+use super::{IntegrateError, MultibodySystem};
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+
+/// Residual evaluator with preallocated workspaces and a cached factorization of `M`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ggl {
+    pub nq: usize,
+    pub nc: usize,
+    pub ny: usize,
+    /// Residual evaluations (#fc) so far.
+    pub evals: u64,
+    m: DMatrix<f64>,
+    m_lu: DenseLu,
+    m_diag: Vec<f64>,
+    m_is_diag: bool,
+    m_valid: bool,
+    m_t: f64,
+    m_q: Vec<f64>,
+    phi_q: DMatrix<f64>,
+    phi_q2: DMatrix<f64>,
+    f: Vec<f64>,
+    r: Vec<f64>,
+    phi: Vec<f64>,
+    phi_t: Vec<f64>,
+    // Analytic-Jacobian workspaces.
+    fq: DMatrix<f64>,
+    fv: DMatrix<f64>,
+    h: DMatrix<f64>,
+    col: Vec<f64>,
+    unit: Vec<f64>,
+}
+
+impl Ggl {
+    pub fn new(nq: usize, nc: usize) -> Self {
+        Ggl {
+            nq,
+            nc,
+            ny: 2 * nq + 2 * nc,
+            evals: 0,
+            m: DMatrix::zeros(nq, nq),
+            m_lu: DenseLu::new(nq),
+            m_diag: vec![0.0; nq],
+            m_is_diag: false,
+            m_valid: false,
+            m_t: f64::NAN,
+            m_q: vec![f64::NAN; nq],
+            phi_q: DMatrix::zeros(nc, nq),
+            phi_q2: DMatrix::zeros(nc, nq),
+            f: vec![0.0; nq],
+            r: vec![0.0; nq],
+            phi: vec![0.0; nc],
+            phi_t: vec![0.0; nc],
+            fq: DMatrix::zeros(nq, nq),
+            fv: DMatrix::zeros(nq, nq),
+            h: DMatrix::zeros(nq, nq),
+            col: vec![0.0; nq],
+            unit: vec![0.0; nc],
+        }
+    }
+
+    /// Forget the cached factorization of `M` (system parameters or excitation offsets changed).
+    pub fn invalidate_mass(&mut self) {
+        self.m_valid = false;
+    }
+
+    /// Factor `M(t, q)` unless the cached factorization is for exactly this `(t, q)`.
+    fn prepare_mass<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+    ) -> Result<(), IntegrateError> {
+        if self.m_valid
+            && self.m_t.to_bits() == t.to_bits()
+            && self
+                .m_q
+                .iter()
+                .zip(q)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        {
+            return Ok(());
+        }
+        self.m_valid = false;
+        sys.mass_matrix(t, q, &mut self.m);
+        let n = self.nq;
+        let mut diag = true;
+        'scan: for j in 0..n {
+            for i in 0..n {
+                if i != j && self.m[(i, j)] != 0.0 {
+                    diag = false;
+                    break 'scan;
+                }
+            }
+        }
+        if diag {
+            for i in 0..n {
+                let d = self.m[(i, i)];
+                if d == 0.0 || !d.is_finite() {
+                    return Err(IntegrateError::Singular {
+                        t,
+                        what: format!("mass matrix has diagonal entry {d} at coordinate {i}"),
+                    });
+                }
+                self.m_diag[i] = d;
+            }
+        } else if let Err(e) = self.m_lu.factor(&self.m) {
+            return Err(IntegrateError::Singular {
+                t,
+                what: format!("mass matrix is singular at elimination step {} (the explicit GGL form needs a regular M)", e.0),
+            });
+        }
+        self.m_is_diag = diag;
+        self.m_t = t;
+        self.m_q.copy_from_slice(q);
+        self.m_valid = true;
+        Ok(())
+    }
+
+    fn mass_solve(is_diag: bool, diag: &[f64], lu: &DenseLu, x: &mut [f64]) {
+        if is_diag {
+            for (xi, d) in x.iter_mut().zip(diag) {
+                *xi /= d;
+            }
+        } else {
+            lu.solve(x);
+        }
+    }
+
+    /// `out = g(t, y)`; counts one residual evaluation.
+    pub fn eval<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        out: &mut [f64],
+    ) -> Result<(), IntegrateError> {
+        self.evals += 1;
+        let (nq, nc) = (self.nq, self.nc);
+        let (q, rest) = y.split_at(nq);
+        let (v, rest) = rest.split_at(nq);
+        let (lambda, eta) = rest.split_at(nc);
+        let (o1, rest) = out.split_at_mut(nq);
+        let (o2, rest) = rest.split_at_mut(nq);
+        let (o3, o4) = rest.split_at_mut(nc);
+        self.prepare_mass(sys, t, q)?;
+        sys.constraint_jacobian(t, q, &mut self.phi_q);
+        sys.forces(t, q, v, &mut self.f);
+        sys.constraint_time_derivative(t, q, &mut self.phi_t);
+        sys.constraints(t, q, &mut self.phi);
+        for j in 0..nq {
+            let c = self.phi_q.column(j);
+            let (mut se, mut sl) = (0.0, 0.0);
+            for k in 0..nc {
+                se += c[k] * eta[k];
+                sl += c[k] * lambda[k];
+            }
+            o1[j] = se - v[j];
+            self.r[j] = self.f[j] - sl;
+        }
+        Self::mass_solve(self.m_is_diag, &self.m_diag, &self.m_lu, &mut self.r);
+        for j in 0..nq {
+            o2[j] = -self.r[j];
+        }
+        for k in 0..nc {
+            let mut s = self.phi_t[k];
+            for j in 0..nq {
+                s += self.phi_q[(k, j)] * v[j];
+            }
+            o3[k] = s;
+            o4[k] = self.phi[k];
+        }
+        Ok(())
+    }
+
+    /// `out = M(t, q)⁻¹ x` column by column for a matrix (after `prepare_mass`).
+    fn mass_solve_columns(
+        &mut self,
+        x: &DMatrix<f64>,
+        sign: f64,
+        out: &mut DMatrix<f64>,
+        row0: usize,
+        col0: usize,
+    ) {
+        for j in 0..x.ncols() {
+            self.col.copy_from_slice(x.column(j).as_slice());
+            Self::mass_solve(self.m_is_diag, &self.m_diag, &self.m_lu, &mut self.col);
+            for i in 0..self.nq {
+                out[(row0 + i, col0 + j)] = sign * self.col[i];
+            }
+        }
+    }
+
+    /// `G = ∂g/∂y` at `(t, y)` from the system's analytic derivatives (force Jacobians,
+    /// constraint Hessians, `∂(M a)/∂q`). The only difference quotient is `Φ_tq = ∂Φ_q/∂t`
+    /// (the traits have no mixed time derivative): a central difference in `t`, relative
+    /// error about `ε^(2/3)`. Not counted as residual evaluations.
+    pub fn analytic_jacobian<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g: &mut DMatrix<f64>,
+    ) -> Result<(), IntegrateError> {
+        let (nq, nc) = (self.nq, self.nc);
+        let (q, rest) = y.split_at(nq);
+        let (v, rest) = rest.split_at(nq);
+        let (lambda, eta) = rest.split_at(nc);
+        let (iv, il, ie) = (nq, 2 * nq, 2 * nq + nc);
+        g.fill(0.0);
+        self.prepare_mass(sys, t, q)?;
+        sys.constraint_jacobian(t, q, &mut self.phi_q);
+        // Rows of q̇ − v + Φ_qᵀη.
+        sys.constraint_force_jacobian(t, q, eta, &mut self.h);
+        g.view_mut((0, 0), (nq, nq)).copy_from(&self.h);
+        for i in 0..nq {
+            g[(i, iv + i)] = -1.0;
+        }
+        for k in 0..nc {
+            for j in 0..nq {
+                g[(j, ie + k)] = self.phi_q[(k, j)];
+            }
+        }
+        // Rows of v̇ − a, a = M⁻¹(f − Φ_qᵀλ):  ∂a/∂q = M⁻¹(f_q − ∂(Φ_qᵀλ)/∂q − ∂(M a)/∂q).
+        sys.forces(t, q, v, &mut self.f);
+        for j in 0..nq {
+            let mut sl = 0.0;
+            for k in 0..nc {
+                sl += self.phi_q[(k, j)] * lambda[k];
+            }
+            self.r[j] = self.f[j] - sl;
+        }
+        Self::mass_solve(self.m_is_diag, &self.m_diag, &self.m_lu, &mut self.r);
+        sys.force_jacobians(t, q, v, &mut self.fq, &mut self.fv);
+        sys.constraint_force_jacobian(t, q, lambda, &mut self.h);
+        self.fq -= &self.h;
+        sys.mass_times_accel_jacobian(t, q, &self.r, &mut self.h);
+        self.fq -= &self.h;
+        let fq = std::mem::replace(&mut self.fq, DMatrix::zeros(0, 0));
+        self.mass_solve_columns(&fq, -1.0, g, iv, 0);
+        self.fq = fq;
+        let fv = std::mem::replace(&mut self.fv, DMatrix::zeros(0, 0));
+        self.mass_solve_columns(&fv, -1.0, g, iv, iv);
+        self.fv = fv;
+        for k in 0..nc {
+            for j in 0..nq {
+                self.col[j] = self.phi_q[(k, j)];
+            }
+            Self::mass_solve(self.m_is_diag, &self.m_diag, &self.m_lu, &mut self.col);
+            for j in 0..nq {
+                g[(iv + j, il + k)] = self.col[j];
+            }
+        }
+        // Rows of Φ_q v + Φ_t: row k of ∂(Φ_q v)/∂q is (H_k v)ᵀ with H_k the Hessian of Φ_k.
+        for k in 0..nc {
+            self.unit.fill(0.0);
+            self.unit[k] = 1.0;
+            sys.constraint_force_jacobian(t, q, &self.unit, &mut self.h);
+            for j in 0..nq {
+                let mut s = 0.0;
+                for i in 0..nq {
+                    s += self.h[(i, j)] * v[i];
+                }
+                g[(il + k, j)] = s;
+            }
+        }
+        let dt = f64::EPSILON.cbrt() * t.abs().max(1.0);
+        let (tp, tm) = (t + dt, t - dt);
+        sys.constraint_jacobian(tp, q, &mut self.phi_q2);
+        let mut tmp = std::mem::replace(&mut self.phi_q, DMatrix::zeros(0, 0));
+        sys.constraint_jacobian(tm, q, &mut tmp);
+        let inv = 1.0 / (tp - tm);
+        for k in 0..nc {
+            for j in 0..nq {
+                g[(il + k, j)] += (self.phi_q2[(k, j)] - tmp[(k, j)]) * inv;
+            }
+        }
+        sys.constraint_jacobian(t, q, &mut tmp);
+        self.phi_q = tmp;
+        for k in 0..nc {
+            for j in 0..nq {
+                g[(il + k, iv + j)] = self.phi_q[(k, j)];
+                g[(il + nc + k, j)] = self.phi_q[(k, j)];
+            }
+        }
+        Ok(())
+    }
+
+    /// Accelerations and multipliers at a consistent `(t, q, v)` from the saddle-point system
+    /// `[M Φ_qᵀ; Φ_q 0] [a; λ] = [f; γ]` (dense LU; used once at initialisation).
+    pub fn consistent_multipliers<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        a: &mut [f64],
+        lambda: &mut [f64],
+    ) -> Result<(), IntegrateError> {
+        let (nq, nc) = (self.nq, self.nc);
+        let n = nq + nc;
+        let mut k = DMatrix::zeros(n, n);
+        sys.mass_matrix(t, q, &mut self.m);
+        sys.constraint_jacobian(t, q, &mut self.phi_q);
+        k.view_mut((0, 0), (nq, nq)).copy_from(&self.m);
+        for c in 0..nc {
+            for j in 0..nq {
+                k[(nq + c, j)] = self.phi_q[(c, j)];
+                k[(j, nq + c)] = self.phi_q[(c, j)];
+            }
+        }
+        let mut rhs = vec![0.0; n];
+        sys.forces(t, q, v, &mut rhs[..nq]);
+        sys.acceleration_rhs(t, q, v, &mut rhs[nq..]);
+        let mut lu = DenseLu::new(n);
+        lu.factor(&k).map_err(|e| IntegrateError::Singular {
+            t,
+            what: format!(
+                "saddle-point matrix [M Φqᵀ; Φq 0] singular at step {} (redundant constraints?)",
+                e.0
+            ),
+        })?;
+        lu.solve(&mut rhs);
+        a.copy_from_slice(&rhs[..nq]);
+        lambda.copy_from_slice(&rhs[nq..]);
+        self.m_valid = false;
+        Ok(())
+    }
+}

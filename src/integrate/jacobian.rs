@@ -1,0 +1,824 @@
+//! Iteration matrices for the BDF corrector (paper 003, sections 2.2–3.3).
+//!
+//! The store keeps `G ≈ ∂g/∂y` (see [`super::ggl`]) and forms `J = α P + G` on demand, so
+//! - a **full evaluation** computes `G` by dense finite differences (16)/(17), by grouped
+//!   columns (CPR, (20)) on an estimated pattern, or analytically;
+//! - the **partitioned update** (24) is a new `α` on the diagonal of the same `G`;
+//! - the **extended partitioned update** (26) adds `Σ_i ∂²g/∂u_i∂y · (u_i(t_new) − u_i(t_old))`
+//!   to `G`, the second derivatives by differences of `G` under an excitation offset, computed
+//!   with every full evaluation.
+//!
+//! The `η` columns are never differenced: `∂g/∂η = (Φ_qᵀ; 0; 0; 0)` is the transpose of the
+//! `Φ` rows' `q` block, which the `q` columns already gave (saves `n_c` calls per Jacobian).
+//!
+//! When to refresh is decided by [`ReevalPolicy`], the same object for every strategy.
+
+use super::ggl::Ggl;
+use super::linalg::DenseLu;
+use super::{IntegrateError, JacobianStrategy, MultibodySystem, Stats};
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+
+/// Why the iteration matrix should be refreshed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reason {
+    /// No matrix yet.
+    Initial,
+    /// `α` moved outside the band where the scaled update (18) is effective.
+    AlphaChange,
+    /// The corrector converged, but slowly.
+    SlowConvergence,
+    /// The corrector diverged or did not converge in the allowed iterations.
+    ConvergenceFailure,
+    /// Repeated error-test failures in one step with a matrix that is not a fresh full one:
+    /// a poor matrix can let the corrector stop short on the constraints, and then no step
+    /// size passes the error test.
+    ErrorTestFailures,
+}
+
+/// How the matrix is refreshed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refresh {
+    /// New `G` by the strategy's own method (dense FD, CPR, analytic).
+    Full,
+    /// A dense FD pass that also widens the sparse pattern estimate (sparse strategies).
+    Widen,
+    /// Partitioned (24) / extended partitioned (26) update of the old `G`.
+    Update,
+}
+
+/// What to do after a corrector failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureAction {
+    Refresh(Refresh),
+    ReduceStep,
+}
+
+/// The re-evaluation policy (paper 003, section 2.3 a–c), shared by all strategies.
+///
+/// - `α` change: the ratio `α/α_J` outside `[alpha_lo, alpha_hi]` (DASSL's band 0.6…1.67,
+///   within which the scaled update (18) keeps the rate acceptable);
+/// - slow convergence: measured contraction rate above `slow_rate` on a converged step;
+/// - failure: refresh unless the matrix was refreshed in this very step, in which case the
+///   step is reduced (after a fresh update, a full evaluation; after a fresh sparse one, a
+///   widening dense pass).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReevalPolicy {
+    pub alpha_lo: f64,
+    pub alpha_hi: f64,
+    pub slow_rate: f64,
+    /// Safety net: at most this many cheap updates in a row, then a full evaluation. An old
+    /// `G` that still converges can let the corrector leave the constraint manifold slowly
+    /// (measured on the 32-link chain: 50 updates over 3.4 s ended in an error-test collapse).
+    pub max_updates: u32,
+    updates_in_row: u32,
+    pending: Option<Reason>,
+    /// The kind of refresh that produced the current matrix.
+    last: Option<Refresh>,
+    /// Whether the current matrix was produced during the current step (attempts included).
+    fresh: bool,
+    /// Whether the slow convergence behind `pending` was seen on a fresh matrix.
+    slow_on_fresh: bool,
+}
+
+impl Default for ReevalPolicy {
+    fn default() -> Self {
+        ReevalPolicy {
+            alpha_lo: 0.6,
+            alpha_hi: 1.0 / 0.6,
+            slow_rate: 0.5,
+            max_updates: 20,
+            updates_in_row: 0,
+            pending: Some(Reason::Initial),
+            last: None,
+            fresh: false,
+            slow_on_fresh: false,
+        }
+    }
+}
+
+impl ReevalPolicy {
+    /// Start over (no matrix).
+    pub fn reset(&mut self) {
+        self.pending = Some(Reason::Initial);
+        self.updates_in_row = 0;
+        self.last = None;
+        self.fresh = false;
+        self.slow_on_fresh = false;
+    }
+
+    /// Before a corrector solve with coefficient `alpha`, the matrix having been formed with
+    /// `alpha_j`: the reason to refresh, if any.
+    pub fn before_solve(&self, alpha: f64, alpha_j: f64) -> Option<Reason> {
+        if let Some(r) = self.pending {
+            return Some(r);
+        }
+        let ratio = alpha / alpha_j;
+        if !(self.alpha_lo..=self.alpha_hi).contains(&ratio) {
+            return Some(Reason::AlphaChange);
+        }
+        None
+    }
+
+    /// Which kind of refresh a reason calls for under `strategy`.
+    pub fn choose(&self, reason: Reason, strategy: JacobianStrategy) -> Refresh {
+        match self.choose_kind(reason, strategy) {
+            Refresh::Update if self.updates_in_row >= self.max_updates => Refresh::Full,
+            kind => kind,
+        }
+    }
+
+    fn choose_kind(&self, reason: Reason, strategy: JacobianStrategy) -> Refresh {
+        let sparse = matches!(
+            strategy,
+            JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
+        );
+        match reason {
+            Reason::Initial | Reason::ErrorTestFailures => Refresh::Full,
+            Reason::AlphaChange => {
+                if strategy.extended() {
+                    Refresh::Update
+                } else {
+                    Refresh::Full
+                }
+            }
+            Reason::SlowConvergence | Reason::ConvergenceFailure => {
+                let on_fresh = if reason == Reason::SlowConvergence {
+                    self.slow_on_fresh
+                } else {
+                    self.fresh
+                };
+                match self.last {
+                    // A fresh sparse matrix that converges badly: the pattern misses entries.
+                    Some(Refresh::Full) if sparse && on_fresh => Refresh::Widen,
+                    // An old full matrix: try to track the excitation first.
+                    Some(Refresh::Full) | Some(Refresh::Widen)
+                        if strategy.extended() && !on_fresh =>
+                    {
+                        Refresh::Update
+                    }
+                    _ => Refresh::Full,
+                }
+            }
+        }
+    }
+
+    /// After a corrector failure.
+    pub fn on_failure(&self, strategy: JacobianStrategy) -> FailureAction {
+        let sparse = matches!(
+            strategy,
+            JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
+        );
+        if !self.fresh {
+            return FailureAction::Refresh(self.choose(Reason::ConvergenceFailure, strategy));
+        }
+        match self.last {
+            Some(Refresh::Update) => FailureAction::Refresh(Refresh::Full),
+            Some(Refresh::Full) if sparse => FailureAction::Refresh(Refresh::Widen),
+            _ => FailureAction::ReduceStep,
+        }
+    }
+
+    /// A refresh of `kind` was made.
+    pub fn refreshed(&mut self, kind: Refresh) {
+        self.updates_in_row = if kind == Refresh::Update {
+            self.updates_in_row + 1
+        } else {
+            0
+        };
+        self.last = Some(kind);
+        self.fresh = true;
+        self.pending = None;
+        self.slow_on_fresh = false;
+    }
+
+    /// The corrector converged with contraction `rate` (if measured).
+    pub fn converged(&mut self, rate: Option<f64>) {
+        if let Some(r) = rate {
+            if r > self.slow_rate {
+                self.pending = Some(Reason::SlowConvergence);
+                self.slow_on_fresh = self.fresh;
+            }
+        }
+    }
+
+    /// `count` error-test failures so far in the current step: from the second one on, ask for
+    /// a full evaluation unless the matrix already is a fresh full one.
+    pub fn on_error_test_failures(&mut self, count: u32) {
+        let fresh_full =
+            self.fresh && matches!(self.last, Some(Refresh::Full) | Some(Refresh::Widen));
+        if count >= 2 && !fresh_full {
+            self.pending = Some(Reason::ErrorTestFailures);
+        }
+    }
+
+    /// A step was accepted: the current matrix is no longer fresh.
+    pub fn step_accepted(&mut self) {
+        self.fresh = false;
+    }
+
+    pub fn is_fresh(&self) -> bool {
+        self.fresh
+    }
+}
+
+/// A grouping of columns for CPR differences: `groups[k]` lists the columns of group `k`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Colouring {
+    pub groups: Vec<Vec<usize>>,
+}
+
+/// Greedy colouring of the column-intersection graph (largest degree first), restricted to
+/// `cols`: two columns conflict when some row has a pattern entry in both. `rows_of_col[r]`
+/// lists the rows of column `r`.
+pub fn colour_columns(n_rows: usize, rows_of_col: &[Vec<usize>], cols: &[usize]) -> Colouring {
+    let mut cols_of_row: Vec<Vec<usize>> = vec![Vec::new(); n_rows];
+    for &r in cols {
+        for &i in &rows_of_col[r] {
+            cols_of_row[i].push(r);
+        }
+    }
+    // Degree = number of distinct neighbours (bounded above by the sum of row counts).
+    let ncols = rows_of_col.len();
+    let mut stamp = vec![usize::MAX; ncols];
+    let mut degree = vec![0usize; ncols];
+    for &r in cols {
+        for &i in &rows_of_col[r] {
+            for &c in &cols_of_row[i] {
+                if c != r && stamp[c] != r {
+                    stamp[c] = r;
+                    degree[r] += 1;
+                }
+            }
+        }
+    }
+    let mut order: Vec<usize> = cols.to_vec();
+    order.sort_by(|a, b| degree[*b].cmp(&degree[*a]).then(a.cmp(b)));
+    let mut colour = vec![usize::MAX; ncols];
+    let mut forbidden: Vec<usize> = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &r in &order {
+        for &i in &rows_of_col[r] {
+            for &c in &cols_of_row[i] {
+                let k = colour[c];
+                if k != usize::MAX {
+                    forbidden[k] = r;
+                }
+            }
+        }
+        let k = (0..groups.len())
+            .find(|&k| forbidden[k] != r)
+            .unwrap_or(groups.len());
+        if k == groups.len() {
+            groups.push(Vec::new());
+            forbidden.push(usize::MAX);
+        }
+        groups[k].push(r);
+        colour[r] = k;
+    }
+    for g in &mut groups {
+        g.sort_unstable();
+    }
+    Colouring { groups }
+}
+
+/// Whether a colouring is a consistent partition (paper 003, section 3.1): every column of
+/// `cols` in exactly one group, and no row with pattern entries in two columns of one group.
+pub fn is_consistent_partition(
+    n_rows: usize,
+    rows_of_col: &[Vec<usize>],
+    cols: &[usize],
+    c: &Colouring,
+) -> bool {
+    let mut seen = vec![0usize; rows_of_col.len()];
+    for g in &c.groups {
+        for &r in g {
+            seen[r] += 1;
+        }
+    }
+    if cols.iter().any(|&r| seen[r] != 1) || seen.iter().sum::<usize>() != cols.len() {
+        return false;
+    }
+    let mut owner = vec![usize::MAX; n_rows];
+    for (k, g) in c.groups.iter().enumerate() {
+        for &r in g {
+            for &i in &rows_of_col[r] {
+                if owner[i] == k {
+                    return false;
+                }
+                owner[i] = k;
+            }
+        }
+        for &r in g {
+            for &i in &rows_of_col[r] {
+                owner[i] = usize::MAX;
+            }
+        }
+    }
+    true
+}
+
+/// Increment (17): `δ = max(|y|, ε^¼) √ε`.
+#[inline]
+fn increment(y: f64) -> f64 {
+    y.abs().max(f64::EPSILON.powf(0.25)) * f64::EPSILON.sqrt()
+}
+
+/// The iteration-matrix store: `G`, its factorization, the sparse pattern estimate, the
+/// excitation derivatives and the policy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JacobianStore {
+    pub strategy: JacobianStrategy,
+    pub policy: ReevalPolicy,
+    nq: usize,
+    nc: usize,
+    ny: usize,
+    nu: usize,
+    /// `G ≈ ∂g/∂y` behind the current matrix (updates included).
+    pub g: DMatrix<f64>,
+    /// `α` of the current factorization.
+    pub alpha_j: f64,
+    /// `∂²g/∂u_i∂y` (extended strategies).
+    d_u: Vec<DMatrix<f64>>,
+    /// `u(t)` at which `G` is valid.
+    u_j: Vec<f64>,
+    /// `G` and `u` of the last full evaluation (to judge the excitation term of (26)).
+    g_full: DMatrix<f64>,
+    u_full: Vec<f64>,
+    has_full: bool,
+    /// Whether updates add the excitation term of (26) (else they are the plain (24)). Off until
+    /// the second full evaluation has shown that the term predicts the change of `G` (an
+    /// unjudged wrong term can make the corrector accept poor iterates).
+    excitation_term: bool,
+    /// Decide `excitation_term` from the data at each full evaluation (see `judge_excitation_term`).
+    pub auto_excitation_term: bool,
+    /// Estimated pattern Ω: rows of each (non-η) column; empty until the first dense pass.
+    rows_of_col: Vec<Vec<usize>>,
+    /// The columns that are differenced (all but η).
+    fd_cols: Vec<usize>,
+    pub colouring: Colouring,
+    lu: DenseLu,
+    tmp: DMatrix<f64>,
+    g0u: Vec<f64>,
+    g1: Vec<f64>,
+    ywork: Vec<f64>,
+    deltas: Vec<f64>,
+}
+
+impl JacobianStore {
+    pub fn new(strategy: JacobianStrategy, nq: usize, nc: usize, nu: usize) -> Self {
+        let ny = 2 * nq + 2 * nc;
+        let ext = strategy.extended();
+        JacobianStore {
+            strategy,
+            policy: ReevalPolicy::default(),
+            nq,
+            nc,
+            ny,
+            nu,
+            g: DMatrix::zeros(ny, ny),
+            alpha_j: f64::NAN,
+            d_u: if ext {
+                (0..nu).map(|_| DMatrix::zeros(ny, ny)).collect()
+            } else {
+                Vec::new()
+            },
+            u_j: vec![0.0; nu],
+            g_full: if ext && nu > 0 {
+                DMatrix::zeros(ny, ny)
+            } else {
+                DMatrix::zeros(0, 0)
+            },
+            u_full: vec![0.0; nu],
+            has_full: false,
+            excitation_term: false,
+            auto_excitation_term: true,
+            rows_of_col: Vec::new(),
+            fd_cols: (0..2 * nq + nc).collect(),
+            colouring: Colouring::default(),
+            lu: DenseLu::new(ny),
+            tmp: if ext && nu > 0 {
+                DMatrix::zeros(ny, ny)
+            } else {
+                DMatrix::zeros(0, 0)
+            },
+            g0u: vec![0.0; ny],
+            g1: vec![0.0; ny],
+            ywork: vec![0.0; ny],
+            deltas: vec![0.0; ny],
+        }
+    }
+
+    /// Forget everything (new initial state); the strategy's pattern estimate is rebuilt too.
+    pub fn reset(&mut self) {
+        self.policy.reset();
+        self.has_full = false;
+        self.excitation_term = false;
+        self.alpha_j = f64::NAN;
+        self.rows_of_col.clear();
+        self.colouring.groups.clear();
+        self.lu.invalidate();
+    }
+
+    pub fn n_excitations(&self) -> usize {
+        self.nu
+    }
+
+    fn is_sparse(&self) -> bool {
+        matches!(
+            self.strategy,
+            JacobianStrategy::Sparse | JacobianStrategy::SparseExtended
+        )
+    }
+
+    fn is_analytic(&self) -> bool {
+        matches!(
+            self.strategy,
+            JacobianStrategy::Analytic | JacobianStrategy::AnalyticExtended
+        )
+    }
+
+    /// The estimated pattern (rows per column; empty before the first dense pass).
+    pub fn pattern(&self) -> &[Vec<usize>] {
+        &self.rows_of_col
+    }
+
+    /// The differenced columns (all but the η columns).
+    pub fn fd_columns(&self) -> &[usize] {
+        &self.fd_cols
+    }
+
+    /// Refresh the matrix at `(t, y)` with `g0 = g(t, y)` and factor `α P + G`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn refresh<S: MultibodySystem + ?Sized>(
+        &mut self,
+        kind: Refresh,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g0: &[f64],
+        alpha: f64,
+        stats: &mut Stats,
+    ) -> Result<(), IntegrateError> {
+        let before = ggl.evals;
+        let result = self.refresh_inner(kind, ggl, sys, t, y, g0);
+        stats.f_evals_jacobian += ggl.evals - before;
+        result?;
+        match kind {
+            Refresh::Update => stats.jac_updates += 1,
+            _ => stats.jac_evals += 1,
+        }
+        self.policy.refreshed(kind);
+        self.factor(alpha, t, stats)
+    }
+
+    fn refresh_inner<S: MultibodySystem + ?Sized>(
+        &mut self,
+        kind: Refresh,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g0: &[f64],
+    ) -> Result<(), IntegrateError> {
+        // An update needs a previous full evaluation; fall back to one otherwise.
+        let kind = if kind == Refresh::Update && self.alpha_j.is_nan() {
+            Refresh::Full
+        } else {
+            kind
+        };
+        match kind {
+            Refresh::Update => {
+                for i in 0..self.d_u.len() {
+                    let u = sys.excitation(t, i);
+                    let du = u - self.u_j[i];
+                    if du != 0.0 && self.excitation_term {
+                        self.g.zip_apply(&self.d_u[i], |g, d| *g += d * du);
+                    }
+                    self.u_j[i] = u;
+                }
+                Ok(())
+            }
+            Refresh::Full | Refresh::Widen => {
+                let dense =
+                    kind == Refresh::Widen || (self.is_sparse() && self.rows_of_col.is_empty());
+                let mut g = std::mem::replace(&mut self.g, DMatrix::zeros(0, 0));
+                let r = self.evaluate_g(dense, ggl, sys, t, y, g0, &mut g);
+                self.g = g;
+                r?;
+                if self.is_sparse() && dense {
+                    self.widen_pattern();
+                }
+                for i in 0..self.nu {
+                    self.u_j[i] = sys.excitation(t, i);
+                }
+                if self.strategy.extended() && self.nu > 0 {
+                    self.judge_excitation_term();
+                    self.excitation_derivatives(dense, ggl, sys, t, y)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `G` by the strategy's method (`dense` forces dense differences for FD strategies).
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate_g<S: MultibodySystem + ?Sized>(
+        &mut self,
+        dense: bool,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g0: &[f64],
+        out: &mut DMatrix<f64>,
+    ) -> Result<(), IntegrateError> {
+        if self.is_analytic() {
+            ggl.analytic_jacobian(sys, t, y, out)
+        } else if dense || !self.is_sparse() {
+            self.fd_dense(ggl, sys, t, y, g0, out)
+        } else {
+            self.fd_sparse(ggl, sys, t, y, g0, out)
+        }
+    }
+
+    /// Dense differences (16) with increments (17), η columns from the `Φ` rows.
+    fn fd_dense<S: MultibodySystem + ?Sized>(
+        &mut self,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g0: &[f64],
+        out: &mut DMatrix<f64>,
+    ) -> Result<(), IntegrateError> {
+        self.ywork.copy_from_slice(y);
+        for idx in 0..self.fd_cols.len() {
+            let r = self.fd_cols[idx];
+            let yr = y[r];
+            self.ywork[r] = yr + increment(yr);
+            let d = self.ywork[r] - yr;
+            let res = ggl.eval(sys, t, &self.ywork, &mut self.g1);
+            self.ywork[r] = yr;
+            res?;
+            let inv = 1.0 / d;
+            for (o, (a, b)) in out.column_mut(r).iter_mut().zip(self.g1.iter().zip(g0)) {
+                *o = (a - b) * inv;
+            }
+        }
+        self.fill_eta_columns(out);
+        Ok(())
+    }
+
+    /// Grouped differences (20) on the estimated pattern.
+    fn fd_sparse<S: MultibodySystem + ?Sized>(
+        &mut self,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g0: &[f64],
+        out: &mut DMatrix<f64>,
+    ) -> Result<(), IntegrateError> {
+        out.fill(0.0);
+        self.ywork.copy_from_slice(y);
+        for k in 0..self.colouring.groups.len() {
+            for &r in &self.colouring.groups[k] {
+                self.ywork[r] = y[r] + increment(y[r]);
+                self.deltas[r] = self.ywork[r] - y[r];
+            }
+            let res = ggl.eval(sys, t, &self.ywork, &mut self.g1);
+            for &r in &self.colouring.groups[k] {
+                self.ywork[r] = y[r];
+            }
+            res?;
+            for &r in &self.colouring.groups[k] {
+                let inv = 1.0 / self.deltas[r];
+                for &i in &self.rows_of_col[r] {
+                    out[(i, r)] = (self.g1[i] - g0[i]) * inv;
+                }
+            }
+        }
+        self.fill_eta_columns(out);
+        Ok(())
+    }
+
+    /// `∂g/∂η`: rows of `q̇` get `Φ_qᵀ`, read off the `Φ` rows' `q` block.
+    fn fill_eta_columns(&self, out: &mut DMatrix<f64>) {
+        let (nq, nc) = (self.nq, self.nc);
+        // The η columns and the Φ rows both start at 2 n_q + n_c.
+        let (ie, ip) = (2 * nq + nc, 2 * nq + nc);
+        for k in 0..nc {
+            out.column_mut(ie + k).fill(0.0);
+            for j in 0..nq {
+                let v = out[(ip + k, j)];
+                out[(j, ie + k)] = v;
+            }
+        }
+    }
+
+    /// Ω := Ω ∪ Σ(G) with the freshly computed dense `G`, then recolour.
+    fn widen_pattern(&mut self) {
+        let ny = self.ny;
+        if self.rows_of_col.is_empty() {
+            self.rows_of_col = vec![Vec::new(); ny];
+        }
+        for &r in &self.fd_cols {
+            let rows = &mut self.rows_of_col[r];
+            for i in 0..ny {
+                if self.g[(i, r)] != 0.0 && !rows.contains(&i) {
+                    rows.push(i);
+                }
+            }
+            rows.sort_unstable();
+        }
+        self.colouring = colour_columns(ny, &self.rows_of_col, &self.fd_cols);
+    }
+
+    /// Whether the excitation term of (26) earns its place, judged at each full evaluation: it
+    /// must predict the change of `G` since the previous full evaluation clearly better than no term
+    /// (the plain partitioned update (24)). The Taylor step behind (26) assumes `y` stays put
+    /// while `u` moves; in absolute coordinates the bodies follow a moving support, the
+    /// Jacobian depends on relative positions and the term then predicts a change that does not
+    /// happen (measured on the Cartesian pendulum chain: twice the full evaluations of (24)).
+    fn judge_excitation_term(&mut self) {
+        if self.auto_excitation_term && self.has_full {
+            let (mut with, mut without) = (0.0, 0.0);
+            for idx in 0..self.g.len() {
+                let change = self.g.as_slice()[idx] - self.g_full.as_slice()[idx];
+                let mut predicted = 0.0;
+                for i in 0..self.nu {
+                    predicted += self.d_u[i].as_slice()[idx] * (self.u_j[i] - self.u_full[i]);
+                }
+                with += (change - predicted) * (change - predicted);
+                without += change * change;
+            }
+            // Clearly better, not just better: between nearby full evaluations both errors
+            // are finite-difference noise.
+            self.excitation_term = with < 0.25 * without;
+        }
+        self.g_full.copy_from(&self.g);
+        self.u_full.copy_from_slice(&self.u_j);
+        self.has_full = true;
+    }
+
+    /// Switch the excitation term of (26) on or off (combine with `auto_excitation_term = false`
+    /// to keep it so, for a model known to be excitation-dominated in relative coordinates).
+    pub fn set_excitation_term(&mut self, on: bool) {
+        self.excitation_term = on;
+    }
+
+    /// Whether updates currently include the excitation term of (26).
+    pub fn excitation_term_active(&self) -> bool {
+        self.strategy.extended() && self.nu > 0 && self.excitation_term
+    }
+
+    /// `∂²g/∂u_i∂y ≈ (G(u + δu e_i) − G(u)) / δu` with the same method and increments as `G`.
+    fn excitation_derivatives<S: MultibodySystem + ?Sized>(
+        &mut self,
+        dense: bool,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+    ) -> Result<(), IntegrateError> {
+        for i in 0..self.nu {
+            let u = sys.excitation(t, i);
+            let du = f64::EPSILON.powf(0.25) * u.abs().max(1.0);
+            sys.set_excitation_offset(i, du);
+            ggl.invalidate_mass();
+            let mut tmp = std::mem::replace(&mut self.tmp, DMatrix::zeros(0, 0));
+            let mut g0u = std::mem::take(&mut self.g0u);
+            let mut r = if self.is_analytic() {
+                Ok(())
+            } else {
+                ggl.eval(sys, t, y, &mut g0u)
+            };
+            if r.is_ok() {
+                r = self.evaluate_g(dense, ggl, sys, t, y, &g0u, &mut tmp);
+            }
+            sys.set_excitation_offset(i, 0.0);
+            ggl.invalidate_mass();
+            if r.is_ok() {
+                let inv = 1.0 / du;
+                for ((d, a), b) in self.d_u[i].iter_mut().zip(tmp.iter()).zip(self.g.iter()) {
+                    *d = (a - b) * inv;
+                }
+            }
+            self.tmp = tmp;
+            self.g0u = g0u;
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Factor `α P + G` (P = identity on the q, v rows).
+    pub fn factor(&mut self, alpha: f64, t: f64, stats: &mut Stats) -> Result<(), IntegrateError> {
+        let ny = self.ny;
+        let buf = self.lu.buffer_mut();
+        buf.copy_from_slice(self.g.as_slice());
+        for i in 0..2 * self.nq {
+            buf[i * ny + i] += alpha;
+        }
+        stats.lu += 1;
+        self.alpha_j = alpha;
+        self.lu
+            .factor_in_place()
+            .map_err(|e| IntegrateError::Singular {
+                t,
+                what: format!(
+                    "iteration matrix αP + ∂g/∂y singular at elimination step {} (α = {alpha:e})",
+                    e.0
+                ),
+            })
+    }
+
+    /// Solve with the current factorization.
+    pub fn solve(&self, b: &mut [f64]) {
+        self.lu.solve(b);
+    }
+
+    pub fn has_matrix(&self) -> bool {
+        self.lu.is_valid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JacobianStrategy as S;
+
+    #[test]
+    fn policy_decisions_follow_paper_003() {
+        let mut p = ReevalPolicy::default();
+        assert_eq!(p.before_solve(100.0, f64::NAN), Some(Reason::Initial));
+        p.refreshed(Refresh::Full);
+        p.step_accepted();
+        // (c) α change: inside DASSL's band nothing, outside a refresh of the strategy's kind.
+        assert_eq!(p.before_solve(120.0, 100.0), None);
+        assert_eq!(p.before_solve(200.0, 100.0), Some(Reason::AlphaChange));
+        assert_eq!(p.choose(Reason::AlphaChange, S::Dense), Refresh::Full);
+        assert_eq!(
+            p.choose(Reason::AlphaChange, S::SparseExtended),
+            Refresh::Update
+        );
+        // (a) failure with an old full matrix: re-evaluate (extended: track u first).
+        assert_eq!(
+            p.on_failure(S::Dense),
+            FailureAction::Refresh(Refresh::Full)
+        );
+        assert_eq!(
+            p.on_failure(S::DenseExtended),
+            FailureAction::Refresh(Refresh::Update)
+        );
+        // Failure right after a fresh update: full; after a fresh sparse one: widen; after a
+        // fresh dense one: the step must shrink.
+        p.refreshed(Refresh::Update);
+        assert_eq!(
+            p.on_failure(S::DenseExtended),
+            FailureAction::Refresh(Refresh::Full)
+        );
+        p.refreshed(Refresh::Full);
+        assert_eq!(
+            p.on_failure(S::Sparse),
+            FailureAction::Refresh(Refresh::Widen)
+        );
+        assert_eq!(p.on_failure(S::Dense), FailureAction::ReduceStep);
+        // (b) slow convergence on a fresh sparse matrix: widen the pattern next step.
+        p.converged(Some(0.8));
+        p.step_accepted();
+        assert_eq!(p.before_solve(100.0, 100.0), Some(Reason::SlowConvergence));
+        assert_eq!(p.choose(Reason::SlowConvergence, S::Sparse), Refresh::Widen);
+        // Safety nets: update cap and repeated error-test failures.
+        for _ in 0..p.max_updates {
+            p.refreshed(Refresh::Update);
+        }
+        assert_eq!(
+            p.choose(Reason::AlphaChange, S::DenseExtended),
+            Refresh::Full
+        );
+        p.step_accepted();
+        p.on_error_test_failures(2);
+        assert_eq!(
+            p.before_solve(100.0, 100.0),
+            Some(Reason::ErrorTestFailures)
+        );
+        assert_eq!(
+            p.choose(Reason::ErrorTestFailures, S::DenseExtended),
+            Refresh::Full
+        );
+    }
+
+    #[test]
+    fn colouring_of_a_banded_pattern() {
+        // Tridiagonal 6×6: three groups suffice (columns j, j+3).
+        let rows: Vec<Vec<usize>> = (0..6)
+            .map(|j: usize| (j.saturating_sub(1)..(j + 2).min(6)).collect())
+            .collect();
+        let cols: Vec<usize> = (0..6).collect();
+        let c = colour_columns(6, &rows, &cols);
+        assert!(is_consistent_partition(6, &rows, &cols, &c));
+        assert_eq!(c.groups.len(), 3);
+    }
+}

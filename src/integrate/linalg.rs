@@ -1,0 +1,163 @@
+//! Small dense linear algebra with preallocated storage: LU with partial pivoting that factors
+//! into its own buffer (nalgebra's `LU` takes ownership and allocates its permutation on every
+//! factorization, which the integrators must not do per step).
+
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+
+/// In-place LU factorization `P A = L U` of a square matrix, column-major storage.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DenseLu {
+    n: usize,
+    a: Vec<f64>,
+    piv: Vec<usize>,
+    /// Whether a successful factorization is held.
+    valid: bool,
+}
+
+/// The matrix is singular (or not finite) at elimination step `col`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SingularAt(pub usize);
+
+impl DenseLu {
+    pub fn new(n: usize) -> Self {
+        DenseLu {
+            n,
+            a: vec![0.0; n * n],
+            piv: vec![0; n],
+            valid: false,
+        }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_valid(&self) -> bool {
+        self.valid
+    }
+
+    pub fn invalidate(&mut self) {
+        self.valid = false;
+    }
+
+    /// Factor `m` (copied into the internal buffer; `m` is unchanged).
+    pub fn factor(&mut self, m: &DMatrix<f64>) -> Result<(), SingularAt> {
+        let n = self.n;
+        debug_assert!(m.nrows() == n && m.ncols() == n);
+        self.a.copy_from_slice(m.as_slice());
+        self.factor_in_place()
+    }
+
+    /// Factor whatever the buffer holds (see [`DenseLu::buffer_mut`]).
+    pub fn factor_in_place(&mut self) -> Result<(), SingularAt> {
+        let n = self.n;
+        let a = &mut self.a;
+        self.valid = false;
+        for k in 0..n {
+            // Pivot: largest magnitude in column k at or below the diagonal.
+            let col = k * n;
+            let mut p = k;
+            let mut best = a[col + k].abs();
+            for i in k + 1..n {
+                let v = a[col + i].abs();
+                if v > best {
+                    best = v;
+                    p = i;
+                }
+            }
+            if best == 0.0 || !best.is_finite() {
+                return Err(SingularAt(k));
+            }
+            self.piv[k] = p;
+            if p != k {
+                for j in 0..n {
+                    a.swap(j * n + k, j * n + p);
+                }
+            }
+            let inv = 1.0 / a[col + k];
+            for i in k + 1..n {
+                a[col + i] *= inv;
+            }
+            // Rank-one update of the trailing block, column by column (contiguous inner loop).
+            let (left, right) = a.split_at_mut((k + 1) * n);
+            let lcol = &left[col + k + 1..col + n];
+            for j in 0..n - k - 1 {
+                let cj = &mut right[j * n..(j + 1) * n];
+                let akj = cj[k];
+                if akj != 0.0 {
+                    for (x, l) in cj[k + 1..].iter_mut().zip(lcol) {
+                        *x -= l * akj;
+                    }
+                }
+            }
+        }
+        self.valid = true;
+        Ok(())
+    }
+
+    /// Column-major buffer to fill before [`DenseLu::factor_in_place`].
+    pub fn buffer_mut(&mut self) -> &mut [f64] {
+        self.valid = false;
+        &mut self.a
+    }
+
+    /// Solve `A x = b` in place.
+    pub fn solve(&self, b: &mut [f64]) {
+        let n = self.n;
+        debug_assert!(self.valid && b.len() == n);
+        let a = &self.a;
+        for k in 0..n {
+            let p = self.piv[k];
+            if p != k {
+                b.swap(k, p);
+            }
+        }
+        // Forward substitution with unit lower triangle, column oriented.
+        for k in 0..n {
+            let bk = b[k];
+            if bk != 0.0 {
+                for i in k + 1..n {
+                    b[i] -= a[k * n + i] * bk;
+                }
+            }
+        }
+        for k in (0..n).rev() {
+            b[k] /= a[k * n + k];
+            let bk = b[k];
+            if bk != 0.0 {
+                for i in 0..k {
+                    b[i] -= a[k * n + i] * bk;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lu_solves_against_nalgebra() {
+        let n = 7;
+        let m = DMatrix::from_fn(n, n, |i, j| {
+            ((i * 7 + j * 3) % 5) as f64 - 2.0 + if i == j { 0.5 } else { 0.0 }
+        });
+        let b: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
+        let mut lu = DenseLu::new(n);
+        lu.factor(&m).unwrap();
+        let mut x = b.clone();
+        lu.solve(&mut x);
+        let r = &m * nalgebra::DVector::from_vec(x) - nalgebra::DVector::from_vec(b);
+        assert!(r.norm() < 1e-12, "residual {}", r.norm());
+    }
+
+    #[test]
+    fn lu_reports_singular() {
+        let m = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 4.0]);
+        let mut lu = DenseLu::new(2);
+        assert_eq!(lu.factor(&m), Err(SingularAt(1)));
+        assert!(!lu.is_valid());
+    }
+}

@@ -1,0 +1,71 @@
+//! The BDF integrator does not allocate per step once running (counting global allocator).
+//! Only the sparse strategies' pattern widening (a rare event) may allocate, so they are not
+//! part of this check.
+
+use mbsfmu::integrate::bdf::Bdf;
+use mbsfmu::integrate::test_systems::CartesianChain;
+use mbsfmu::integrate::{Integrator, JacobianStrategy, Settings};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn no_allocation_per_step() {
+    for strategy in [
+        JacobianStrategy::Dense,
+        JacobianStrategy::DenseExtended,
+        JacobianStrategy::AnalyticExtended,
+    ] {
+        let mut sys = CartesianChain::paper(6);
+        let x0 = sys.consistent_state(0.0);
+        let mut bdf = Bdf::new(Settings {
+            jacobian: strategy,
+            ..Settings::default()
+        });
+        bdf.initialize(&mut sys, &x0).unwrap();
+        for _ in 0..20 {
+            bdf.step(&mut sys, 100.0).unwrap();
+        }
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let stats_before = *bdf.stats();
+        let mut t_comm = bdf.state().t;
+        // Communication points of very different spacing: clipping changes h (and α), which
+        // forces Jacobian refreshes and updates inside the counted window.
+        for i in 0..600 {
+            t_comm += [0.05, 0.002, 0.3][i % 3];
+            while bdf.state().t < t_comm {
+                bdf.step(&mut sys, t_comm).unwrap();
+            }
+        }
+        let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+        let s = bdf.stats();
+        assert!(
+            s.jac_evals + s.jac_updates > stats_before.jac_evals + stats_before.jac_updates,
+            "Jacobian work happened"
+        );
+        assert_eq!(
+            allocs,
+            0,
+            "{}: {allocs} allocations in {} steps",
+            strategy.name(),
+            s.steps - stats_before.steps
+        );
+    }
+}
