@@ -948,3 +948,36 @@ fn stiff_pendulum_all_methods() {
         assert!(err < 1e-2, "{method:?}: error {err}");
     }
 }
+
+/// Paper 002, eq. (40): the PI controller reaches the same accuracy as the elementary rule
+/// (38) on the chain (error per unit step: the global error is about the tolerance).
+#[test]
+fn local_linearization_pi_controller() {
+    let reference = chain_reference();
+    for pi in [false, true] {
+        let (mut sys, x0) = chain2();
+        let s = Settings {
+            method: Method::LocalLinearization,
+            rtol: 1e-4,
+            atol: 1e-4,
+            ..Settings::default()
+        };
+        let mut integ = if pi {
+            LocalLinearization::with_pi(s, 4, 2)
+        } else {
+            LocalLinearization::new(s, 4, 2)
+        };
+        integ.initialize(&mut sys, &x0).unwrap();
+        let (mut k, mut worst) = (1, 0.0f64);
+        run(&mut integ, &mut sys, 2.0, 0.1, |_, x| {
+            worst = worst.max(max_diff(&x.q, &reference[k][1..5]));
+            k += 1;
+        });
+        let st = *Integrator::<CartesianChain>::stats(&integ);
+        println!(
+            "ll pi {pi}: err {worst:.2e} steps {} rejected {}",
+            st.steps, st.rejected_steps
+        );
+        assert!(worst < 1e-4, "pi {pi}: error {worst}");
+    }
+}
