@@ -981,3 +981,220 @@ fn local_linearization_pi_controller() {
         assert!(worst < 1e-4, "pi {pi}: error {worst}");
     }
 }
+
+/// Paper 004's kinematically driven slider-crank, reduced to points: the crank pin
+/// `(xp, yp) = r (cos ωt, sin ωt)` (driver), the slider `xs` on the x-axis, a rod of length `l`
+/// between them. Zero degrees of freedom: the exact motion is the kinematics,
+/// `xs = xp + √(l² − yp²)`. Masses 0.12 (pin) and 2 (slider) as in paper 004's Table 1.
+#[derive(Debug, Clone)]
+struct DrivenSliderCrank;
+
+mod slider_crank_impl {
+    use super::DrivenSliderCrank;
+    use mbsfmu::integrate::{
+        ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks,
+    };
+    use nalgebra::DMatrix;
+
+    pub const R: f64 = 0.2;
+    pub const L: f64 = 0.5;
+    pub const W: f64 = 2.0 * std::f64::consts::PI;
+
+    impl DrivenSliderCrank {
+        /// Exact slider position and velocity.
+        pub fn exact(t: f64) -> (f64, f64) {
+            let (s, c) = (W * t).sin_cos();
+            let (yp, ydp) = (R * s, R * W * c);
+            let root = (L * L - yp * yp).sqrt();
+            (R * c + root, -R * W * s - yp * ydp / root)
+        }
+    }
+
+    impl Mechanical for DrivenSliderCrank {
+        fn n_q(&self) -> usize {
+            3
+        }
+        fn n_c(&self) -> usize {
+            3
+        }
+        fn mass_matrix(&mut self, _t: f64, _q: &[f64], m: &mut DMatrix<f64>) {
+            m.fill(0.0);
+            m[(0, 0)] = 0.12;
+            m[(1, 1)] = 0.12;
+            m[(2, 2)] = 2.0;
+        }
+        fn forces(&mut self, _t: f64, _q: &[f64], _v: &[f64], f: &mut [f64]) {
+            f.fill(0.0);
+        }
+        fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
+            let (s, c) = (W * t).sin_cos();
+            phi[0] = q[0] - R * c;
+            phi[1] = q[1] - R * s;
+            let d = q[2] - q[0];
+            phi[2] = 0.5 * (d * d + q[1] * q[1] - L * L);
+        }
+        fn constraint_jacobian(&mut self, _t: f64, q: &[f64], jac: &mut DMatrix<f64>) {
+            jac.fill(0.0);
+            jac[(0, 0)] = 1.0;
+            jac[(1, 1)] = 1.0;
+            let d = q[2] - q[0];
+            jac[(2, 0)] = -d;
+            jac[(2, 1)] = q[1];
+            jac[(2, 2)] = d;
+        }
+        fn constraint_time_derivative(&mut self, t: f64, _q: &[f64], phi_t: &mut [f64]) {
+            let (s, c) = (W * t).sin_cos();
+            phi_t[0] = R * W * s;
+            phi_t[1] = -R * W * c;
+            phi_t[2] = 0.0;
+        }
+        fn acceleration_rhs(&mut self, t: f64, _q: &[f64], v: &[f64], gamma: &mut [f64]) {
+            let (s, c) = (W * t).sin_cos();
+            gamma[0] = -R * W * W * c;
+            gamma[1] = -R * W * W * s;
+            let dd = v[2] - v[0];
+            gamma[2] = -(dd * dd + v[1] * v[1]);
+        }
+    }
+    impl ForceJacobians for DrivenSliderCrank {
+        fn force_jacobians(
+            &mut self,
+            _t: f64,
+            _q: &[f64],
+            _v: &[f64],
+            dq: &mut DMatrix<f64>,
+            dv: &mut DMatrix<f64>,
+        ) {
+            dq.fill(0.0);
+            dv.fill(0.0);
+        }
+    }
+    impl ConstraintHessians for DrivenSliderCrank {
+        fn constraint_force_jacobian(
+            &mut self,
+            _t: f64,
+            _q: &[f64],
+            l: &[f64],
+            out: &mut DMatrix<f64>,
+        ) {
+            out.fill(0.0);
+            out[(0, 0)] = l[2];
+            out[(1, 1)] = l[2];
+            out[(2, 2)] = l[2];
+            out[(0, 2)] = -l[2];
+            out[(2, 0)] = -l[2];
+        }
+        fn mass_times_accel_jacobian(
+            &mut self,
+            _t: f64,
+            _q: &[f64],
+            _a: &[f64],
+            out: &mut DMatrix<f64>,
+        ) {
+            out.fill(0.0);
+        }
+    }
+    impl Excitations for DrivenSliderCrank {
+        fn n_excitations(&self) -> usize {
+            0
+        }
+        fn excitation(&mut self, _t: f64, _i: usize) -> f64 {
+            0.0
+        }
+        fn set_excitation_offset(&mut self, _i: usize, _delta: f64) {}
+    }
+    impl StepHooks for DrivenSliderCrank {
+        fn accept_step(&mut self, _t: f64, _q: &[f64], _v: &[f64], _l: Option<&[f64]>) {}
+    }
+}
+
+/// Paper 004, Fig. 2(b): on the driven slider-crank the half-implicit positions satisfy the
+/// constraints (hence are exact), and the slider velocity converges with order 1.
+#[test]
+fn half_implicit_first_order_on_the_driven_slider_crank() {
+    let x0 = {
+        let (xs, vs) = DrivenSliderCrank::exact(0.0);
+        let q = vec![slider_crank_impl::R, 0.0, xs];
+        let v = vec![0.0, slider_crank_impl::R * slider_crank_impl::W, vs];
+        let lambda = mbsfmu::integrate::test_systems::saddle_point_multipliers(
+            &mut DrivenSliderCrank,
+            0.0,
+            &q,
+            &v,
+        );
+        MechState {
+            t: 0.0,
+            q,
+            v,
+            lambda,
+        }
+    };
+    let (mut hs, mut verrs) = (vec![], vec![]);
+    for h in [2e-3, 1e-3, 5e-4, 2.5e-4] {
+        let mut sys = DrivenSliderCrank;
+        let mut integ = make::<DrivenSliderCrank>(Method::HalfImplicit, fixed(h), 3, 3);
+        integ.initialize(&mut sys, &x0).unwrap();
+        let (mut perr, mut verr) = (0.0f64, 0.0f64);
+        run(integ.as_mut(), &mut sys, 2.0, 0.05, |_, x| {
+            let (xs, vs) = DrivenSliderCrank::exact(x.t);
+            perr = perr.max((x.q[2] - xs).abs());
+            verr = verr.max((x.v[2] - vs).abs());
+        });
+        println!("slider     h {h:e}  position error {perr:.1e}  velocity error {verr:.3e}");
+        assert!(
+            perr < 1e-10,
+            "positions must satisfy the constraints: {perr}"
+        );
+        hs.push(h);
+        verrs.push(verr);
+    }
+    let p = slope(&hs, &verrs);
+    println!("slider     velocity slope {p:.3}");
+    assert!((p - 1.0).abs() < 0.3, "slope {p}");
+}
+
+/// Every method on the zero-degree-of-freedom driven slider-crank: the motion is pure
+/// kinematics, every method must follow it (positions to the projection / Newton level).
+#[test]
+fn all_methods_follow_the_driven_slider_crank() {
+    let x0 = {
+        let (xs, vs) = DrivenSliderCrank::exact(0.0);
+        let q = vec![slider_crank_impl::R, 0.0, xs];
+        let v = vec![0.0, slider_crank_impl::R * slider_crank_impl::W, vs];
+        let lambda = mbsfmu::integrate::test_systems::saddle_point_multipliers(
+            &mut DrivenSliderCrank,
+            0.0,
+            &q,
+            &v,
+        );
+        MechState {
+            t: 0.0,
+            q,
+            v,
+            lambda,
+        }
+    };
+    for &(method, order) in METHODS {
+        let tol = if order < 2.0 { 1e-3 } else { 1e-5 };
+        let mut sys = DrivenSliderCrank;
+        let s = Settings {
+            rtol: tol,
+            atol: tol,
+            ..Settings::default()
+        };
+        let mut integ = make::<DrivenSliderCrank>(method, s, 3, 3);
+        integ.initialize(&mut sys, &x0).unwrap();
+        let (mut perr, mut verr) = (0.0f64, 0.0f64);
+        run(integ.as_mut(), &mut sys, 1.0, 0.05, |_, x| {
+            let (xs, vs) = DrivenSliderCrank::exact(x.t);
+            perr = perr.max((x.q[2] - xs).abs());
+            verr = verr.max((x.v[2] - vs).abs());
+        });
+        println!(
+            "driven     {:<20} position error {perr:.1e} velocity error {verr:.1e} steps {}",
+            method.name(),
+            integ.stats().steps
+        );
+        assert!(perr < 1e-8, "{method:?}: position error {perr}");
+    }
+}

@@ -851,11 +851,13 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
                 ),
             });
         }
-        if self.nc >= self.nq {
+        // nc = nq is a kinematically driven mechanism (no state-space ODE, every coordinate
+        // is recovered from the constraints); more constraints than coordinates is not a model.
+        if self.nc > self.nq {
             return Err(IntegrateError::Inconsistent {
                 t: x.t,
                 what: format!(
-                    "{} constraints leave no degree of freedom in {} coordinates",
+                    "{} independent constraints cannot hold in {} coordinates",
                     self.nc, self.nq
                 ),
             });
