@@ -1198,3 +1198,58 @@ fn all_methods_follow_the_driven_slider_crank() {
         assert!(perr < 1e-8, "{method:?}: position error {perr}");
     }
 }
+
+/// The step contract: never past the limit, the limit itself bit for bit (also for limits
+/// that are not sums of the steps), errors instead of panics for bad calls.
+#[test]
+fn step_contract() {
+    for &(method, _) in METHODS {
+        let (mut sys, x0) = chain2();
+        let s = Settings {
+            rtol: 1e-5,
+            atol: 1e-5,
+            ..Settings::default()
+        };
+        let mut integ = make::<CartesianChain>(method, s, 4, 2);
+        assert!(
+            integ.step(&mut sys, 1.0).is_err(),
+            "{method:?}: step before initialize"
+        );
+        integ.initialize(&mut sys, &x0).unwrap();
+        assert!(
+            integ.step(&mut sys, 0.0).is_err(),
+            "{method:?}: limit not after t"
+        );
+        assert!(
+            integ.step(&mut sys, f64::NAN).is_err(),
+            "{method:?}: NaN limit"
+        );
+        for limit in [0.1 + 0.2, 1.0 / 3.0, 0.7] {
+            loop {
+                let t = integ.step(&mut sys, limit).unwrap();
+                assert!(t <= limit && integ.state().t == t);
+                if t == limit {
+                    break;
+                }
+            }
+        }
+        // A tiny communication step right after a limit.
+        let t = integ.step(&mut sys, 0.7 + 1e-9).unwrap();
+        assert_eq!(t, 0.7 + 1e-9, "{method:?}");
+        let (mut sys, x0) = chain2();
+        let bad = Settings {
+            rtol: -1.0,
+            ..Settings::default()
+        };
+        let mut integ = make::<CartesianChain>(method, bad, 4, 2);
+        assert!(
+            integ.initialize(&mut sys, &x0).is_err(),
+            "{method:?}: negative rtol accepted"
+        );
+        let mut integ = make::<CartesianChain>(method, Settings::default(), 3, 2);
+        assert!(
+            integ.initialize(&mut sys, &x0).is_err(),
+            "{method:?}: wrong dimensions accepted"
+        );
+    }
+}
