@@ -378,7 +378,7 @@ fn statistics_are_pinned() {
         (Method::GeneralizedAlpha, [244, 0, 778]),
         (Method::Sdirk, [271, 0, 1940]),
         (Method::RosenbrockNystrom, [105, 16, 1401]),
-        (Method::WMethod, [2497, 0, 29968]),
+        (Method::WMethod, [2496, 1, 11247]),
         (Method::LocalLinearization, [2690, 0, 53801]),
     ];
     for &(method, order) in METHODS {

@@ -212,6 +212,8 @@ pub struct RosenbrockNystrom {
     cond_last: f64,
     /// Jacobians `J₁`, `J₂`, `f_t` belong to the current step start.
     jac_ready: bool,
+    /// Accepted steps since the Jacobian was evaluated.
+    jac_age: u32,
     // Evaluation workspace.
     m: DMatrix<f64>,
     jac: DMatrix<f64>,
@@ -264,6 +266,8 @@ pub struct RosenbrockNystrom {
 }
 
 const NEWTON_ITERS: usize = 12;
+/// Steps the W-method keeps a Jacobian.
+const W_JACOBIAN_AGE: u32 = 4;
 
 impl RosenbrockNystrom {
     /// `settings.method` selects the scheme: `WMethod` gives the order-2 W-method, anything
@@ -304,6 +308,7 @@ impl RosenbrockNystrom {
             alt_ind: Vec::with_capacity(nq),
             cond_last: 1.0,
             jac_ready: false,
+            jac_age: 0,
             m: DMatrix::zeros(nq, nq),
             jac: DMatrix::zeros(nc, nq),
             elim: DMatrix::zeros(nc, nq),
@@ -765,6 +770,7 @@ impl RosenbrockNystrom {
         self.mj1.gemm(1.0, &self.mhat0, &self.j1, 0.0);
         self.mj2.gemm(1.0, &self.mhat0, &self.j2, 0.0);
         self.jac_ready = true;
+        self.jac_age = 0;
         Ok(())
     }
 
@@ -995,7 +1001,8 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
                 };
             }
             // Step 14: keep the partition while cond(Φu) grew by at most 25 %.
-            if self.nc > 0 && self.cond_last > 1.25 * self.part.cond_ref {
+            let repartition = self.nc > 0 && self.cond_last > 1.25 * self.part.cond_ref;
+            if repartition {
                 // q0 is free here (start data is rebuilt below).
                 self.q0.copy_from_slice(&self.state.q);
                 let q = std::mem::take(&mut self.q0);
@@ -1013,7 +1020,16 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
                 self.ht0.copy_from_slice(&self.ht);
                 self.mhat0.copy_from(&self.mhat);
             }
-            self.jac_ready = false;
+            // The W-method is of order 2 with any matrix: it keeps J₁, J₂, f_t for up to
+            // W_JACOBIAN_AGE steps (new partition: new coordinates, new Jacobian) and only
+            // re-multiplies them by the new M̂. The Rosenbrock method needs the exact Jacobian.
+            self.jac_age += 1;
+            if self.method == Method::WMethod && !repartition && self.jac_age < W_JACOBIAN_AGE {
+                self.mj1.gemm(1.0, &self.mhat0, &self.j1, 0.0);
+                self.mj2.gemm(1.0, &self.mhat0, &self.j2, 0.0);
+            } else {
+                self.jac_ready = false;
+            }
             sys.accept_step(t1, &self.state.q, &self.state.v, Some(&self.state.lambda));
             return Ok(t1);
         }
