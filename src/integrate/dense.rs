@@ -4,6 +4,18 @@
 //! accelerations and multipliers, coordinate projections onto the position and velocity
 //! constraints, and the step-size bookkeeping every method shares (clipping at `t_limit`,
 //! maximum and minimum step).
+//!
+//! Statistics are counted the same way by every method of the suite:
+//! - `f_evals`: evaluations of the forces with the constraint terms at one point (one
+//!   right-hand side of the index-1 form, one residual of an implicit method, one state-space
+//!   acceleration); those made for finite-difference Jacobians are also in `f_evals_jacobian`.
+//! - `jac_evals`: Jacobian evaluations (analytic force Jacobians or a full finite-difference
+//!   sweep).
+//! - `lu`: factorizations of iteration matrices and of projection matrices; the saddle-point
+//!   factorization inside one right-hand-side evaluation is part of that evaluation.
+//! - `newton_iters`: corrector iterations (linear solves with the iteration matrix).
+//! - `steps`, `rejected_steps` (error test or convergence failure), `error_test_failures`,
+//!   `convergence_failures`.
 
 #![allow(clippy::needless_range_loop)] // index loops are clearer in dense numerics
 

@@ -301,8 +301,11 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Dopri5 {
                 self.dense_h = h;
                 let (q, v) = self.y1.split_at_mut(n);
                 let tol = dense::projection_tol(&self.settings);
-                self.ws.project_positions(sys, t_new, q, tol)?;
+                let factorizations = self.ws.project_positions(sys, t_new, q, tol)?;
                 self.ws.project_velocities(sys, t_new, q, v)?;
+                if self.ws.nc > 0 {
+                    self.stats.lu += factorizations as u64 + 1;
+                }
                 self.state.q.copy_from_slice(q);
                 self.state.v.copy_from_slice(v);
                 self.state.t = t_new;

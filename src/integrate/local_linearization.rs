@@ -493,8 +493,11 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
             }
             let (q, v) = self.y1.split_at_mut(n);
             let tol = dense::projection_tol(&self.settings);
-            self.ws.project_positions(sys, t1, q, tol)?;
+            let factorizations = self.ws.project_positions(sys, t1, q, tol)?;
             self.ws.project_velocities(sys, t1, q, v)?;
+            if self.ws.nc > 0 {
+                self.stats.lu += factorizations as u64 + 1;
+            }
             self.state.q.copy_from_slice(q);
             self.state.v.copy_from_slice(v);
             self.state.t = t1;
