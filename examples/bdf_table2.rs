@@ -10,7 +10,7 @@
 //! CPU time is this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), so other load on the machine
 //! does not count. The tip deviation is the maximum over the 0.5 s grid of the reference
 //! `tests/data/pendulum_chain_tip.csv` (scipy DOP853 at 1e-12 in minimal coordinates,
-//! `tools/references/pendulum_chain.py`), read from the BDF's dense output. Writes the table to
+//! `tools/references/pendulum_chain_tip.py`), read from the BDF's dense output. Writes the table to
 //! stdout and to `docs/benchmarks-bdf.md`.
 
 use mbsfmu::integrate::bdf::Bdf;
