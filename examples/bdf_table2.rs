@@ -78,12 +78,13 @@ fn run(n: usize, strategy: JacobianStrategy, refs: Option<&[(f64, f64, f64)]>) -
     let t_end = 200.0;
     let mut sys = CartesianChain::paper(n);
     let x0 = sys.consistent_state(0.0);
-    let mut bdf = Bdf::new(Settings {
+    let settings = Settings {
         jacobian: strategy,
         rtol: 1e-4,
         atol: 1e-6,
         ..Settings::default()
-    });
+    };
+    let mut bdf = Bdf::new(settings, 2 * n, n);
     let (mut q, mut v) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
     let mut dev = 0.0f64;
     let mut next = 1;

@@ -25,7 +25,7 @@ fn oscillator_error(order: usize, h: f64, t_end: f64) -> f64 {
     let (x0, v0) = (1.0, 0.3);
     let mut s = settings(JacobianStrategy::Analytic, 1e-13, 1e-13);
     s.fixed_step = Some(h);
-    let mut bdf = Bdf::new(s);
+    let mut bdf = Bdf::new(s, 1, 0);
     bdf.fixed_order = Some(order);
     let past: Vec<MechState> = (0..=order)
         .map(|j| {
@@ -93,7 +93,7 @@ fn reference(n: usize) -> Vec<(f64, f64, f64)> {
 fn chain_run(n: usize, strategy: JacobianStrategy, rtol: f64, atol: f64, t_end: f64) -> (f64, Bdf) {
     let mut sys = CartesianChain::paper(n);
     let x0 = sys.consistent_state(0.0);
-    let mut bdf = Bdf::new(settings(strategy, rtol, atol));
+    let mut bdf = Bdf::new(settings(strategy, rtol, atol), 2 * n, n);
     bdf.initialize(&mut sys, &x0).unwrap();
     let refs = reference(n);
     let (mut q, mut v) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
@@ -340,7 +340,7 @@ fn save_restore_reproduces_steps_bit_for_bit() {
     for strategy in [JacobianStrategy::SparseExtended, JacobianStrategy::Dense] {
         let mut sys = CartesianChain::paper(4);
         let x0 = sys.consistent_state(0.0);
-        let mut bdf = Bdf::new(settings(strategy, 1e-4, 1e-6));
+        let mut bdf = Bdf::new(settings(strategy, 1e-4, 1e-6), 8, 4);
         bdf.initialize(&mut sys, &x0).unwrap();
         let mut t_comm = 0.0;
         while bdf.state().t < 2.0 {
@@ -390,7 +390,7 @@ fn solver_statistics_pinned() {
     for strategy in [JacobianStrategy::Dense, JacobianStrategy::DenseExtended] {
         let mut sys = CartesianChain::paper(4);
         let x0 = sys.consistent_state(0.0);
-        let mut bdf = Bdf::new(settings(strategy, 1e-4, 1e-6));
+        let mut bdf = Bdf::new(settings(strategy, 1e-4, 1e-6), 8, 4);
         bdf.initialize(&mut sys, &x0).unwrap();
         while bdf.state().t < 20.0 {
             bdf.step(&mut sys, 20.0).unwrap();
@@ -422,7 +422,7 @@ fn excitation_term_is_judged_from_data() {
     let run = |auto: bool| {
         let mut sys = CartesianChain::paper(8);
         let x0 = sys.consistent_state(0.0);
-        let mut bdf = Bdf::new(settings(JacobianStrategy::DenseExtended, 1e-4, 1e-6));
+        let mut bdf = Bdf::new(settings(JacobianStrategy::DenseExtended, 1e-4, 1e-6), 16, 8);
         bdf.initialize(&mut sys, &x0).unwrap();
         // auto: judged from the data; otherwise forced on for the whole run.
         bdf.jacobian_mut().auto_excitation_term = auto;
@@ -587,7 +587,7 @@ fn communication_points_are_cheap_and_exact() {
     let refs = reference(n);
     let mut sys = CartesianChain::paper(n);
     let x0 = sys.consistent_state(0.0);
-    let mut bdf = Bdf::new(settings(JacobianStrategy::Dense, 1e-4, 1e-6));
+    let mut bdf = Bdf::new(settings(JacobianStrategy::Dense, 1e-4, 1e-6), 2 * n, n);
     bdf.initialize(&mut sys, &x0).unwrap();
     let mut dev = 0.0f64;
     for i in 1..=300 {

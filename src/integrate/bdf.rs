@@ -96,7 +96,21 @@ struct Newton {
 }
 
 impl Bdf {
-    pub fn new(settings: Settings) -> Self {
+    /// A BDF integrator for a system with `n_q` coordinates and `n_c` constraints (the same
+    /// constructor shape as the suite's other methods). Workspaces are (re)allocated from the
+    /// system itself in `initialize`, which also learns the number of excitations.
+    pub fn new(settings: Settings, n_q: usize, n_c: usize) -> Self {
+        let mut bdf = Bdf::unsized_new(settings);
+        let ny = 2 * n_q + 2 * n_c;
+        bdf.nq = n_q;
+        bdf.nc = n_c;
+        bdf.ny = ny;
+        bdf.ggl = Ggl::new(n_q, n_c);
+        bdf.jac = JacobianStore::new(settings.jacobian, n_q, n_c, 0);
+        bdf
+    }
+
+    fn unsized_new(settings: Settings) -> Self {
         Bdf {
             settings,
             max_order: MAX_ORDER,
