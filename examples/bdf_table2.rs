@@ -10,7 +10,7 @@
 //! CPU time is this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), so other load on the machine
 //! does not count. The tip deviation is the maximum over the 0.5 s grid of the reference
 //! `tests/data/pendulum_chain_tip.csv` (scipy DOP853 at 1e-12 in minimal coordinates,
-//! `tools/references/pendulum_chain.py`), read from the BDF's dense output. Writes the table to
+//! `tools/references/pendulum_chain_tip.py`), read from the BDF's dense output. Writes the table to
 //! stdout and to `docs/benchmarks-bdf.md`.
 
 use mbsfmu::integrate::bdf::Bdf;
@@ -78,12 +78,13 @@ fn run(n: usize, strategy: JacobianStrategy, refs: Option<&[(f64, f64, f64)]>) -
     let t_end = 200.0;
     let mut sys = CartesianChain::paper(n);
     let x0 = sys.consistent_state(0.0);
-    let mut bdf = Bdf::new(Settings {
+    let settings = Settings {
         jacobian: strategy,
         rtol: 1e-4,
         atol: 1e-6,
         ..Settings::default()
-    });
+    };
+    let mut bdf = Bdf::new(settings, 2 * n, n);
     let (mut q, mut v) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
     let mut dev = 0.0f64;
     let mut next = 1;

@@ -35,10 +35,14 @@ fn no_allocation_per_step() {
     ] {
         let mut sys = CartesianChain::paper(6);
         let x0 = sys.consistent_state(0.0);
-        let mut bdf = Bdf::new(Settings {
-            jacobian: strategy,
-            ..Settings::default()
-        });
+        let mut bdf = Bdf::new(
+            Settings {
+                jacobian: strategy,
+                ..Settings::default()
+            },
+            12,
+            6,
+        );
         bdf.initialize(&mut sys, &x0).unwrap();
         for _ in 0..20 {
             bdf.step(&mut sys, 100.0).unwrap();

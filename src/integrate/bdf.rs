@@ -96,7 +96,21 @@ struct Newton {
 }
 
 impl Bdf {
-    pub fn new(settings: Settings) -> Self {
+    /// A BDF integrator for a system with `n_q` coordinates and `n_c` constraints (the same
+    /// constructor shape as the suite's other methods). Workspaces are (re)allocated from the
+    /// system itself in `initialize`, which also learns the number of excitations.
+    pub fn new(settings: Settings, n_q: usize, n_c: usize) -> Self {
+        let mut bdf = Bdf::unsized_new(settings);
+        let ny = 2 * n_q + 2 * n_c;
+        bdf.nq = n_q;
+        bdf.nc = n_c;
+        bdf.ny = ny;
+        bdf.ggl = Ggl::new(n_q, n_c);
+        bdf.jac = JacobianStore::new(settings.jacobian, n_q, n_c, 0);
+        bdf
+    }
+
+    fn unsized_new(settings: Settings) -> Self {
         Bdf {
             settings,
             max_order: MAX_ORDER,
@@ -533,13 +547,37 @@ impl Bdf {
         let mut nonfinite = false;
         loop {
             let k = self.order;
-            // Clip to the limit; stretch by up to 1 % rather than leave a sliver.
-            let (t_new, clipped) = if t + 1.01 * h_target >= t_limit {
-                (t_limit, true)
+            // Land on the limit with equal steps: a remnant step much shorter than h would
+            // change α beyond the band where the matrix is kept (a refresh at every
+            // communication point) and reset the equal-step count twice. Within 4 steps of the
+            // limit, use r/n for n = ⌈r/h⌉ (between h/2 and h); stretch by up to 1 %.
+            let r = t_limit - t;
+            let mut h_plan = if r <= 1.01 * h_target {
+                r
             } else {
-                (t + h_target, false)
+                let n = (r / h_target).ceil();
+                if n <= 4.0 {
+                    r / n
+                } else {
+                    h_target
+                }
             };
-            let h_step = t_new - t;
+            // Keep the grid (no re-interpolation) for changes at rounding level.
+            if (h_plan - self.h).abs() <= 1e-10 * self.h {
+                h_plan = self.h;
+            }
+            let clipped = h_plan < 0.999 * h_target;
+            let t_new = if t + h_plan >= t_limit - 1e-10 * h_plan {
+                t_limit
+            } else {
+                t + h_plan
+            };
+            let h_actual = t_new - t;
+            let h_step = if (h_actual - self.h).abs() <= 1e-10 * self.h {
+                self.h
+            } else {
+                h_actual
+            };
             let h_min = 16.0 * f64::EPSILON * t.abs().max(1e-3);
             if h_step.is_nan() || h_step < h_min {
                 return Err(if nonfinite {
