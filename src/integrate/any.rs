@@ -37,7 +37,7 @@ impl AnyIntegrator {
         n_c: usize,
     ) -> Result<AnyIntegrator, IntegrateError> {
         Ok(match settings.method {
-            Method::Bdf => AnyIntegrator::Bdf(Bdf::new(settings)),
+            Method::Bdf => AnyIntegrator::Bdf(Bdf::new(settings, n_q, n_c)),
             Method::RosenbrockNystrom | Method::WMethod => AnyIntegrator::RosenbrockNystrom(RosenbrockNystrom::new(settings, n_q, n_c)),
             Method::Sdirk => AnyIntegrator::Sdirk(Sdirk::new(settings, n_q, n_c)),
             Method::Trapezoidal | Method::Newmark | Method::Hht | Method::GeneralizedAlpha => AnyIntegrator::Newmark(Newmark::new(settings, n_q, n_c)),
