@@ -1,7 +1,9 @@
 //! The engine's analytic derivatives against central finite differences, for every joint
 //! kind, driver kind and force element, at a generic (non-assembled) state.
 
-use mbsfmu::integrate::system::{ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks};
+use mbsfmu::integrate::system::{
+    ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks,
+};
 use mbsfmu::mbs::spec::*;
 use mbsfmu::mbs::system::System;
 use nalgebra::{DMatrix, DVector, Matrix3, UnitQuaternion, Vector3};
@@ -12,8 +14,12 @@ fn c(x: f64) -> Scalar {
 }
 
 fn frame(origin: [f64; 3], axis: [f64; 3], angle: f64) -> LocalFrame {
-    let r = UnitQuaternion::from_axis_angle(&nalgebra::Unit::new_normalize(Vector3::from(axis)), angle);
-    LocalFrame { origin: Vector3::from(origin), axes: *r.to_rotation_matrix().matrix() }
+    let r =
+        UnitQuaternion::from_axis_angle(&nalgebra::Unit::new_normalize(Vector3::from(axis)), angle);
+    LocalFrame {
+        origin: Vector3::from(origin),
+        axes: *r.to_rotation_matrix().matrix(),
+    }
 }
 
 fn rigid(name: &str, pos: [f64; 3], axis: [f64; 3], angle: f64) -> BodySpec {
@@ -23,7 +29,10 @@ fn rigid(name: &str, pos: [f64; 3], axis: [f64; 3], angle: f64) -> BodySpec {
         mass: c(2.0),
         inertia: [c(0.3), c(0.4), c(0.5), c(0.01), c(-0.02), c(0.03)],
         position: Vector3::from(pos),
-        orientation: UnitQuaternion::from_axis_angle(&nalgebra::Unit::new_normalize(Vector3::from(axis)), angle),
+        orientation: UnitQuaternion::from_axis_angle(
+            &nalgebra::Unit::new_normalize(Vector3::from(axis)),
+            angle,
+        ),
         velocity: Vector3::new(0.1, -0.2, 0.3),
         angular_velocity: Vector3::new(0.5, -1.0, 2.0),
     }
@@ -42,13 +51,34 @@ fn particle(name: &str, pos: [f64; 3]) -> BodySpec {
     }
 }
 
-fn joint(name: &str, kind: JointKind, b1: BodyRef, b2: BodyRef, f1: LocalFrame, f2: LocalFrame) -> JointSpec {
-    JointSpec { name: name.into(), kind, body1: b1, body2: b2, frame1: f1, frame2: f2, length: Some(c(1.3)) }
+fn joint(
+    name: &str,
+    kind: JointKind,
+    b1: BodyRef,
+    b2: BodyRef,
+    f1: LocalFrame,
+    f2: LocalFrame,
+) -> JointSpec {
+    JointSpec {
+        name: name.into(),
+        kind,
+        body1: b1,
+        body2: b2,
+        frame1: f1,
+        frame2: f2,
+        length: Some(c(1.3)),
+    }
 }
 
 /// Every element kind at once; the state is not assembled (derivatives hold anywhere).
 fn kitchen_sink() -> ModelSpec {
-    let (b0, b1, b2, g, fr) = (BodyRef::Body(0), BodyRef::Body(1), BodyRef::Body(2), BodyRef::Ground, BodyRef::Frame(0));
+    let (b0, b1, b2, g, fr) = (
+        BodyRef::Body(0),
+        BodyRef::Body(1),
+        BodyRef::Body(2),
+        BodyRef::Ground,
+        BodyRef::Frame(0),
+    );
     let f = |o: [f64; 3], ax: [f64; 3], a: f64| frame(o, ax, a);
     let kinds = [
         JointKind::Revolute,
@@ -67,26 +97,186 @@ fn kitchen_sink() -> ModelSpec {
             1 => (g, b0),
             _ => (b1, fr),
         };
-        joints.push(joint(&format!("j{i}"), *k, a, b, f([0.1 * i as f64, -0.2, 0.3], [1.0, 0.5 * i as f64, 0.2], 0.4 + 0.1 * i as f64), f([-0.3, 0.2 * i as f64, 0.1], [0.3, 1.0, -0.4], 1.1 - 0.2 * i as f64)));
+        joints.push(joint(
+            &format!("j{i}"),
+            *k,
+            a,
+            b,
+            f(
+                [0.1 * i as f64, -0.2, 0.3],
+                [1.0, 0.5 * i as f64, 0.2],
+                0.4 + 0.1 * i as f64,
+            ),
+            f(
+                [-0.3, 0.2 * i as f64, 0.1],
+                [0.3, 1.0, -0.4],
+                1.1 - 0.2 * i as f64,
+            ),
+        ));
     }
     // Particle joints: distance, spherical, planar.
-    joints.push(joint("jp_dist", JointKind::Distance, b0, b2, f([0.2, 0.0, 0.1], [0.0, 0.0, 1.0], 0.0), LocalFrame::identity()));
-    joints.push(joint("jp_planar", JointKind::Planar, g, b2, f([0.0, 0.0, 0.0], [0.2, 0.1, 1.0], 0.3), LocalFrame::identity()));
+    joints.push(joint(
+        "jp_dist",
+        JointKind::Distance,
+        b0,
+        b2,
+        f([0.2, 0.0, 0.1], [0.0, 0.0, 1.0], 0.0),
+        LocalFrame::identity(),
+    ));
+    joints.push(joint(
+        "jp_planar",
+        JointKind::Planar,
+        g,
+        b2,
+        f([0.0, 0.0, 0.0], [0.2, 0.1, 1.0], 0.3),
+        LocalFrame::identity(),
+    ));
     let drivers = vec![
-        DriverSpec { name: "d_rev".into(), target: DriverTarget::JointCoordinate(0), motion: Motion::Sine { offset: c(0.2), amplitude: c(0.3), frequency: c(0.5), phase: c(0.1) } },
-        DriverSpec { name: "d_pri".into(), target: DriverTarget::JointCoordinate(1), motion: Motion::Input(0) },
-        DriverSpec { name: "d_pt".into(), target: DriverTarget::PointComponent { body: 1, point: Vector3::new(0.1, 0.2, -0.3), component: 2 }, motion: Motion::Ramp { initial: c(0.1), slope: c(0.4), start: c(0.0) } },
+        DriverSpec {
+            name: "d_rev".into(),
+            target: DriverTarget::JointCoordinate(0),
+            motion: Motion::Sine {
+                offset: c(0.2),
+                amplitude: c(0.3),
+                frequency: c(0.5),
+                phase: c(0.1),
+            },
+        },
+        DriverSpec {
+            name: "d_pri".into(),
+            target: DriverTarget::JointCoordinate(1),
+            motion: Motion::Input(0),
+        },
+        DriverSpec {
+            name: "d_pt".into(),
+            target: DriverTarget::PointComponent {
+                body: 1,
+                point: Vector3::new(0.1, 0.2, -0.3),
+                component: 2,
+            },
+            motion: Motion::Ramp {
+                initial: c(0.1),
+                slope: c(0.4),
+                start: c(0.0),
+            },
+        },
     ];
-    let lin = ForceLaw::Linear { stiffness: c(120.0), damping: c(3.0), preload: c(2.0) };
+    let lin = ForceLaw::Linear {
+        stiffness: c(120.0),
+        damping: c(3.0),
+        preload: c(2.0),
+    };
     let forces = vec![
-        ForceSpec { name: "spring".into(), kind: ForceKind::SpringDamper { body1: b0, point1: Vector3::new(0.1, 0.2, 0.3), body2: fr, point2: Vector3::new(-0.2, 0.1, 0.0), free_length: c(0.7), law: lin, actuator: Some(Motion::Input(1)) } },
-        ForceSpec { name: "poly".into(), kind: ForceKind::SpringDamper { body1: b1, point1: Vector3::new(0.0, 0.2, 0.0), body2: b2, point2: Vector3::zeros(), free_length: c(0.5), law: ForceLaw::Polynomial { coeffs: vec![c(50.0), c(-10.0), c(30.0)], damping: c(1.0) }, actuator: None } },
-        ForceSpec { name: "table".into(), kind: ForceKind::SpringDamper { body1: g, point1: Vector3::new(0.0, 1.0, 0.0), body2: b1, point2: Vector3::new(0.1, 0.0, 0.0), free_length: c(1.0), law: ForceLaw::Table { file: "t.csv".into(), deflection: vec![-3.0, -1.0, 0.0, 1.0, 3.0], force: vec![-500.0, -80.0, 0.0, 100.0, 700.0], damping: c(2.0) }, actuator: None } },
-        ForceSpec { name: "torsion".into(), kind: ForceKind::RotationalSpringDamper { body1: b0, frame1: f([0.0; 3], [0.1, 0.2, 1.0], 0.2), body2: b1, frame2: f([0.0; 3], [0.0, 0.3, 1.0], -0.5), stiffness: c(40.0), damping: c(1.5), free_angle: c(0.3), actuator: Some(Motion::Constant(c(0.7))) } },
-        ForceSpec { name: "bushing".into(), kind: ForceKind::Bushing { body1: b0, frame1: f([0.1, 0.0, 0.0], [1.0, 0.0, 0.2], 0.3), body2: b1, frame2: f([0.0, 0.1, 0.0], [0.2, 1.0, 0.0], -0.2), stiffness: [c(100.0), c(200.0), c(300.0)], damping: [c(1.0), c(2.0), c(3.0)], rot_stiffness: [c(10.0), c(20.0), c(30.0)], rot_damping: [c(0.1), c(0.2), c(0.3)] } },
-        ForceSpec { name: "contact_plane".into(), kind: ForceKind::Contact { geometry: ContactGeometry::SpherePlane { sphere_body: b1, center: Vector3::new(0.0, -0.1, 0.0), radius: c(5.0), plane_body: b0, point: Vector3::new(0.0, 0.0, -0.2), normal: Vector3::new(0.1, 1.0, 0.2) }, law: ContactLaw::Linear, stiffness: c(1e3), damping: c(5.0) } },
-        ForceSpec { name: "contact_spheres".into(), kind: ForceKind::Contact { geometry: ContactGeometry::SphereSphere { body1: b2, center1: Vector3::zeros(), radius1: c(3.0), body2: b0, center2: Vector3::new(0.1, 0.0, 0.0), radius2: c(2.0) }, law: ContactLaw::Hertz, stiffness: c(1e3), damping: c(2.0) } },
-        ForceSpec { name: "friction".into(), kind: ForceKind::PrismaticFriction { joint: 1, mu: c(0.3), v_reg: c(0.05) } },
+        ForceSpec {
+            name: "spring".into(),
+            kind: ForceKind::SpringDamper {
+                body1: b0,
+                point1: Vector3::new(0.1, 0.2, 0.3),
+                body2: fr,
+                point2: Vector3::new(-0.2, 0.1, 0.0),
+                free_length: c(0.7),
+                law: lin,
+                actuator: Some(Motion::Input(1)),
+            },
+        },
+        ForceSpec {
+            name: "poly".into(),
+            kind: ForceKind::SpringDamper {
+                body1: b1,
+                point1: Vector3::new(0.0, 0.2, 0.0),
+                body2: b2,
+                point2: Vector3::zeros(),
+                free_length: c(0.5),
+                law: ForceLaw::Polynomial {
+                    coeffs: vec![c(50.0), c(-10.0), c(30.0)],
+                    damping: c(1.0),
+                },
+                actuator: None,
+            },
+        },
+        ForceSpec {
+            name: "table".into(),
+            kind: ForceKind::SpringDamper {
+                body1: g,
+                point1: Vector3::new(0.0, 1.0, 0.0),
+                body2: b1,
+                point2: Vector3::new(0.1, 0.0, 0.0),
+                free_length: c(1.0),
+                law: ForceLaw::Table {
+                    file: "t.csv".into(),
+                    deflection: vec![-3.0, -1.0, 0.0, 1.0, 3.0],
+                    force: vec![-500.0, -80.0, 0.0, 100.0, 700.0],
+                    damping: c(2.0),
+                },
+                actuator: None,
+            },
+        },
+        ForceSpec {
+            name: "torsion".into(),
+            kind: ForceKind::RotationalSpringDamper {
+                body1: b0,
+                frame1: f([0.0; 3], [0.1, 0.2, 1.0], 0.2),
+                body2: b1,
+                frame2: f([0.0; 3], [0.0, 0.3, 1.0], -0.5),
+                stiffness: c(40.0),
+                damping: c(1.5),
+                free_angle: c(0.3),
+                actuator: Some(Motion::Constant(c(0.7))),
+            },
+        },
+        ForceSpec {
+            name: "bushing".into(),
+            kind: ForceKind::Bushing {
+                body1: b0,
+                frame1: f([0.1, 0.0, 0.0], [1.0, 0.0, 0.2], 0.3),
+                body2: b1,
+                frame2: f([0.0, 0.1, 0.0], [0.2, 1.0, 0.0], -0.2),
+                stiffness: [c(100.0), c(200.0), c(300.0)],
+                damping: [c(1.0), c(2.0), c(3.0)],
+                rot_stiffness: [c(10.0), c(20.0), c(30.0)],
+                rot_damping: [c(0.1), c(0.2), c(0.3)],
+            },
+        },
+        ForceSpec {
+            name: "contact_plane".into(),
+            kind: ForceKind::Contact {
+                geometry: ContactGeometry::SpherePlane {
+                    sphere_body: b1,
+                    center: Vector3::new(0.0, -0.1, 0.0),
+                    radius: c(5.0),
+                    plane_body: b0,
+                    point: Vector3::new(0.0, 0.0, -0.2),
+                    normal: Vector3::new(0.1, 1.0, 0.2),
+                },
+                law: ContactLaw::Linear,
+                stiffness: c(1e3),
+                damping: c(5.0),
+            },
+        },
+        ForceSpec {
+            name: "contact_spheres".into(),
+            kind: ForceKind::Contact {
+                geometry: ContactGeometry::SphereSphere {
+                    body1: b2,
+                    center1: Vector3::zeros(),
+                    radius1: c(3.0),
+                    body2: b0,
+                    center2: Vector3::new(0.1, 0.0, 0.0),
+                    radius2: c(2.0),
+                },
+                law: ContactLaw::Hertz,
+                stiffness: c(1e3),
+                damping: c(2.0),
+            },
+        },
+        ForceSpec {
+            name: "friction".into(),
+            kind: ForceKind::PrismaticFriction {
+                joint: 1,
+                mu: c(0.3),
+                v_reg: c(0.05),
+            },
+        },
     ];
     ModelSpec {
         name: "kitchen_sink".into(),
@@ -97,11 +287,37 @@ fn kitchen_sink() -> ModelSpec {
         solver: Default::default(),
         parameters: vec![],
         inputs: vec![
-            InputSpec { name: "u0".into(), unit: "m".into(), start: 0.1, description: String::new() },
-            InputSpec { name: "u1".into(), unit: "N".into(), start: 3.0, description: String::new() },
+            InputSpec {
+                name: "u0".into(),
+                unit: "m".into(),
+                start: 0.1,
+                description: String::new(),
+            },
+            InputSpec {
+                name: "u1".into(),
+                unit: "N".into(),
+                start: 3.0,
+                description: String::new(),
+            },
         ],
-        bodies: vec![rigid("a", [0.1, 0.2, 0.3], [1.0, 2.0, 3.0], 0.7), rigid("b", [1.0, -0.5, 0.2], [-1.0, 0.5, 2.0], 1.9), particle("c", [0.5, 0.4, -0.6])],
-        frames: vec![MovingFrameSpec { name: "base".into(), position: [Motion::Sine { offset: c(0.3), amplitude: c(0.2), frequency: c(0.7), phase: c(0.0) }, Motion::Input(0), Motion::Constant(c(0.1))] }],
+        bodies: vec![
+            rigid("a", [0.1, 0.2, 0.3], [1.0, 2.0, 3.0], 0.7),
+            rigid("b", [1.0, -0.5, 0.2], [-1.0, 0.5, 2.0], 1.9),
+            particle("c", [0.5, 0.4, -0.6]),
+        ],
+        frames: vec![MovingFrameSpec {
+            name: "base".into(),
+            position: [
+                Motion::Sine {
+                    offset: c(0.3),
+                    amplitude: c(0.2),
+                    frequency: c(0.7),
+                    phase: c(0.0),
+                },
+                Motion::Input(0),
+                Motion::Constant(c(0.1)),
+            ],
+        }],
         joints,
         drivers,
         forces,
@@ -120,7 +336,10 @@ struct Fixture {
 fn fixture() -> Fixture {
     let spec = Arc::new(kitchen_sink());
     let mut sys = System::new(spec).expect("builds");
-    sys.inputs_mut().segments[0] = mbsfmu::mbs::inputs::InputSegment { t0: 0.0, coeffs: [0.1, 0.3, -0.2, 0.05] };
+    sys.inputs_mut().segments[0] = mbsfmu::mbs::inputs::InputSegment {
+        t0: 0.0,
+        coeffs: [0.1, 0.3, -0.2, 0.05],
+    };
     let n = sys.n_q();
     // A generic state near the initial one (so contact is active and angles near their branch).
     let mut q = vec![0.0; n];
@@ -156,12 +375,23 @@ fn assert_close(a: &DMatrix<f64>, b: &DMatrix<f64>, tol: f64, what: &str) {
     let scale = b.amax().max(1.0);
     for i in 0..a.nrows() {
         for j in 0..a.ncols() {
-            assert!((a[(i, j)] - b[(i, j)]).abs() <= tol * scale, "{what}: entry ({i},{j}) analytic {} vs finite differences {}", a[(i, j)], b[(i, j)]);
+            assert!(
+                (a[(i, j)] - b[(i, j)]).abs() <= tol * scale,
+                "{what}: entry ({i},{j}) analytic {} vs finite differences {}",
+                a[(i, j)],
+                b[(i, j)]
+            );
         }
     }
 }
 
-fn fd_matrix(n_out: usize, n_in: usize, x: &[f64], h: f64, mut f: impl FnMut(&[f64]) -> Vec<f64>) -> DMatrix<f64> {
+fn fd_matrix(
+    n_out: usize,
+    n_in: usize,
+    x: &[f64],
+    h: f64,
+    mut f: impl FnMut(&[f64]) -> Vec<f64>,
+) -> DMatrix<f64> {
     let mut m = DMatrix::zeros(n_out, n_in);
     for j in 0..n_in {
         let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
@@ -179,7 +409,22 @@ fn fd_matrix(n_out: usize, n_in: usize, x: &[f64], h: f64, mut f: impl FnMut(&[f
 fn every_element_type_is_present() {
     let fx = fixture();
     let labels = fx.sys.row_labels().join("\n");
-    for k in ["'j0'", "'j1'", "'j2'", "'j3'", "'j4'", "'j5'", "'j6'", "'j7'", "jp_dist", "jp_planar", "d_rev", "d_pri", "d_pt", "normalization"] {
+    for k in [
+        "'j0'",
+        "'j1'",
+        "'j2'",
+        "'j3'",
+        "'j4'",
+        "'j5'",
+        "'j6'",
+        "'j7'",
+        "jp_dist",
+        "jp_planar",
+        "d_rev",
+        "d_pri",
+        "d_pt",
+        "normalization",
+    ] {
         assert!(labels.contains(k), "{k} missing from\n{labels}");
     }
 }
@@ -228,7 +473,9 @@ fn acceleration_rhs_matches_second_derivative_along_a_path() {
     let ja = &jac * DVector::from_column_slice(&a);
     let h = 1e-4;
     let mut phi_at = |s: f64| {
-        let qs: Vec<f64> = (0..n).map(|j| fx.q[j] + fx.v[j] * s + 0.5 * a[j] * s * s).collect();
+        let qs: Vec<f64> = (0..n)
+            .map(|j| fx.q[j] + fx.v[j] * s + 0.5 * a[j] * s * s)
+            .collect();
         let mut p = vec![0.0; m];
         fx.sys.constraints(t + s, &qs, &mut p);
         p
@@ -237,7 +484,11 @@ fn acceleration_rhs_matches_second_derivative_along_a_path() {
     for i in 0..m {
         let second = (pp[i] - 2.0 * p0[i] + pm[i]) / (h * h);
         let expect = ja[i] - gamma[i];
-        assert!((second - expect).abs() < 1e-4 * expect.abs().max(1.0), "row {i} ({}): {second} vs {expect}", fx.sys.row_labels()[i]);
+        assert!(
+            (second - expect).abs() < 1e-4 * expect.abs().max(1.0),
+            "row {i} ({}): {second} vs {expect}",
+            fx.sys.row_labels()[i]
+        );
     }
 }
 
@@ -247,7 +498,8 @@ fn constraint_hessian_matches_finite_differences() {
     let (n, m, t) = (fx.sys.n_q(), fx.sys.n_c(), fx.t);
     let lambda: Vec<f64> = (0..m).map(|i| ((i * 13 % 9) as f64 - 4.0) * 0.7).collect();
     let mut hess = DMatrix::zeros(n, n);
-    fx.sys.constraint_force_jacobian(t, &fx.q, &lambda, &mut hess);
+    fx.sys
+        .constraint_force_jacobian(t, &fx.q, &lambda, &mut hess);
     let lam = DVector::from_column_slice(&lambda);
     let sys = &mut fx.sys;
     let fd = fd_matrix(n, n, &fx.q, 1e-6, |q| {

@@ -24,13 +24,20 @@ fn every_model_assembles_consistently() {
     for f in files {
         let spec = mbsfmu::mbs::load_model(&f).unwrap_or_else(|e| panic!("{e}"));
         let t0 = spec.experiment.start;
-        let mut sys = System::new(Arc::new(spec)).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        let x = sys.initial_state(t0).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let mut sys =
+            System::new(Arc::new(spec)).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let x = sys
+            .initial_state(t0)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let (nq, nc) = (sys.n_q(), sys.n_c());
         let mut phi = vec![0.0; nc];
         sys.constraints(t0, &x.q, &mut phi);
         let worst = phi.iter().fold(0.0f64, |m, p| m.max(p.abs()));
-        assert!(worst < 1e-10, "{}: position residual {worst:e}", f.display());
+        assert!(
+            worst < 1e-10,
+            "{}: position residual {worst:e}",
+            f.display()
+        );
         let mut jac = DMatrix::zeros(nc, nq);
         sys.constraint_jacobian(t0, &x.q, &mut jac);
         let mut phi_t = vec![0.0; nc];
@@ -51,12 +58,18 @@ fn every_model_assembles_consistently() {
         );
         let mut out = vec![0.0; sys.n_outputs()];
         sys.evaluate_outputs(&x, &mut out).unwrap();
-        assert!(out.iter().all(|o| o.is_finite()), "{}: outputs {out:?}", f.display());
+        assert!(
+            out.iter().all(|o| o.is_finite()),
+            "{}: outputs {out:?}",
+            f.display()
+        );
     }
 }
 
 fn load(name: &str) -> (System, mbsfmu::integrate::MechState) {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name);
+    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join(name);
     let spec = mbsfmu::mbs::load_model(&f).unwrap();
     let t0 = spec.experiment.start;
     let mut sys = System::new(Arc::new(spec)).unwrap();
@@ -64,10 +77,18 @@ fn load(name: &str) -> (System, mbsfmu::integrate::MechState) {
     (sys, x)
 }
 
-fn outputs(sys: &mut System, x: &mbsfmu::integrate::MechState) -> std::collections::HashMap<String, f64> {
+fn outputs(
+    sys: &mut System,
+    x: &mbsfmu::integrate::MechState,
+) -> std::collections::HashMap<String, f64> {
     let mut out = vec![0.0; sys.n_outputs()];
     sys.evaluate_outputs(x, &mut out).unwrap();
-    sys.spec().outputs.iter().map(|o| o.name.clone()).zip(out).collect()
+    sys.spec()
+        .outputs
+        .iter()
+        .map(|o| o.name.clone())
+        .zip(out)
+        .collect()
 }
 
 /// Static equilibrium of the quarter-car rig by hand: the tire carries chassis and wheel,
@@ -81,10 +102,26 @@ fn quarter_car_static_equilibrium_matches_hand_computation() {
     let wheel_z = 0.3 - tire / 200000.0;
     let chassis_z = wheel_z + 0.5 - susp / 20000.0;
     let o = outputs(&mut sys, &x);
-    assert!((o["wheel_z"] - wheel_z).abs() < 1e-9, "wheel_z {} vs {wheel_z}", o["wheel_z"]);
-    assert!((o["chassis_z"] - chassis_z).abs() < 1e-9, "chassis_z {} vs {chassis_z}", o["chassis_z"]);
-    assert!((o["tire_force"] - tire).abs() < 1e-6, "tire_force {} vs {tire}", o["tire_force"]);
-    assert!((o["stamp_force"] - (tire + 10.0 * g)).abs() < 1e-6, "stamp_force {}", o["stamp_force"]);
+    assert!(
+        (o["wheel_z"] - wheel_z).abs() < 1e-9,
+        "wheel_z {} vs {wheel_z}",
+        o["wheel_z"]
+    );
+    assert!(
+        (o["chassis_z"] - chassis_z).abs() < 1e-9,
+        "chassis_z {} vs {chassis_z}",
+        o["chassis_z"]
+    );
+    assert!(
+        (o["tire_force"] - tire).abs() < 1e-6,
+        "tire_force {} vs {tire}",
+        o["tire_force"]
+    );
+    assert!(
+        (o["stamp_force"] - (tire + 10.0 * g)).abs() < 1e-6,
+        "stamp_force {}",
+        o["stamp_force"]
+    );
     assert!(x.v.iter().all(|v| *v == 0.0));
     // Equilibrium: the accelerations vanish.
     let (a, _) = sys.accelerations(x.t, &x.q, &x.v).unwrap();

@@ -17,7 +17,11 @@ use std::sync::Arc;
 fn system() -> (System, mbsfmu::integrate::MechState, usize) {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/double_pendulum_stiff.toml");
     let spec = Arc::new(mbsfmu::mbs::load_model(&f).unwrap());
-    let k = spec.outputs.iter().position(|o| o.name == "theta1").unwrap();
+    let k = spec
+        .outputs
+        .iter()
+        .position(|o| o.name == "theta1")
+        .unwrap();
     let mut sys = System::new(spec).unwrap();
     let x = sys.initial_state(0.0).unwrap();
     (sys, x, k)
@@ -31,7 +35,12 @@ fn run(method: Method, tol: f64, reference: &RefTable) -> (f64, u64) {
             _ => Box::new(RosenbrockNystrom::new(s, nq, nc)),
         }
     };
-    let settings = Settings { method, rtol: tol, atol: tol, ..Settings::default() };
+    let settings = Settings {
+        method,
+        rtol: tol,
+        atol: tol,
+        ..Settings::default()
+    };
     // Error, sampled at communication points.
     let (mut sys, x0, k) = system();
     let mut integ = make(settings, sys.n_q(), sys.n_c());
@@ -73,5 +82,8 @@ fn theta1_error_follows_the_tolerance_and_implicit_needs_far_fewer_steps() {
     let (err_rn, steps_rn) = run(Method::RosenbrockNystrom, 1e-4, &reference);
     let (err_dp, steps_dp) = run(Method::Dopri5, 1e-4, &reference);
     eprintln!("tol 1e-4: Rosenbrock-Nystrom {steps_rn} steps (error {err_rn:.2e}), Dormand-Prince {steps_dp} steps (error {err_dp:.2e}), ratio {:.0}", steps_dp as f64 / steps_rn as f64);
-    assert!(steps_dp > 20 * steps_rn, "explicit {steps_dp} vs implicit {steps_rn}");
+    assert!(
+        steps_dp > 20 * steps_rn,
+        "explicit {steps_dp} vs implicit {steps_rn}"
+    );
 }

@@ -68,8 +68,16 @@ impl EnumType {
     /// Items `(name, value)`; values start at 1 as FMI 2 requires.
     pub fn items(self) -> Vec<(&'static str, i64)> {
         match self {
-            EnumType::Integrator => Method::ALL.iter().enumerate().map(|(i, m)| (m.name(), i as i64 + 1)).collect(),
-            EnumType::Jacobian => JacobianStrategy::ALL.iter().enumerate().map(|(i, j)| (j.name(), i as i64 + 1)).collect(),
+            EnumType::Integrator => Method::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.name(), i as i64 + 1))
+                .collect(),
+            EnumType::Jacobian => JacobianStrategy::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, j)| (j.name(), i as i64 + 1))
+                .collect(),
         }
     }
 }
@@ -143,9 +151,28 @@ impl VariableTable {
     /// lookup is an index.
     pub fn from_spec(spec: &ModelSpec) -> VariableTable {
         let mut vars: Vec<Variable> = Vec::new();
-        let mut push = |name: String, description: String, causality, variability, initial, var_type, unit: String, start, kind| {
+        let mut push = |name: String,
+                        description: String,
+                        causality,
+                        variability,
+                        initial,
+                        var_type,
+                        unit: String,
+                        start,
+                        kind| {
             let vr = vars.len() as u32;
-            vars.push(Variable { name, value_reference: vr, description, causality, variability, initial, var_type, unit, start, kind });
+            vars.push(Variable {
+                name,
+                value_reference: vr,
+                description,
+                causality,
+                variability,
+                initial,
+                var_type,
+                unit,
+                start,
+                kind,
+            });
         };
         push(
             "time".into(),
@@ -163,7 +190,11 @@ impl VariableTable {
                 p.name.clone(),
                 p.description.clone(),
                 Causality::Parameter,
-                if p.tunable { Variability::Tunable } else { Variability::Fixed },
+                if p.tunable {
+                    Variability::Tunable
+                } else {
+                    Variability::Fixed
+                },
                 Some(Initial::Exact),
                 VarType::Float64,
                 p.unit.clone(),
@@ -178,7 +209,9 @@ impl VariableTable {
                 "Integration method",
                 VarType::Enumeration(EnumType::Integrator),
                 "",
-                StartValue::Int(Method::ALL.iter().position(|m| *m == s.method).unwrap() as i64 + 1),
+                StartValue::Int(
+                    Method::ALL.iter().position(|m| *m == s.method).unwrap() as i64 + 1,
+                ),
                 SolverSetting::Integrator,
             ),
             (
@@ -186,16 +219,60 @@ impl VariableTable {
                 "Iteration-matrix strategy (BDF)",
                 VarType::Enumeration(EnumType::Jacobian),
                 "",
-                StartValue::Int(JacobianStrategy::ALL.iter().position(|j| *j == s.jacobian).unwrap() as i64 + 1),
+                StartValue::Int(
+                    JacobianStrategy::ALL
+                        .iter()
+                        .position(|j| *j == s.jacobian)
+                        .unwrap() as i64
+                        + 1,
+                ),
                 SolverSetting::Jacobian,
             ),
-            ("solver.rtol", "Relative tolerance (overridden by the importer's tolerance)", VarType::Float64, "", StartValue::Float(s.rtol), SolverSetting::Rtol),
-            ("solver.atol", "Absolute tolerance", VarType::Float64, "", StartValue::Float(s.atol), SolverSetting::Atol),
-            ("solver.max_step", "Largest internal step (0: unbounded)", VarType::Float64, "s", StartValue::Float(s.max_step), SolverSetting::MaxStep),
-            ("solver.initial_step", "First internal step (0: automatic)", VarType::Float64, "s", StartValue::Float(s.initial_step), SolverSetting::InitialStep),
+            (
+                "solver.rtol",
+                "Relative tolerance (overridden by the importer's tolerance)",
+                VarType::Float64,
+                "",
+                StartValue::Float(s.rtol),
+                SolverSetting::Rtol,
+            ),
+            (
+                "solver.atol",
+                "Absolute tolerance",
+                VarType::Float64,
+                "",
+                StartValue::Float(s.atol),
+                SolverSetting::Atol,
+            ),
+            (
+                "solver.max_step",
+                "Largest internal step (0: unbounded)",
+                VarType::Float64,
+                "s",
+                StartValue::Float(s.max_step),
+                SolverSetting::MaxStep,
+            ),
+            (
+                "solver.initial_step",
+                "First internal step (0: automatic)",
+                VarType::Float64,
+                "s",
+                StartValue::Float(s.initial_step),
+                SolverSetting::InitialStep,
+            ),
         ];
         for (name, desc, ty, unit, start, setting) in solver {
-            push(name.into(), desc.into(), Causality::Parameter, Variability::Fixed, Some(Initial::Exact), ty, unit.into(), start, VarKind::Solver(setting));
+            push(
+                name.into(),
+                desc.into(),
+                Causality::Parameter,
+                Variability::Fixed,
+                Some(Initial::Exact),
+                ty,
+                unit.into(),
+                start,
+                VarKind::Solver(setting),
+            );
         }
         for (i, u) in spec.inputs.iter().enumerate() {
             push(
@@ -225,19 +302,57 @@ impl VariableTable {
         }
         let stats: [(&str, &str, StatKind); 8] = [
             ("stats.steps", "Accepted internal steps", StatKind::Steps),
-            ("stats.rejected_steps", "Rejected internal steps", StatKind::RejectedSteps),
-            ("stats.f_evals", "Right-hand-side / residual evaluations", StatKind::FEvals),
-            ("stats.jac_evals", "Full Jacobian evaluations", StatKind::JacEvals),
-            ("stats.jac_updates", "Partitioned Jacobian updates", StatKind::JacUpdates),
+            (
+                "stats.rejected_steps",
+                "Rejected internal steps",
+                StatKind::RejectedSteps,
+            ),
+            (
+                "stats.f_evals",
+                "Right-hand-side / residual evaluations",
+                StatKind::FEvals,
+            ),
+            (
+                "stats.jac_evals",
+                "Full Jacobian evaluations",
+                StatKind::JacEvals,
+            ),
+            (
+                "stats.jac_updates",
+                "Partitioned Jacobian updates",
+                StatKind::JacUpdates,
+            ),
             ("stats.lu", "LU factorizations", StatKind::Lu),
-            ("stats.newton_iters", "Newton iterations", StatKind::NewtonIters),
-            ("stats.cpu_time", "CPU time spent inside doStep", StatKind::CpuTime),
+            (
+                "stats.newton_iters",
+                "Newton iterations",
+                StatKind::NewtonIters,
+            ),
+            (
+                "stats.cpu_time",
+                "CPU time spent inside doStep",
+                StatKind::CpuTime,
+            ),
         ];
         for (name, desc, kind) in stats {
-            let (ty, unit) = if kind == StatKind::CpuTime { (VarType::Float64, "s") } else { (VarType::Int64, "") };
+            let (ty, unit) = if kind == StatKind::CpuTime {
+                (VarType::Float64, "s")
+            } else {
+                (VarType::Int64, "")
+            };
             // Discrete: statistics change only at communication points, and FMI forbids
             // continuous integer variables.
-            push(name.into(), desc.into(), Causality::Local, Variability::Discrete, Some(Initial::Calculated), ty, unit.into(), StartValue::None, VarKind::Stat(kind));
+            push(
+                name.into(),
+                desc.into(),
+                Causality::Local,
+                Variability::Discrete,
+                Some(Initial::Calculated),
+                ty,
+                unit.into(),
+                StartValue::None,
+                VarKind::Stat(kind),
+            );
         }
         VariableTable { variables: vars }
     }

@@ -25,7 +25,14 @@ where
     }
     let d = h.finalize();
     let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{{{}-{}-{}-{}-{}}}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{{{}-{}-{}-{}-{}}}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// [`model_token`] of files on disk, in the given order.
@@ -43,11 +50,20 @@ pub fn looks_like_token(s: &str) -> bool {
     b.len() == 38
         && b[0] == b'{'
         && b[37] == b'}'
-        && s[1..37].char_indices().all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() })
+        && s[1..37].char_indices().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        })
 }
 
 /// Convenience for callers holding paths: the model file first, then `others`.
-pub fn model_token_of(model_file: &Path, others: &[PathBuf]) -> Result<String, (PathBuf, std::io::Error)> {
+pub fn model_token_of(
+    model_file: &Path,
+    others: &[PathBuf],
+) -> Result<String, (PathBuf, std::io::Error)> {
     let mut all = vec![model_file.to_path_buf()];
     all.extend(others.iter().filter(|p| p.as_path() != model_file).cloned());
     model_token_of_files(&all)
@@ -69,7 +85,10 @@ mod tests {
         h.update(3u64.to_le_bytes());
         h.update(b"def");
         let d = h.finalize();
-        assert_eq!(&a[1..9], format!("{:02x}{:02x}{:02x}{:02x}", d[0], d[1], d[2], d[3]));
+        assert_eq!(
+            &a[1..9],
+            format!("{:02x}{:02x}{:02x}{:02x}", d[0], d[1], d[2], d[3])
+        );
         assert_ne!(a, model_token([b"abd".as_slice(), b"def".as_slice()]));
         assert_ne!(a, model_token([b"abcd".as_slice(), b"ef".as_slice()]));
         assert_ne!(a, model_token([b"abcdef".as_slice()]));

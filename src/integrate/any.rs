@@ -38,11 +38,19 @@ impl AnyIntegrator {
     ) -> Result<AnyIntegrator, IntegrateError> {
         Ok(match settings.method {
             Method::Bdf => AnyIntegrator::Bdf(Bdf::new(settings, n_q, n_c)),
-            Method::RosenbrockNystrom | Method::WMethod => AnyIntegrator::RosenbrockNystrom(RosenbrockNystrom::new(settings, n_q, n_c)),
+            Method::RosenbrockNystrom | Method::WMethod => {
+                AnyIntegrator::RosenbrockNystrom(RosenbrockNystrom::new(settings, n_q, n_c))
+            }
             Method::Sdirk => AnyIntegrator::Sdirk(Sdirk::new(settings, n_q, n_c)),
-            Method::Trapezoidal | Method::Newmark | Method::Hht | Method::GeneralizedAlpha => AnyIntegrator::Newmark(Newmark::new(settings, n_q, n_c)),
-            Method::LocalLinearization => AnyIntegrator::LocalLinearization(LocalLinearization::new(settings, n_q, n_c)),
-            Method::HalfImplicit => AnyIntegrator::HalfImplicit(HalfImplicit::new(settings, n_q, n_c)),
+            Method::Trapezoidal | Method::Newmark | Method::Hht | Method::GeneralizedAlpha => {
+                AnyIntegrator::Newmark(Newmark::new(settings, n_q, n_c))
+            }
+            Method::LocalLinearization => {
+                AnyIntegrator::LocalLinearization(LocalLinearization::new(settings, n_q, n_c))
+            }
+            Method::HalfImplicit => {
+                AnyIntegrator::HalfImplicit(HalfImplicit::new(settings, n_q, n_c))
+            }
             Method::Dopri5 => AnyIntegrator::Dopri5(Dopri5::new(settings, n_q, n_c)),
         })
     }

@@ -472,7 +472,8 @@ impl Bdf {
                 self.y[i] += self.res[i];
                 self.corr[i] += self.res[i];
             }
-            if dn == 0.0 || negligible || rate.is_some_and(|r| r < 1.0 && r / (1.0 - r) * dn < tol) {
+            if dn == 0.0 || negligible || rate.is_some_and(|r| r < 1.0 && r / (1.0 - r) * dn < tol)
+            {
                 if measured.is_some() {
                     self.rate_prev = measured;
                 }

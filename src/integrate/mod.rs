@@ -23,7 +23,9 @@ pub mod test_systems;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use system::{ConstraintHessians, Excitations, ForceJacobians, Mechanical, MultibodySystem, StepHooks};
+pub use system::{
+    ConstraintHessians, Excitations, ForceJacobians, Mechanical, MultibodySystem, StepHooks,
+};
 
 /// Which integration method. The names are the values of the FMU parameter
 /// `solver.integrator`.
@@ -111,13 +113,18 @@ impl JacobianStrategy {
         }
     }
     pub fn from_name(s: &str) -> Option<JacobianStrategy> {
-        JacobianStrategy::ALL.iter().copied().find(|m| m.name() == s)
+        JacobianStrategy::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
     }
     /// Whether the extended partitioned update (26) is used between full evaluations.
     pub fn extended(self) -> bool {
         matches!(
             self,
-            JacobianStrategy::DenseExtended | JacobianStrategy::SparseExtended | JacobianStrategy::AnalyticExtended
+            JacobianStrategy::DenseExtended
+                | JacobianStrategy::SparseExtended
+                | JacobianStrategy::AnalyticExtended
         )
     }
 }
@@ -189,7 +196,12 @@ impl Stats {
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum IntegrateError {
     #[error("step size {h:e} at t = {t} fell below the minimum {h_min:e} ({reason})")]
-    StepTooSmall { t: f64, h: f64, h_min: f64, reason: String },
+    StepTooSmall {
+        t: f64,
+        h: f64,
+        h_min: f64,
+        reason: String,
+    },
     #[error("Newton iteration failed to converge at t = {t} after {failures} step reductions")]
     NewtonFailed { t: f64, failures: u32 },
     #[error("singular iteration matrix at t = {t}: {what}")]
@@ -207,7 +219,10 @@ impl IntegrateError {
     pub fn is_recoverable(&self) -> bool {
         matches!(
             self,
-            IntegrateError::StepTooSmall { .. } | IntegrateError::NewtonFailed { .. } | IntegrateError::NonFinite { .. } | IntegrateError::Singular { .. }
+            IntegrateError::StepTooSmall { .. }
+                | IntegrateError::NewtonFailed { .. }
+                | IntegrateError::NonFinite { .. }
+                | IntegrateError::Singular { .. }
         )
     }
 }

@@ -36,12 +36,23 @@ pub struct StepController {
 impl StepController {
     /// Elementary (I) controller.
     pub fn elementary() -> Self {
-        StepController { safety: 0.9, min_factor: 0.2, max_factor: 5.0, beta1: 1.0, beta2: 0.0, err_prev: 1.0 }
+        StepController {
+            safety: 0.9,
+            min_factor: 0.2,
+            max_factor: 5.0,
+            beta1: 1.0,
+            beta2: 0.0,
+            err_prev: 1.0,
+        }
     }
 
     /// PI controller (Gustafsson), β1 = 0.7, β2 = 0.4.
     pub fn pi() -> Self {
-        StepController { beta1: 0.7, beta2: 0.4, ..Self::elementary() }
+        StepController {
+            beta1: 0.7,
+            beta2: 0.4,
+            ..Self::elementary()
+        }
     }
 
     /// Factor for the next step given the scaled error `err` (≤ 1 accepts) of a method whose
@@ -69,12 +80,28 @@ impl StepController {
 
 /// The first step size by the Hairer–Wanner heuristic: `h = 0.01 · ‖y‖ / ‖y'‖` (weighted), at
 /// most `h_max`, at least `1e-10·max(1,|t|)`. `y`, `dy` the state and its derivative.
-pub fn initial_step_size(t: f64, y: &[f64], dy: &[f64], rtol: f64, atol: f64, order: u32, h_max: f64) -> f64 {
+pub fn initial_step_size(
+    t: f64,
+    y: &[f64],
+    dy: &[f64],
+    rtol: f64,
+    atol: f64,
+    order: u32,
+    h_max: f64,
+) -> f64 {
     let d0 = weighted_rms_norm(y, y, y, rtol, atol);
     let d1 = weighted_rms_norm(dy, y, y, rtol, atol);
-    let h0 = if d0 < 1e-5 || d1 < 1e-5 { 1e-6 } else { 0.01 * d0 / d1 };
+    let h0 = if d0 < 1e-5 || d1 < 1e-5 {
+        1e-6
+    } else {
+        0.01 * d0 / d1
+    };
     // Second derivative unknown here: use the first-order estimate with the order's root.
-    let h1 = if d1 <= 1e-15 { (1e-6f64).max(h0 * 1e-3) } else { (0.01 / d1).powf(1.0 / (order as f64 + 1.0)) };
+    let h1 = if d1 <= 1e-15 {
+        (1e-6f64).max(h0 * 1e-3)
+    } else {
+        (0.01 / d1).powf(1.0 / (order as f64 + 1.0))
+    };
     let h = h0.min(h1.max(h0 * 1e-2)).min(100.0 * h0);
     let h_floor = 1e-10 * t.abs().max(1.0);
     let h = if h_max > 0.0 { h.min(h_max) } else { h };
@@ -87,7 +114,13 @@ mod tests {
 
     #[test]
     fn norm_is_one_at_the_tolerance() {
-        let n = weighted_rms_norm(&[1e-6 + 1e-3 * 2.0, 1e-6 + 1e-3 * 2.0], &[2.0, -2.0], &[1.0, 0.0], 1e-3, 1e-6);
+        let n = weighted_rms_norm(
+            &[1e-6 + 1e-3 * 2.0, 1e-6 + 1e-3 * 2.0],
+            &[2.0, -2.0],
+            &[1.0, 0.0],
+            1e-3,
+            1e-6,
+        );
         assert!((n - 1.0).abs() < 1e-12);
     }
 

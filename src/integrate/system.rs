@@ -58,7 +58,13 @@ pub trait ForceJacobians: Mechanical {
 /// Second-order constraint terms, for Newton iterations on index-3 / augmented forms.
 pub trait ConstraintHessians: Mechanical {
     /// `∂(Φ_qᵀ λ)/∂q`, `n_q × n_q`, fully overwritten.
-    fn constraint_force_jacobian(&mut self, t: f64, q: &[f64], lambda: &[f64], out: &mut DMatrix<f64>);
+    fn constraint_force_jacobian(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        lambda: &[f64],
+        out: &mut DMatrix<f64>,
+    );
     /// `∂(M(q) a)/∂q`, `n_q × n_q`, fully overwritten (zero when `M` is constant).
     fn mass_times_accel_jacobian(&mut self, t: f64, q: &[f64], a: &[f64], out: &mut DMatrix<f64>);
 }
@@ -91,5 +97,11 @@ pub trait StepHooks: Mechanical {
 }
 
 /// Everything an integrator may use. Blanket-implemented.
-pub trait MultibodySystem: Mechanical + ForceJacobians + ConstraintHessians + Excitations + StepHooks {}
-impl<T: Mechanical + ForceJacobians + ConstraintHessians + Excitations + StepHooks> MultibodySystem for T {}
+pub trait MultibodySystem:
+    Mechanical + ForceJacobians + ConstraintHessians + Excitations + StepHooks
+{
+}
+impl<T: Mechanical + ForceJacobians + ConstraintHessians + Excitations + StepHooks> MultibodySystem
+    for T
+{
+}

@@ -24,7 +24,16 @@ pub struct CartesianChain {
 
 impl CartesianChain {
     pub fn new(n: usize, ax: f64, ay: f64, omega: f64) -> Self {
-        CartesianChain { n, m: 1.0, l: 1.0, g: 9.81, ax, ay, omega, offset: [0.0; 2] }
+        CartesianChain {
+            n,
+            m: 1.0,
+            l: 1.0,
+            g: 9.81,
+            ax,
+            ay,
+            omega,
+            offset: [0.0; 2],
+        }
     }
 
     /// The paper's excitation: amplitudes 0.3 / 0.2 m at ω = 2π·0.05 rad/s.
@@ -37,7 +46,10 @@ impl CartesianChain {
         let (s, c) = (self.omega * t).sin_cos();
         let w = self.omega;
         [
-            [2.0 + self.ax * s + self.offset[0], self.ay * s + self.offset[1]],
+            [
+                2.0 + self.ax * s + self.offset[0],
+                self.ay * s + self.offset[1],
+            ],
             [self.ax * w * c, self.ay * w * c],
             [-self.ax * w * w * s, -self.ay * w * w * s],
         ]
@@ -74,7 +86,10 @@ impl CartesianChain {
         let mut phi_t = vec![0.0; n];
         self.constraint_time_derivative(t, &q, &mut phi_t);
         let jjt = &jac * jac.transpose();
-        let mu = jjt.lu().solve(&(-DVector::from_vec(phi_t))).expect("chain Jacobian has full rank");
+        let mu = jjt
+            .lu()
+            .solve(&(-DVector::from_vec(phi_t)))
+            .expect("chain Jacobian has full rank");
         let v = (jac.transpose() * mu).as_slice().to_vec();
         let lambda = saddle_point_multipliers(self, t, &q, &v);
         MechState { t, q, v, lambda }
@@ -82,12 +97,22 @@ impl CartesianChain {
 }
 
 /// Accelerations' multipliers from `[M Φqᵀ; Φq 0] [a; λ] = [f; γ]` (dense, for tests).
-pub fn saddle_point_multipliers<S: Mechanical + ?Sized>(sys: &mut S, t: f64, q: &[f64], v: &[f64]) -> Vec<f64> {
+pub fn saddle_point_multipliers<S: Mechanical + ?Sized>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+) -> Vec<f64> {
     saddle_point_solve(sys, t, q, v).1
 }
 
 /// Accelerations and multipliers from the saddle-point system (dense, for tests).
-pub fn saddle_point_solve<S: Mechanical + ?Sized>(sys: &mut S, t: f64, q: &[f64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
+pub fn saddle_point_solve<S: Mechanical + ?Sized>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+) -> (Vec<f64>, Vec<f64>) {
     let (nq, nc) = (sys.n_q(), sys.n_c());
     let mut m = DMatrix::zeros(nq, nq);
     let mut jac = DMatrix::zeros(nc, nq);
@@ -103,7 +128,10 @@ pub fn saddle_point_solve<S: Mechanical + ?Sized>(sys: &mut S, t: f64, q: &[f64]
     a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
     let rhs = DVector::from_iterator(nq + nc, f.iter().chain(gamma.iter()).copied());
     let x = a.lu().solve(&rhs).expect("saddle-point matrix is regular");
-    (x.rows(0, nq).as_slice().to_vec(), x.rows(nq, nc).as_slice().to_vec())
+    (
+        x.rows(0, nq).as_slice().to_vec(),
+        x.rows(nq, nc).as_slice().to_vec(),
+    )
 }
 
 impl Mechanical for CartesianChain {
@@ -162,14 +190,27 @@ impl Mechanical for CartesianChain {
 }
 
 impl ForceJacobians for CartesianChain {
-    fn force_jacobians(&mut self, _t: f64, _q: &[f64], _v: &[f64], df_dq: &mut DMatrix<f64>, df_dv: &mut DMatrix<f64>) {
+    fn force_jacobians(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _v: &[f64],
+        df_dq: &mut DMatrix<f64>,
+        df_dv: &mut DMatrix<f64>,
+    ) {
         df_dq.fill(0.0);
         df_dv.fill(0.0);
     }
 }
 
 impl ConstraintHessians for CartesianChain {
-    fn constraint_force_jacobian(&mut self, _t: f64, _q: &[f64], lambda: &[f64], out: &mut DMatrix<f64>) {
+    fn constraint_force_jacobian(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        lambda: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
         out.fill(0.0);
         for k in 1..=self.n {
             let l = lambda[k - 1];
@@ -184,7 +225,13 @@ impl ConstraintHessians for CartesianChain {
             }
         }
     }
-    fn mass_times_accel_jacobian(&mut self, _t: f64, _q: &[f64], _a: &[f64], out: &mut DMatrix<f64>) {
+    fn mass_times_accel_jacobian(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _a: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
         out.fill(0.0);
     }
 }
@@ -216,7 +263,10 @@ pub struct Oscillator {
 
 impl Oscillator {
     pub fn exact(&self, x0: f64, v0: f64, t: f64) -> (f64, f64) {
-        assert!(self.c == 0.0, "closed form only for the undamped oscillator");
+        assert!(
+            self.c == 0.0,
+            "closed form only for the undamped oscillator"
+        );
         let w = (self.k / self.m).sqrt();
         let (s, c) = (w * t).sin_cos();
         (x0 * c + v0 / w * s, -x0 * w * s + v0 * c)
@@ -243,17 +293,36 @@ impl Mechanical for Oscillator {
 }
 
 impl ForceJacobians for Oscillator {
-    fn force_jacobians(&mut self, _t: f64, _q: &[f64], _v: &[f64], df_dq: &mut DMatrix<f64>, df_dv: &mut DMatrix<f64>) {
+    fn force_jacobians(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _v: &[f64],
+        df_dq: &mut DMatrix<f64>,
+        df_dv: &mut DMatrix<f64>,
+    ) {
         df_dq[(0, 0)] = -self.k;
         df_dv[(0, 0)] = -self.c;
     }
 }
 
 impl ConstraintHessians for Oscillator {
-    fn constraint_force_jacobian(&mut self, _t: f64, _q: &[f64], _lambda: &[f64], out: &mut DMatrix<f64>) {
+    fn constraint_force_jacobian(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _lambda: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
         out.fill(0.0);
     }
-    fn mass_times_accel_jacobian(&mut self, _t: f64, _q: &[f64], _a: &[f64], out: &mut DMatrix<f64>) {
+    fn mass_times_accel_jacobian(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _a: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
         out.fill(0.0);
     }
 }
@@ -315,12 +384,24 @@ mod tests {
         let mut gamma = vec![0.0; nc];
         sys.acceleration_rhs(t, &q, &v, &mut gamma);
         let hh = 1e-4;
-        let path = |s: f64| -> Vec<f64> { (0..nq).map(|j| q[j] + v[j] * s + 0.5 * a[j] * s * s).collect() };
-        let (p0, pp, pm) = (phi_at(&mut sys, t, &path(0.0)), phi_at(&mut sys, t + hh, &path(hh)), phi_at(&mut sys, t - hh, &path(-hh)));
+        let path = |s: f64| -> Vec<f64> {
+            (0..nq)
+                .map(|j| q[j] + v[j] * s + 0.5 * a[j] * s * s)
+                .collect()
+        };
+        let (p0, pp, pm) = (
+            phi_at(&mut sys, t, &path(0.0)),
+            phi_at(&mut sys, t + hh, &path(hh)),
+            phi_at(&mut sys, t - hh, &path(-hh)),
+        );
         let ja = &jac * DVector::from_vec(a.clone());
         for i in 0..nc {
             let second = (pp[i] - 2.0 * p0[i] + pm[i]) / (hh * hh);
-            assert!((second - (ja[i] - gamma[i])).abs() < 1e-5, "row {i}: {second} vs {}", ja[i] - gamma[i]);
+            assert!(
+                (second - (ja[i] - gamma[i])).abs() < 1e-5,
+                "row {i}: {second} vs {}",
+                ja[i] - gamma[i]
+            );
         }
         // ∂(Φqᵀλ)/∂q.
         let lambda = [1.5, -0.7, 2.2];

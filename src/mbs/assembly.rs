@@ -18,7 +18,10 @@ const POS_TOL: f64 = 1e-12;
 const MAX_ITER: usize = 60;
 
 fn fail(sys: &System, message: String) -> ModelError {
-    ModelError::Assembly { file: sys.spec().source_files.first().cloned().unwrap_or_default(), message }
+    ModelError::Assembly {
+        file: sys.spec().source_files.first().cloned().unwrap_or_default(),
+        message,
+    }
 }
 
 /// Residual and Jacobian of all rows (temporarily activating all of them).
@@ -36,12 +39,20 @@ fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DMatrix<f64>)
 fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
     let svd = jac.clone().svd(true, true);
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
-    svd.solve(rhs, 1e-10 * smax.max(1e-300)).unwrap_or_else(|_| DVector::zeros(jac.ncols()))
+    svd.solve(rhs, 1e-10 * smax.max(1e-300))
+        .unwrap_or_else(|_| DVector::zeros(jac.ncols()))
 }
 
 /// Damped Gauss–Newton on `Φ(q) − (1 − s) r0 = 0` from `q`, tracking angle branches after
 /// every iterate. Returns whether it converged.
-fn gauss_newton(sys: &mut System, t: f64, q: &mut [f64], r0: &DVector<f64>, s: f64, tol: f64) -> bool {
+fn gauss_newton(
+    sys: &mut System,
+    t: f64,
+    q: &mut [f64],
+    r0: &DVector<f64>,
+    s: f64,
+    tol: f64,
+) -> bool {
     let target = |phi: DVector<f64>| phi - r0 * (1.0 - s);
     let (phi, mut jac) = all_rows(sys, t, q);
     let mut res = target(phi);
@@ -107,7 +118,12 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
     let (phi, _) = all_rows(sys, t, q);
     let mut worst: Vec<(f64, usize)> = phi.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let names: Vec<String> = worst.iter().take(4).filter(|w| w.0 > 1e-9).map(|w| format!("{} (residual {:.3e})", sys.all_row_label(w.1), w.0)).collect();
+    let names: Vec<String> = worst
+        .iter()
+        .take(4)
+        .filter(|w| w.0 > 1e-9)
+        .map(|w| format!("{} (residual {:.3e})", sys.all_row_label(w.1), w.0))
+        .collect();
     Err(fail(sys, format!("the model cannot be assembled at t = {t}: the constraints have no common solution near the initial positions; largest residuals: {}", names.join("; "))))
 }
 
@@ -143,7 +159,10 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
     assemble_positions(sys, t0, &mut q)?;
     let (_, jac) = all_rows(sys, t0, &q);
     let (keep, drop) = independent_rows(&jac);
-    let dropped: Vec<String> = drop.iter().map(|&i| sys.all_row_label(i).to_string()).collect();
+    let dropped: Vec<String> = drop
+        .iter()
+        .map(|&i| sys.all_row_label(i).to_string())
+        .collect();
     sys.set_active_rows(keep, dropped);
     sys.track_angles(&q, t0);
     if sys.spec().initialization == super::spec::Initialization::Static {
@@ -154,7 +173,12 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
     let (_, lambda) = sys.accelerations(t0, &q, &v)?;
     let mut phi = vec![0.0; sys.n_c()];
     sys.constraints(t0, &q, &mut phi);
-    let maxdiff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let maxdiff = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
     sys.report = Some(super::system::AssemblyReport {
         n_coordinates: sys.n_q(),
         n_equations: sys.all_rows_count(),
@@ -166,11 +190,21 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         max_velocity_change: maxdiff(&v, &v_given),
         final_residual: phi.iter().fold(0.0, |m, x| m.max(x.abs())),
     });
-    Ok(MechState { t: t0, q, v, lambda })
+    Ok(MechState {
+        t: t0,
+        q,
+        v,
+        lambda,
+    })
 }
 
 /// Minimal-norm velocity correction onto `Φ_q v + Φ_t = 0`.
-pub fn project_velocities(sys: &mut System, t: f64, q: &[f64], v: &mut [f64]) -> Result<(), ModelError> {
+pub fn project_velocities(
+    sys: &mut System,
+    t: f64,
+    q: &[f64],
+    v: &mut [f64],
+) -> Result<(), ModelError> {
     let (nq, nc) = (sys.n_q(), sys.n_c());
     if nc == 0 {
         return Ok(());
@@ -194,7 +228,13 @@ fn static_equilibrium(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
     let mut f = vec![0.0; nq];
     let mut phi = vec![0.0; nc];
     let mut jac = DMatrix::zeros(nc, nq);
-    let residual = |sys: &mut System, q: &[f64], lambda: &DVector<f64>, f: &mut Vec<f64>, phi: &mut Vec<f64>, jac: &mut DMatrix<f64>| -> DVector<f64> {
+    let residual = |sys: &mut System,
+                    q: &[f64],
+                    lambda: &DVector<f64>,
+                    f: &mut Vec<f64>,
+                    phi: &mut Vec<f64>,
+                    jac: &mut DMatrix<f64>|
+     -> DVector<f64> {
         sys.forces(t, q, &zeros, f);
         sys.constraints(t, q, phi);
         sys.constraint_jacobian(t, q, jac);

@@ -32,7 +32,11 @@ pub enum ModelError {
     Syntax { at: Location, message: String },
     /// A semantic problem with one element: dangling reference, non-physical value, ...
     #[error("{at}: {element}: {message}")]
-    Element { at: Location, element: String, message: String },
+    Element {
+        at: Location,
+        element: String,
+        message: String,
+    },
     /// A model that loads but cannot be assembled (over/under-determined, no consistent state).
     #[error("{file}: {message}")]
     Assembly { file: PathBuf, message: String },

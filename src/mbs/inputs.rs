@@ -13,14 +13,21 @@ pub struct InputSegment {
 
 impl InputSegment {
     pub fn constant(t0: f64, value: f64) -> Self {
-        InputSegment { t0, coeffs: [value, 0.0, 0.0, 0.0] }
+        InputSegment {
+            t0,
+            coeffs: [value, 0.0, 0.0, 0.0],
+        }
     }
 
     /// Value, first and second time derivative at `t`.
     pub fn eval(&self, t: f64) -> [f64; 3] {
         let s = t - self.t0;
         let [c0, c1, c2, c3] = self.coeffs;
-        [c0 + s * (c1 + s * (c2 + s * c3)), c1 + s * (2.0 * c2 + s * 3.0 * c3), 2.0 * c2 + 6.0 * c3 * s]
+        [
+            c0 + s * (c1 + s * (c2 + s * c3)),
+            c1 + s * (2.0 * c2 + s * 3.0 * c3),
+            2.0 * c2 + 6.0 * c3 * s,
+        ]
     }
 }
 
@@ -32,7 +39,12 @@ pub struct InputSignals {
 
 impl InputSignals {
     pub fn new(starts: &[f64]) -> Self {
-        InputSignals { segments: starts.iter().map(|&u| InputSegment::constant(0.0, u)).collect() }
+        InputSignals {
+            segments: starts
+                .iter()
+                .map(|&u| InputSegment::constant(0.0, u))
+                .collect(),
+        }
     }
 
     pub fn eval(&self, i: usize, t: f64) -> [f64; 3] {
@@ -46,7 +58,10 @@ mod tests {
 
     #[test]
     fn cubic_segment_derivatives_match_finite_differences() {
-        let seg = InputSegment { t0: 1.0, coeffs: [0.5, -2.0, 3.0, 0.7] };
+        let seg = InputSegment {
+            t0: 1.0,
+            coeffs: [0.5, -2.0, 3.0, 0.7],
+        };
         let h = 1e-6;
         let t = 1.3;
         let [u, du, ddu] = seg.eval(t);

@@ -39,7 +39,11 @@ impl Layout {
                 BodyKind::Particle => 3,
             };
         }
-        Layout { offsets, kinds: kinds.to_vec(), n_q: n }
+        Layout {
+            offsets,
+            kinds: kinds.to_vec(),
+            n_q: n,
+        }
     }
     pub fn is_rigid(&self, b: usize) -> bool {
         self.kinds[b] == BodyKind::Rigid
@@ -79,7 +83,9 @@ impl Snapshot {
                 let p = Vector4::new(q[o + 3], q[o + 4], q[o + 5], q[o + 6]);
                 self.p[b] = p;
                 self.a[b] = super::math::rot(&p);
-                self.pd[b] = v.map_or(Vector4::zeros(), |v| Vector4::new(v[o + 3], v[o + 4], v[o + 5], v[o + 6]));
+                self.pd[b] = v.map_or(Vector4::zeros(), |v| {
+                    Vector4::new(v[o + 3], v[o + 4], v[o + 5], v[o + 6])
+                });
             }
         }
     }
@@ -93,15 +99,26 @@ pub enum QDef {
     /// A direction fixed in a body (body coordinates).
     Vector(BodyRef, Vector3<f64>),
     /// `to − from`, two points.
-    Diff { from: (BodyRef, Vector3<f64>), to: (BodyRef, Vector3<f64>) },
+    Diff {
+        from: (BodyRef, Vector3<f64>),
+        to: (BodyRef, Vector3<f64>),
+    },
 }
 
 /// One body's contribution to a quantity's Jacobian: `sign · I` on `r`, or `sign · B(p, s')`
 /// on `p`.
 #[derive(Debug, Clone, Copy)]
 enum Part {
-    R { col: usize, sign: f64 },
-    P { col: usize, sign: f64, local: Vector3<f64>, b: nalgebra::Matrix3x4<f64> },
+    R {
+        col: usize,
+        sign: f64,
+    },
+    P {
+        col: usize,
+        sign: f64,
+        local: Vector3<f64>,
+        b: nalgebra::Matrix3x4<f64>,
+    },
 }
 
 /// A quantity evaluated: value, velocity, convective acceleration, explicit time derivatives,
@@ -119,28 +136,61 @@ pub struct QVal {
 
 impl QVal {
     fn constant(x: Vector3<f64>) -> QVal {
-        QVal { x, xd: Vector3::zeros(), conv: Vector3::zeros(), x_t: Vector3::zeros(), parts: [None; 4] }
+        QVal {
+            x,
+            xd: Vector3::zeros(),
+            conv: Vector3::zeros(),
+            x_t: Vector3::zeros(),
+            parts: [None; 4],
+        }
     }
 }
 
-fn eval_point(layout: &Layout, s: &Snapshot, body: BodyRef, local: &Vector3<f64>, sign: f64, with_vel: bool) -> QVal {
+fn eval_point(
+    layout: &Layout,
+    s: &Snapshot,
+    body: BodyRef,
+    local: &Vector3<f64>,
+    sign: f64,
+    with_vel: bool,
+) -> QVal {
     match body {
         BodyRef::Ground => QVal::constant(sign * local),
         BodyRef::Frame(f) => {
             let [pos, vel, acc] = s.frame[f];
-            QVal { x: sign * (pos + local), xd: sign * vel, conv: sign * acc, x_t: sign * vel, parts: [None; 4] }
+            QVal {
+                x: sign * (pos + local),
+                xd: sign * vel,
+                conv: sign * acc,
+                x_t: sign * vel,
+                parts: [None; 4],
+            }
         }
         BodyRef::Body(b) => {
             let o = layout.offsets[b];
             if layout.is_rigid(b) {
                 let bm = b_mat(&s.p[b], local);
-                let bd = if with_vel { b_mat(&s.pd[b], local) } else { nalgebra::Matrix3x4::zeros() };
+                let bd = if with_vel {
+                    b_mat(&s.pd[b], local)
+                } else {
+                    nalgebra::Matrix3x4::zeros()
+                };
                 QVal {
                     x: sign * (s.r[b] + s.a[b] * local),
                     xd: sign * (s.rd[b] + bm * s.pd[b]),
                     conv: sign * (bd * s.pd[b]),
                     x_t: Vector3::zeros(),
-                    parts: [Some(Part::R { col: o, sign }), Some(Part::P { col: o + 3, sign, local: *local, b: bm }), None, None],
+                    parts: [
+                        Some(Part::R { col: o, sign }),
+                        Some(Part::P {
+                            col: o + 3,
+                            sign,
+                            local: *local,
+                            b: bm,
+                        }),
+                        None,
+                        None,
+                    ],
                 }
             } else {
                 QVal {
@@ -155,7 +205,13 @@ fn eval_point(layout: &Layout, s: &Snapshot, body: BodyRef, local: &Vector3<f64>
     }
 }
 
-fn eval_vector(layout: &Layout, s: &Snapshot, body: BodyRef, local: &Vector3<f64>, with_vel: bool) -> QVal {
+fn eval_vector(
+    layout: &Layout,
+    s: &Snapshot,
+    body: BodyRef,
+    local: &Vector3<f64>,
+    with_vel: bool,
+) -> QVal {
     match body {
         BodyRef::Ground | BodyRef::Frame(_) => QVal::constant(*local),
         BodyRef::Body(b) => {
@@ -163,13 +219,27 @@ fn eval_vector(layout: &Layout, s: &Snapshot, body: BodyRef, local: &Vector3<f64
                 return QVal::constant(*local);
             }
             let bm = b_mat(&s.p[b], local);
-            let bd = if with_vel { b_mat(&s.pd[b], local) } else { nalgebra::Matrix3x4::zeros() };
+            let bd = if with_vel {
+                b_mat(&s.pd[b], local)
+            } else {
+                nalgebra::Matrix3x4::zeros()
+            };
             QVal {
                 x: s.a[b] * local,
                 xd: bm * s.pd[b],
                 conv: bd * s.pd[b],
                 x_t: Vector3::zeros(),
-                parts: [Some(Part::P { col: layout.offsets[b] + 3, sign: 1.0, local: *local, b: bm }), None, None, None],
+                parts: [
+                    Some(Part::P {
+                        col: layout.offsets[b] + 3,
+                        sign: 1.0,
+                        local: *local,
+                        b: bm,
+                    }),
+                    None,
+                    None,
+                    None,
+                ],
             }
         }
     }
@@ -188,7 +258,13 @@ pub fn eval_quantity(layout: &Layout, s: &Snapshot, q: &QDef, with_vel: bool) ->
                 parts[k] = Some(*p);
                 k += 1;
             }
-            QVal { x: a.x + b.x, xd: a.xd + b.xd, conv: a.conv + b.conv, x_t: a.x_t + b.x_t, parts }
+            QVal {
+                x: a.x + b.x,
+                xd: a.xd + b.xd,
+                conv: a.conv + b.conv,
+                x_t: a.x_t + b.x_t,
+                parts,
+            }
         }
     }
 }
@@ -205,7 +281,12 @@ pub enum Coord {
     /// `|d|`.
     Norm(QDef),
     /// `atan2(y1 · x2, x1 · x2)` on the branch nearest the tracked reference `slot`.
-    Angle { x1: QDef, y1: QDef, x2: QDef, slot: usize },
+    Angle {
+        x1: QDef,
+        y1: QDef,
+        x2: QDef,
+        slot: usize,
+    },
 }
 
 /// What to compute.
@@ -241,11 +322,13 @@ impl CoordVal {
     /// Local coordinates → global: `(local index, global column)`.
     pub fn columns(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         let mut base = 0;
-        self.blocks[..self.n_blocks].iter().flat_map(move |&(col, len)| {
-            let b = base;
-            base += len;
-            (0..len).map(move |k| (b + k, col + k))
-        })
+        self.blocks[..self.n_blocks]
+            .iter()
+            .flat_map(move |&(col, len)| {
+                let b = base;
+                base += len;
+                (0..len).map(move |k| (b + k, col + k))
+            })
     }
 
     /// Number of local coordinates in use.
@@ -276,7 +359,13 @@ impl QForm {
     fn new(qs: &[QVal], val: f64) -> QForm {
         let mut arr = [qs[0]; 4];
         arr[..qs.len()].copy_from_slice(qs);
-        QForm { qs: arr, n: qs.len(), val, g: [Vector3::zeros(); 4], h: [[Matrix3::zeros(); 4]; 4] }
+        QForm {
+            qs: arr,
+            n: qs.len(),
+            val,
+            g: [Vector3::zeros(); 4],
+            h: [[Matrix3::zeros(); 4]; 4],
+        }
     }
 }
 
@@ -331,7 +420,11 @@ fn form(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], with_vel: bo
             // θ(s, c): θ_s = c/r², θ_c = −s/r², θ_ss = −2cs/r⁴, θ_cc = 2cs/r⁴, θ_sc = (s²−c²)/r⁴.
             let (ts, tc) = (c_ / r2, -s_ / r2);
             let r4 = r2 * r2;
-            let (tss, tcc, tsc) = (-2.0 * c_ * s_ / r4, 2.0 * c_ * s_ / r4, (s_ * s_ - c_ * c_) / r4);
+            let (tss, tcc, tsc) = (
+                -2.0 * c_ * s_ / r4,
+                2.0 * c_ * s_ / r4,
+                (s_ * s_ - c_ * c_) / r4,
+            );
             // ∇s: (0, x2, y1); ∇c: (x2, 0, x1), over quantities (x1, y1, x2).
             let gs = [Vector3::zeros(), q[2].x, q[1].x];
             let gc = [q[2].x, Vector3::zeros(), q[0].x];
@@ -356,7 +449,14 @@ fn form(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], with_vel: bo
 
 /// Evaluate a scalar coordinate. `v` is needed for `rate`/`conv` (pass zeros otherwise);
 /// `refs` are the angle branch references.
-pub fn eval_coord(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], v: Option<&[f64]>, level: Level) -> CoordVal {
+pub fn eval_coord(
+    layout: &Layout,
+    s: &Snapshot,
+    coord: &Coord,
+    refs: &[f64],
+    v: Option<&[f64]>,
+    level: Level,
+) -> CoordVal {
     let f = form(layout, s, coord, refs, v.is_some());
     // Local blocks, deduplicated.
     let mut blocks = [(0usize, 0usize); 4];
@@ -432,7 +532,10 @@ pub fn eval_coord(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], v:
                 hess += jac[m].transpose() * hmn * jac[n];
             }
             for p in f.qs[m].parts.iter().flatten() {
-                if let Part::P { col, sign, local, .. } = p {
+                if let Part::P {
+                    col, sign, local, ..
+                } = p
+                {
                     let l = local_start(*col);
                     let mut view = hess.fixed_view_mut::<4, 4>(l, l);
                     view += *sign * bt_w_jacobian(local, &f.g[m]);
@@ -440,7 +543,17 @@ pub fn eval_coord(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], v:
             }
         }
     }
-    CoordVal { val: f.val, rate, xi_t, conv, grad, grad_t, hess, blocks, n_blocks: nb }
+    CoordVal {
+        val: f.val,
+        rate,
+        xi_t,
+        conv,
+        grad,
+        grad_t,
+        hess,
+        blocks,
+        n_blocks: nb,
+    }
 }
 
 /// The raw (unbranched) value of an angle coordinate, for updating its branch reference.

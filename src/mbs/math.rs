@@ -42,7 +42,8 @@ pub fn b_mat(p: &Vector4<f64>, a: &Vector3<f64>) -> Matrix3x4<f64> {
     let m = Matrix3::identity() * p[0] + skew(&e);
     let mut b = Matrix3x4::zeros();
     b.set_column(0, &(2.0 * m * a));
-    b.fixed_view_mut::<3, 3>(0, 1).copy_from(&(2.0 * (e * a.transpose() - m * skew(a))));
+    b.fixed_view_mut::<3, 3>(0, 1)
+        .copy_from(&(2.0 * (e * a.transpose() - m * skew(a))));
     b
 }
 
@@ -96,7 +97,9 @@ mod tests {
         let p = sample_p();
         let a = rot(&p);
         assert!((a * a.transpose() - Matrix3::identity()).norm() < 1e-14);
-        let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(p[0], p[1], p[2], p[3]));
+        let q = nalgebra::UnitQuaternion::from_quaternion(nalgebra::Quaternion::new(
+            p[0], p[1], p[2], p[3],
+        ));
         assert!((q.to_rotation_matrix().matrix() - a).norm() < 1e-14);
         assert!((e_mat(&p) * g_mat(&p).transpose() - a).norm() < 1e-14);
     }
@@ -133,7 +136,8 @@ mod tests {
         let t = 0.4;
         let h = 1e-6;
         let p = quat_axis_angle(&axis, w * t);
-        let pd = (quat_axis_angle(&axis, w * (t + h)) - quat_axis_angle(&axis, w * (t - h))) / (2.0 * h);
+        let pd =
+            (quat_axis_angle(&axis, w * (t + h)) - quat_axis_angle(&axis, w * (t - h))) / (2.0 * h);
         assert!((2.0 * e_mat(&p) * pd - axis * w).norm() < 1e-8);
         assert!((2.0 * g_mat(&p) * pd - rot(&p).transpose() * axis * w).norm() < 1e-8);
     }

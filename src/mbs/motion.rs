@@ -37,7 +37,11 @@ impl Spline {
                 m[i] = d[i] - c[i] * m[i + 1];
             }
         }
-        Spline { x: x.to_vec(), y: y.to_vec(), m }
+        Spline {
+            x: x.to_vec(),
+            y: y.to_vec(),
+            m,
+        }
     }
 
     /// Value, first and second derivative.
@@ -49,15 +53,21 @@ impl Spline {
         if t >= self.x[n - 1] {
             return [self.y[n - 1], 0.0, 0.0];
         }
-        let i = match self.x.binary_search_by(|v| v.partial_cmp(&t).unwrap_or(std::cmp::Ordering::Less)) {
+        let i = match self
+            .x
+            .binary_search_by(|v| v.partial_cmp(&t).unwrap_or(std::cmp::Ordering::Less))
+        {
             Ok(i) => i.min(n - 2),
             Err(i) => i - 1,
         };
         let h = self.x[i + 1] - self.x[i];
         let (a, b) = ((self.x[i + 1] - t) / h, (t - self.x[i]) / h);
         let (mi, mj) = (self.m[i], self.m[i + 1]);
-        let val = a * self.y[i] + b * self.y[i + 1] + ((a * a * a - a) * mi + (b * b * b - b) * mj) * h * h / 6.0;
-        let d1 = (self.y[i + 1] - self.y[i]) / h - (3.0 * a * a - 1.0) * h / 6.0 * mi + (3.0 * b * b - 1.0) * h / 6.0 * mj;
+        let val = a * self.y[i]
+            + b * self.y[i + 1]
+            + ((a * a * a - a) * mi + (b * b * b - b) * mj) * h * h / 6.0;
+        let d1 = (self.y[i + 1] - self.y[i]) / h - (3.0 * a * a - 1.0) * h / 6.0 * mi
+            + (3.0 * b * b - 1.0) * h / 6.0 * mj;
         let d2 = a * mi + b * mj;
         [val, d1, d2]
     }
@@ -78,7 +88,11 @@ impl MotionSlot {
             Motion::Table { t, values, .. } => Some(Spline::new(t, values)),
             _ => None,
         };
-        MotionSlot { motion: motion.clone(), spline, offset: 0.0 }
+        MotionSlot {
+            motion: motion.clone(),
+            spline,
+            offset: 0.0,
+        }
     }
 
     /// Whether the slot varies in time (an excitation).
@@ -92,7 +106,11 @@ impl MotionSlot {
         let mut out = match &self.motion {
             Motion::Input(i) => inputs.eval(*i, t),
             Motion::Constant(c) => [p(c), 0.0, 0.0],
-            Motion::Ramp { initial, slope, start } => {
+            Motion::Ramp {
+                initial,
+                slope,
+                start,
+            } => {
                 let (i0, k, t0) = (p(initial), p(slope), p(start));
                 if t > t0 {
                     [i0 + k * (t - t0), k, 0.0]
@@ -100,13 +118,23 @@ impl MotionSlot {
                     [i0, 0.0, 0.0]
                 }
             }
-            Motion::Sine { offset, amplitude, frequency, phase } => {
+            Motion::Sine {
+                offset,
+                amplitude,
+                frequency,
+                phase,
+            } => {
                 let w = 2.0 * PI * p(frequency);
                 let a = p(amplitude);
                 let (s, c) = (w * t + p(phase)).sin_cos();
                 [p(offset) + a * s, a * w * c, -a * w * w * s]
             }
-            Motion::SmoothStep { initial, final_value, start, duration } => {
+            Motion::SmoothStep {
+                initial,
+                final_value,
+                start,
+                duration,
+            } => {
                 let (i0, f, t0, dt) = (p(initial), p(final_value), p(start), p(duration));
                 if t <= t0 {
                     [i0, 0.0, 0.0]
@@ -116,7 +144,11 @@ impl MotionSlot {
                     let x = PI * (t - t0) / dt;
                     let (s, c) = x.sin_cos();
                     let a = f - i0;
-                    [i0 + a * (1.0 - c) / 2.0, a * PI / (2.0 * dt) * s, a * PI * PI / (2.0 * dt * dt) * c]
+                    [
+                        i0 + a * (1.0 - c) / 2.0,
+                        a * PI / (2.0 * dt) * s,
+                        a * PI * PI / (2.0 * dt * dt) * c,
+                    ]
                 }
             }
             Motion::Table { .. } => self.spline.as_ref().map_or([0.0; 3], |s| s.eval(t)),
@@ -155,18 +187,37 @@ mod tests {
         use crate::mbs::spec::Scalar::Const;
         let inputs = InputSignals::default();
         let motions = [
-            Motion::Sine { offset: Const(1.0), amplitude: Const(0.3), frequency: Const(0.7), phase: Const(0.2) },
-            Motion::SmoothStep { initial: Const(1.0), final_value: Const(3.0), start: Const(0.5), duration: Const(2.0) },
-            Motion::Ramp { initial: Const(1.0), slope: Const(-2.0), start: Const(0.5) },
+            Motion::Sine {
+                offset: Const(1.0),
+                amplitude: Const(0.3),
+                frequency: Const(0.7),
+                phase: Const(0.2),
+            },
+            Motion::SmoothStep {
+                initial: Const(1.0),
+                final_value: Const(3.0),
+                start: Const(0.5),
+                duration: Const(2.0),
+            },
+            Motion::Ramp {
+                initial: Const(1.0),
+                slope: Const(-2.0),
+                start: Const(0.5),
+            },
         ];
         let h = 1e-6;
         for m in &motions {
             let s = MotionSlot::new(m);
             for t in [0.9, 1.7, 2.3] {
                 let [_, d, dd] = s.eval(t, &[], &inputs);
-                let fd1 = (s.eval(t + h, &[], &inputs)[0] - s.eval(t - h, &[], &inputs)[0]) / (2.0 * h);
-                let fd2 = (s.eval(t + h, &[], &inputs)[1] - s.eval(t - h, &[], &inputs)[1]) / (2.0 * h);
-                assert!((d - fd1).abs() < 1e-7 && (dd - fd2).abs() < 1e-6, "{m:?} at {t}");
+                let fd1 =
+                    (s.eval(t + h, &[], &inputs)[0] - s.eval(t - h, &[], &inputs)[0]) / (2.0 * h);
+                let fd2 =
+                    (s.eval(t + h, &[], &inputs)[1] - s.eval(t - h, &[], &inputs)[1]) / (2.0 * h);
+                assert!(
+                    (d - fd1).abs() < 1e-7 && (dd - fd2).abs() < 1e-6,
+                    "{m:?} at {t}"
+                );
             }
         }
     }

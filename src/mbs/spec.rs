@@ -53,7 +53,10 @@ pub struct LocalFrame {
 
 impl LocalFrame {
     pub fn identity() -> Self {
-        LocalFrame { origin: Vector3::zeros(), axes: Matrix3::identity() }
+        LocalFrame {
+            origin: Vector3::zeros(),
+            axes: Matrix3::identity(),
+        }
     }
 }
 
@@ -89,15 +92,33 @@ pub enum Motion {
     Input(usize),
     Constant(Scalar),
     /// `initial + slope * max(t - start, 0)`.
-    Ramp { initial: Scalar, slope: Scalar, start: Scalar },
+    Ramp {
+        initial: Scalar,
+        slope: Scalar,
+        start: Scalar,
+    },
     /// `offset + amplitude * sin(2π frequency t + phase)`; frequency in Hz, phase in rad.
-    Sine { offset: Scalar, amplitude: Scalar, frequency: Scalar, phase: Scalar },
+    Sine {
+        offset: Scalar,
+        amplitude: Scalar,
+        frequency: Scalar,
+        phase: Scalar,
+    },
     /// `initial + (final − initial) (1 − cos(π (t − start)/duration))/2` on
     /// `[start, start + duration]`, constant outside.
-    SmoothStep { initial: Scalar, final_value: Scalar, start: Scalar, duration: Scalar },
+    SmoothStep {
+        initial: Scalar,
+        final_value: Scalar,
+        start: Scalar,
+        duration: Scalar,
+    },
     /// Cubic spline (not-a-knot or natural) through `(t, value)` samples from a CSV file,
     /// constant extrapolation outside.
-    Table { file: PathBuf, t: Vec<f64>, values: Vec<f64> },
+    Table {
+        file: PathBuf,
+        t: Vec<f64>,
+        values: Vec<f64>,
+    },
 }
 
 /// A ground point that moves by prescribed translation (test-rig base, pendulum suspension).
@@ -147,7 +168,11 @@ pub enum DriverTarget {
     /// configuration). Index into [`ModelSpec::joints`].
     JointCoordinate(usize),
     /// Global component (0 = x, 1 = y, 2 = z) of a point fixed in a body (body coordinates).
-    PointComponent { body: usize, point: Vector3<f64>, component: usize },
+    PointComponent {
+        body: usize,
+        point: Vector3<f64>,
+        component: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,11 +187,23 @@ pub struct DriverSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ForceLaw {
     /// `k x + c ẋ + preload`.
-    Linear { stiffness: Scalar, damping: Scalar, preload: Scalar },
+    Linear {
+        stiffness: Scalar,
+        damping: Scalar,
+        preload: Scalar,
+    },
     /// `Σ_i coeffs[i] x^(i+1) + c ẋ` (no constant term; use preload in Linear for that).
-    Polynomial { coeffs: Vec<Scalar>, damping: Scalar },
+    Polynomial {
+        coeffs: Vec<Scalar>,
+        damping: Scalar,
+    },
     /// Tabulated `force(x)` with cubic interpolation, plus `c ẋ`.
-    Table { file: PathBuf, deflection: Vec<f64>, force: Vec<f64>, damping: Scalar },
+    Table {
+        file: PathBuf,
+        deflection: Vec<f64>,
+        force: Vec<f64>,
+        damping: Scalar,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,8 +219,22 @@ pub enum ContactGeometry {
     /// Sphere of `radius` centred at `center` (body coordinates of `sphere_body`) against the
     /// plane through `point` with unit `normal` (coordinates of `plane_body`); contact when the
     /// sphere penetrates from the normal side.
-    SpherePlane { sphere_body: BodyRef, center: Vector3<f64>, radius: Scalar, plane_body: BodyRef, point: Vector3<f64>, normal: Vector3<f64> },
-    SphereSphere { body1: BodyRef, center1: Vector3<f64>, radius1: Scalar, body2: BodyRef, center2: Vector3<f64>, radius2: Scalar },
+    SpherePlane {
+        sphere_body: BodyRef,
+        center: Vector3<f64>,
+        radius: Scalar,
+        plane_body: BodyRef,
+        point: Vector3<f64>,
+        normal: Vector3<f64>,
+    },
+    SphereSphere {
+        body1: BodyRef,
+        center1: Vector3<f64>,
+        radius1: Scalar,
+        body2: BodyRef,
+        center2: Vector3<f64>,
+        radius2: Scalar,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,10 +276,19 @@ pub enum ForceKind {
         rot_damping: [Scalar; 3],
     },
     /// Penalty contact.
-    Contact { geometry: ContactGeometry, law: ContactLaw, stiffness: Scalar, damping: Scalar },
+    Contact {
+        geometry: ContactGeometry,
+        law: ContactLaw,
+        stiffness: Scalar,
+        damping: Scalar,
+    },
     /// Regularised Coulomb friction in a prismatic joint: `−μ |N| tanh(ẋ / v_reg)` along the
     /// axis, `N` the joint's normal reaction from the last accepted step.
-    PrismaticFriction { joint: usize, mu: Scalar, v_reg: Scalar },
+    PrismaticFriction {
+        joint: usize,
+        mu: Scalar,
+        v_reg: Scalar,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,27 +320,61 @@ pub struct InputSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum OutputQuantity {
     /// Global component of a body point's position / velocity / acceleration.
-    Position { body: BodyRef, point: Vector3<f64>, component: usize },
-    Velocity { body: BodyRef, point: Vector3<f64>, component: usize },
-    Acceleration { body: BodyRef, point: Vector3<f64>, component: usize },
+    Position {
+        body: BodyRef,
+        point: Vector3<f64>,
+        component: usize,
+    },
+    Velocity {
+        body: BodyRef,
+        point: Vector3<f64>,
+        component: usize,
+    },
+    Acceleration {
+        body: BodyRef,
+        point: Vector3<f64>,
+        component: usize,
+    },
     /// Rotation angle of a rigid body about a global axis (continuous, rad), zero at the
     /// orientation given in the model rotated to align... see docs/model-format.md.
-    Angle { body: usize, axis: Vector3<f64> },
+    Angle {
+        body: usize,
+        axis: Vector3<f64>,
+    },
     /// Angular velocity component about a global axis.
-    AngularVelocity { body: usize, axis: Vector3<f64> },
+    AngularVelocity {
+        body: usize,
+        axis: Vector3<f64>,
+    },
     /// Joint coordinate (revolute angle / prismatic travel) and its rate.
-    JointCoordinate { joint: usize },
-    JointRate { joint: usize },
+    JointCoordinate {
+        joint: usize,
+    },
+    JointRate {
+        joint: usize,
+    },
     /// Reaction force (component in joint frame 1 axes, acting on body 2) or torque.
-    JointForce { joint: usize, component: usize },
-    JointTorque { joint: usize, component: usize },
+    JointForce {
+        joint: usize,
+        component: usize,
+    },
+    JointTorque {
+        joint: usize,
+        component: usize,
+    },
     /// Generalized reaction of a driver (N for translation, N m for rotation), the force/torque
     /// the driver applies along/about its coordinate.
-    DriverForce { driver: usize },
+    DriverForce {
+        driver: usize,
+    },
     /// Force element's scalar force (tension / torque / contact force) and length (or angle /
     /// penetration).
-    ElementForce { force: usize },
-    ElementLength { force: usize },
+    ElementForce {
+        force: usize,
+    },
+    ElementLength {
+        force: usize,
+    },
     /// Kinetic + gravitational + elastic potential energy.
     Energy,
 }
@@ -316,7 +410,12 @@ pub struct ExperimentSpec {
 
 impl Default for ExperimentSpec {
     fn default() -> Self {
-        ExperimentSpec { start: 0.0, stop: 1.0, tolerance: 1e-4, step: 1e-2 }
+        ExperimentSpec {
+            start: 0.0,
+            stop: 1.0,
+            tolerance: 1e-4,
+            step: 1e-2,
+        }
     }
 }
 

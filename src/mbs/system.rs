@@ -8,13 +8,15 @@
 //! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
+use super::inputs::InputSignals;
 use super::kin::{eval_coord, raw_angle, Coord, CoordVal, Layout, Level, QDef, Snapshot};
 use super::math::{g_mat, skew, wrap_pi};
 use super::motion::MotionSlot;
 use super::spec::*;
-use super::inputs::InputSignals;
 use super::ModelError;
-use crate::integrate::system::{ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks};
+use crate::integrate::system::{
+    ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks,
+};
 use crate::integrate::MechState;
 use nalgebra::{DMatrix, DVector, Matrix3, Matrix4, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
@@ -54,8 +56,14 @@ pub enum RowOwner {
 /// One scalar constraint `φ = ξ(q, t) − offset − u(t)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum RowKind {
-    Normalize { col: usize },
-    Coord { coord: Coord, offset: f64, motion: Option<usize> },
+    Normalize {
+        col: usize,
+    },
+    Coord {
+        coord: Coord,
+        offset: f64,
+        motion: Option<usize>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,22 +84,46 @@ struct BodyData {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Law {
     /// Tension-positive spring along a length: `F = −(k(ξ − l0) + c ξ̇ + preload + act)`.
-    Spring { law: SpringLaw, free: f64, actuator: Option<usize> },
+    Spring {
+        law: SpringLaw,
+        free: f64,
+        actuator: Option<usize>,
+    },
     /// Torque `−k(θ − θ0) − c θ̇ + act`.
-    Torsion { k: f64, c: f64, free: f64, actuator: Option<usize> },
+    Torsion {
+        k: f64,
+        c: f64,
+        free: f64,
+        actuator: Option<usize>,
+    },
     /// Linear spring-damper on a coordinate around its initial value: `−k(ξ − ξ0) − c ξ̇`.
     Linear { k: f64, c: f64, rest: f64 },
     /// Penalty contact on a separation coordinate ξ with penetration `δ = gap − ξ`.
-    Contact { gap: f64, hertz: bool, k: f64, c: f64 },
+    Contact {
+        gap: f64,
+        hertz: bool,
+        k: f64,
+        c: f64,
+    },
     /// Regularized Coulomb friction on a sliding coordinate: `−μ N tanh(ξ̇/v)`.
     Friction { mu: f64, v_reg: f64, joint: usize },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum SpringLaw {
-    Linear { k: f64, c: f64, preload: f64 },
-    Poly { coeffs: Vec<f64>, c: f64 },
-    Table { spline: super::motion::Spline, c: f64 },
+    Linear {
+        k: f64,
+        c: f64,
+        preload: f64,
+    },
+    Poly {
+        coeffs: Vec<f64>,
+        c: f64,
+    },
+    Table {
+        spline: super::motion::Spline,
+        c: f64,
+    },
 }
 
 /// One term of a force element: a scalar coordinate and its law.
@@ -150,7 +182,10 @@ fn frame_vec(body: BodyRef, f: &LocalFrame, k: usize) -> QDef {
 }
 
 fn diff(b1: BodyRef, f1: &LocalFrame, b2: BodyRef, f2: &LocalFrame) -> QDef {
-    QDef::Diff { from: (b1, f1.origin), to: (b2, f2.origin) }
+    QDef::Diff {
+        from: (b1, f1.origin),
+        to: (b2, f2.origin),
+    }
 }
 
 fn unit(k: usize) -> Vector3<f64> {
@@ -196,7 +231,8 @@ impl System {
             scratch_lambda: Vec::new(),
             spec,
         };
-        sys.snap.resize(sys.spec.bodies.len(), sys.spec.frames.len());
+        sys.snap
+            .resize(sys.spec.bodies.len(), sys.spec.frames.len());
         sys.initial_coordinates();
         sys.build()?;
         sys.active = (0..sys.rows.len()).collect();
@@ -222,9 +258,16 @@ impl System {
     /// Change a parameter; element data are rebuilt (the state is kept). Checks physical
     /// validity of the values that depend on it.
     pub fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
-        let name = &self.spec.parameters.get(i).ok_or_else(|| self.err(format!("no parameter with index {i}")))?.name;
+        let name = &self
+            .spec
+            .parameters
+            .get(i)
+            .ok_or_else(|| self.err(format!("no parameter with index {i}")))?
+            .name;
         if !value.is_finite() {
-            return Err(self.err(format!("parameter '{name}' = {value} is not a finite number")));
+            return Err(self.err(format!(
+                "parameter '{name}' = {value} is not a finite number"
+            )));
         }
         let old = self.params[i];
         self.params[i] = value;
@@ -237,7 +280,10 @@ impl System {
     }
 
     fn err(&self, message: String) -> ModelError {
-        ModelError::Assembly { file: self.spec.source_files.first().cloned().unwrap_or_default(), message }
+        ModelError::Assembly {
+            file: self.spec.source_files.first().cloned().unwrap_or_default(),
+            message,
+        }
     }
 
     fn initial_coordinates(&mut self) {
@@ -276,12 +322,23 @@ impl System {
             if b.kind == BodyKind::Rigid {
                 let ok = j.symmetric_eigenvalues().iter().all(|&e| e > 0.0);
                 if !ok {
-                    return Err(self.err(format!("body '{}': inertia tensor is not positive definite", b.name)));
+                    return Err(self.err(format!(
+                        "body '{}': inertia tensor is not positive definite",
+                        b.name
+                    )));
                 }
             }
-            bodies.push(BodyData { mass: m, inertia: j, reg: 4.0 * j.trace() / 3.0 });
+            bodies.push(BodyData {
+                mass: m,
+                inertia: j,
+                reg: 4.0 * j.trace() / 3.0,
+            });
         }
-        let gravity = Vector3::new(pv(&spec.gravity[0]), pv(&spec.gravity[1]), pv(&spec.gravity[2]));
+        let gravity = Vector3::new(
+            pv(&spec.gravity[0]),
+            pv(&spec.gravity[1]),
+            pv(&spec.gravity[2]),
+        );
         // Motion slots: keep offsets across rebuilds.
         let old_offsets: Vec<f64> = self.motions.iter().map(|m| m.offset).collect();
         let mut motions: Vec<MotionSlot> = Vec::new();
@@ -289,11 +346,20 @@ impl System {
             motions.push(MotionSlot::new(m));
             motions.len() - 1
         };
-        let frame_motions: Vec<[usize; 3]> = spec.frames.iter().map(|f| [0, 1, 2].map(|k| add_motion(&f.position[k]))).collect();
+        let frame_motions: Vec<[usize; 3]> = spec
+            .frames
+            .iter()
+            .map(|f| [0, 1, 2].map(|k| add_motion(&f.position[k])))
+            .collect();
         // Angle slots.
         let mut angle_coords: Vec<Coord> = Vec::new();
         let mut new_angle = |x1: QDef, y1: QDef, x2: QDef| {
-            let c = Coord::Angle { x1, y1, x2, slot: angle_coords.len() };
+            let c = Coord::Angle {
+                x1,
+                y1,
+                x2,
+                slot: angle_coords.len(),
+            };
             angle_coords.push(c);
             c
         };
@@ -301,15 +367,32 @@ impl System {
         let mut rows = Vec::new();
         for (b, _) in spec.bodies.iter().enumerate() {
             if self.layout.is_rigid(b) {
-                rows.push(Row { kind: RowKind::Normalize { col: self.layout.offsets[b] + 3 }, owner: RowOwner::Normalization(b), label: format!("body '{}' Euler-parameter normalization", spec.bodies[b].name) });
+                rows.push(Row {
+                    kind: RowKind::Normalize {
+                        col: self.layout.offsets[b] + 3,
+                    },
+                    owner: RowOwner::Normalization(b),
+                    label: format!(
+                        "body '{}' Euler-parameter normalization",
+                        spec.bodies[b].name
+                    ),
+                });
             }
         }
         let mut joint_coords = Vec::with_capacity(spec.joints.len());
         for (ji, j) in spec.joints.iter().enumerate() {
             let (b1, b2, f1, f2) = (j.body1, j.body2, &j.frame1, &j.frame2);
             let d = diff(b1, f1, b2, f2);
-            let (x1, y1, z1) = (frame_vec(b1, f1, 0), frame_vec(b1, f1, 1), frame_vec(b1, f1, 2));
-            let (x2, y2, z2) = (frame_vec(b2, f2, 0), frame_vec(b2, f2, 1), frame_vec(b2, f2, 2));
+            let (x1, y1, z1) = (
+                frame_vec(b1, f1, 0),
+                frame_vec(b1, f1, 1),
+                frame_vec(b1, f1, 2),
+            );
+            let (x2, y2, z2) = (
+                frame_vec(b2, f2, 0),
+                frame_vec(b2, f2, 1),
+                frame_vec(b2, f2, 2),
+            );
             let g = |k: usize| QDef::Vector(BodyRef::Ground, unit(k));
             let mut coords: Vec<(Coord, f64, &str)> = Vec::new();
             let spherical = |c: &mut Vec<(Coord, f64, &str)>| {
@@ -350,7 +433,10 @@ impl System {
                 JointKind::Distance => {
                     let l = j.length.map(|s| pv(&s)).unwrap_or(0.0);
                     if !(l > 0.0) {
-                        return Err(self.err(format!("joint '{}': distance length {l} must be positive", j.name)));
+                        return Err(self.err(format!(
+                            "joint '{}': distance length {l} must be positive",
+                            j.name
+                        )));
                     }
                     coords.push((Coord::HalfSq(d), 0.5 * l * l, "rod length"));
                 }
@@ -358,75 +444,245 @@ impl System {
                     coords.push((Coord::Dot(z1, d), 0.0, "in plane (z1·d)"));
                     let rigid2 = matches!(b2, BodyRef::Body(b) if self.layout.is_rigid(b));
                     if rigid2 {
-                        coords.push((Coord::Dot(z1, x2), 0.0, "rotation about normal only (z1·x2)"));
-                        coords.push((Coord::Dot(z1, y2), 0.0, "rotation about normal only (z1·y2)"));
+                        coords.push((
+                            Coord::Dot(z1, x2),
+                            0.0,
+                            "rotation about normal only (z1·x2)",
+                        ));
+                        coords.push((
+                            Coord::Dot(z1, y2),
+                            0.0,
+                            "rotation about normal only (z1·y2)",
+                        ));
                     }
                 }
             }
             for (coord, offset, what) in coords {
-                rows.push(Row { kind: RowKind::Coord { coord, offset, motion: None }, owner: RowOwner::Joint(ji), label: format!("joint '{}' {}", j.name, what) });
+                rows.push(Row {
+                    kind: RowKind::Coord {
+                        coord,
+                        offset,
+                        motion: None,
+                    },
+                    owner: RowOwner::Joint(ji),
+                    label: format!("joint '{}' {}", j.name, what),
+                });
             }
             joint_coords.push(jc);
         }
         for (di, dr) in spec.drivers.iter().enumerate() {
             let slot = add_motion(&dr.motion);
             let coord = match &dr.target {
-                DriverTarget::JointCoordinate(j) => joint_coords[*j]
-                    .ok_or_else(|| self.err(format!("driver '{}': joint '{}' has no coordinate to drive", dr.name, spec.joints[*j].name)))?,
-                DriverTarget::PointComponent { body, point, component } => {
-                    Coord::Dot(QDef::Vector(BodyRef::Ground, unit(*component)), QDef::Point(BodyRef::Body(*body), *point))
-                }
+                DriverTarget::JointCoordinate(j) => joint_coords[*j].ok_or_else(|| {
+                    self.err(format!(
+                        "driver '{}': joint '{}' has no coordinate to drive",
+                        dr.name, spec.joints[*j].name
+                    ))
+                })?,
+                DriverTarget::PointComponent {
+                    body,
+                    point,
+                    component,
+                } => Coord::Dot(
+                    QDef::Vector(BodyRef::Ground, unit(*component)),
+                    QDef::Point(BodyRef::Body(*body), *point),
+                ),
             };
-            rows.push(Row { kind: RowKind::Coord { coord, offset: 0.0, motion: Some(slot) }, owner: RowOwner::Driver(di), label: format!("driver '{}'", dr.name) });
+            rows.push(Row {
+                kind: RowKind::Coord {
+                    coord,
+                    offset: 0.0,
+                    motion: Some(slot),
+                },
+                owner: RowOwner::Driver(di),
+                label: format!("driver '{}'", dr.name),
+            });
         }
         // Force elements.
         let mut terms = Vec::new();
         for (fi, f) in spec.forces.iter().enumerate() {
             match &f.kind {
-                ForceKind::SpringDamper { body1, point1, body2, point2, free_length, law, actuator } => {
+                ForceKind::SpringDamper {
+                    body1,
+                    point1,
+                    body2,
+                    point2,
+                    free_length,
+                    law,
+                    actuator,
+                } => {
                     let law = match law {
-                        ForceLaw::Linear { stiffness, damping, preload } => SpringLaw::Linear { k: pv(stiffness), c: pv(damping), preload: pv(preload) },
-                        ForceLaw::Polynomial { coeffs, damping } => SpringLaw::Poly { coeffs: coeffs.iter().map(&pv).collect(), c: pv(damping) },
-                        ForceLaw::Table { deflection, force, damping, .. } => SpringLaw::Table { spline: super::motion::Spline::new(deflection, force), c: pv(damping) },
+                        ForceLaw::Linear {
+                            stiffness,
+                            damping,
+                            preload,
+                        } => SpringLaw::Linear {
+                            k: pv(stiffness),
+                            c: pv(damping),
+                            preload: pv(preload),
+                        },
+                        ForceLaw::Polynomial { coeffs, damping } => SpringLaw::Poly {
+                            coeffs: coeffs.iter().map(&pv).collect(),
+                            c: pv(damping),
+                        },
+                        ForceLaw::Table {
+                            deflection,
+                            force,
+                            damping,
+                            ..
+                        } => SpringLaw::Table {
+                            spline: super::motion::Spline::new(deflection, force),
+                            c: pv(damping),
+                        },
                     };
                     let actuator = actuator.as_ref().map(&mut add_motion);
-                    let coord = Coord::Norm(QDef::Diff { from: (*body1, *point1), to: (*body2, *point2) });
-                    terms.push(ForceTerm { coord, law: Law::Spring { law, free: pv(free_length), actuator }, element: fi });
+                    let coord = Coord::Norm(QDef::Diff {
+                        from: (*body1, *point1),
+                        to: (*body2, *point2),
+                    });
+                    terms.push(ForceTerm {
+                        coord,
+                        law: Law::Spring {
+                            law,
+                            free: pv(free_length),
+                            actuator,
+                        },
+                        element: fi,
+                    });
                 }
-                ForceKind::RotationalSpringDamper { body1, frame1, body2, frame2, stiffness, damping, free_angle, actuator } => {
-                    let coord = new_angle(frame_vec(*body1, frame1, 0), frame_vec(*body1, frame1, 1), frame_vec(*body2, frame2, 0));
+                ForceKind::RotationalSpringDamper {
+                    body1,
+                    frame1,
+                    body2,
+                    frame2,
+                    stiffness,
+                    damping,
+                    free_angle,
+                    actuator,
+                } => {
+                    let coord = new_angle(
+                        frame_vec(*body1, frame1, 0),
+                        frame_vec(*body1, frame1, 1),
+                        frame_vec(*body2, frame2, 0),
+                    );
                     let actuator = actuator.as_ref().map(&mut add_motion);
-                    terms.push(ForceTerm { coord, law: Law::Torsion { k: pv(stiffness), c: pv(damping), free: pv(free_angle), actuator }, element: fi });
+                    terms.push(ForceTerm {
+                        coord,
+                        law: Law::Torsion {
+                            k: pv(stiffness),
+                            c: pv(damping),
+                            free: pv(free_angle),
+                            actuator,
+                        },
+                        element: fi,
+                    });
                 }
-                ForceKind::Bushing { body1, frame1, body2, frame2, stiffness, damping, rot_stiffness, rot_damping } => {
+                ForceKind::Bushing {
+                    body1,
+                    frame1,
+                    body2,
+                    frame2,
+                    stiffness,
+                    damping,
+                    rot_stiffness,
+                    rot_damping,
+                } => {
                     let d = diff(*body1, frame1, *body2, frame2);
                     let a1 = [0, 1, 2].map(|k| frame_vec(*body1, frame1, k));
                     let a2 = [0, 1, 2].map(|k| frame_vec(*body2, frame2, k));
                     for k in 0..3 {
-                        terms.push(ForceTerm { coord: Coord::Dot(a1[k], d), law: Law::Linear { k: pv(&stiffness[k]), c: pv(&damping[k]), rest: f64::NAN }, element: fi });
+                        terms.push(ForceTerm {
+                            coord: Coord::Dot(a1[k], d),
+                            law: Law::Linear {
+                                k: pv(&stiffness[k]),
+                                c: pv(&damping[k]),
+                                rest: f64::NAN,
+                            },
+                            element: fi,
+                        });
                     }
                     // Small relative rotations about frame-1 axes: θx = ½(z1·y2 − y1·z2), ...
                     let rot = [(2, 1, 1, 2), (0, 2, 2, 0), (1, 0, 0, 1)];
                     for (k, (a, b, c, e)) in rot.into_iter().enumerate() {
                         let coord = Coord::Combo([(0.5, a1[a], a2[b]), (-0.5, a1[c], a2[e])]);
-                        terms.push(ForceTerm { coord, law: Law::Linear { k: pv(&rot_stiffness[k]), c: pv(&rot_damping[k]), rest: f64::NAN }, element: fi });
+                        terms.push(ForceTerm {
+                            coord,
+                            law: Law::Linear {
+                                k: pv(&rot_stiffness[k]),
+                                c: pv(&rot_damping[k]),
+                                rest: f64::NAN,
+                            },
+                            element: fi,
+                        });
                     }
                 }
-                ForceKind::Contact { geometry, law, stiffness, damping } => {
+                ForceKind::Contact {
+                    geometry,
+                    law,
+                    stiffness,
+                    damping,
+                } => {
                     let hertz = *law == ContactLaw::Hertz;
                     let (coord, gap) = match geometry {
-                        ContactGeometry::SpherePlane { sphere_body, center, radius, plane_body, point, normal } => {
-                            (Coord::Dot(QDef::Vector(*plane_body, normal.normalize()), QDef::Diff { from: (*plane_body, *point), to: (*sphere_body, *center) }), pv(radius))
-                        }
-                        ContactGeometry::SphereSphere { body1, center1, radius1, body2, center2, radius2 } => {
-                            (Coord::Norm(QDef::Diff { from: (*body1, *center1), to: (*body2, *center2) }), pv(radius1) + pv(radius2))
-                        }
+                        ContactGeometry::SpherePlane {
+                            sphere_body,
+                            center,
+                            radius,
+                            plane_body,
+                            point,
+                            normal,
+                        } => (
+                            Coord::Dot(
+                                QDef::Vector(*plane_body, normal.normalize()),
+                                QDef::Diff {
+                                    from: (*plane_body, *point),
+                                    to: (*sphere_body, *center),
+                                },
+                            ),
+                            pv(radius),
+                        ),
+                        ContactGeometry::SphereSphere {
+                            body1,
+                            center1,
+                            radius1,
+                            body2,
+                            center2,
+                            radius2,
+                        } => (
+                            Coord::Norm(QDef::Diff {
+                                from: (*body1, *center1),
+                                to: (*body2, *center2),
+                            }),
+                            pv(radius1) + pv(radius2),
+                        ),
                     };
-                    terms.push(ForceTerm { coord, law: Law::Contact { gap, hertz, k: pv(stiffness), c: pv(damping) }, element: fi });
+                    terms.push(ForceTerm {
+                        coord,
+                        law: Law::Contact {
+                            gap,
+                            hertz,
+                            k: pv(stiffness),
+                            c: pv(damping),
+                        },
+                        element: fi,
+                    });
                 }
                 ForceKind::PrismaticFriction { joint, mu, v_reg } => {
-                    let coord = joint_coords[*joint].ok_or_else(|| self.err(format!("force '{}': joint has no sliding coordinate", f.name)))?;
-                    terms.push(ForceTerm { coord, law: Law::Friction { mu: pv(mu), v_reg: pv(v_reg), joint: *joint }, element: fi });
+                    let coord = joint_coords[*joint].ok_or_else(|| {
+                        self.err(format!(
+                            "force '{}': joint has no sliding coordinate",
+                            f.name
+                        ))
+                    })?;
+                    terms.push(ForceTerm {
+                        coord,
+                        law: Law::Friction {
+                            mu: pv(mu),
+                            v_reg: pv(v_reg),
+                            joint: *joint,
+                        },
+                        element: fi,
+                    });
                 }
             }
         }
@@ -438,10 +694,18 @@ impl System {
             .map(|o| match &o.quantity {
                 OutputQuantity::Angle { body, axis } => {
                     let a = axis.normalize();
-                    let r = if a.x.abs() < 0.9 { Vector3::x() } else { Vector3::y() };
+                    let r = if a.x.abs() < 0.9 {
+                        Vector3::x()
+                    } else {
+                        Vector3::y()
+                    };
                     let x1 = (r - a * a.dot(&r)).normalize();
                     let y1 = a.cross(&x1);
-                    Some(new_angle(QDef::Vector(BodyRef::Ground, x1), QDef::Vector(BodyRef::Ground, y1), QDef::Vector(BodyRef::Body(*body), x1)))
+                    Some(new_angle(
+                        QDef::Vector(BodyRef::Ground, x1),
+                        QDef::Vector(BodyRef::Ground, y1),
+                        QDef::Vector(BodyRef::Body(*body), x1),
+                    ))
                 }
                 _ => None,
             })
@@ -454,7 +718,9 @@ impl System {
         let first_build = self.angle_refs.is_empty() && !angle_coords.is_empty();
         self.bodies = bodies;
         self.gravity = gravity;
-        self.excitation_slots = (0..motions.len()).filter(|&i| motions[i].is_excitation()).collect();
+        self.excitation_slots = (0..motions.len())
+            .filter(|&i| motions[i].is_excitation())
+            .collect();
         self.motions = motions;
         self.frame_motions = frame_motions;
         self.rows = rows;
@@ -472,7 +738,14 @@ impl System {
         let q0 = self.q0.clone();
         self.load(self.spec.experiment.start, &q0, None);
         for i in 0..self.terms.len() {
-            let cv = eval_coord(&self.layout, &self.snap, &self.terms[i].coord, &self.angle_refs0, None, Level::Gradient);
+            let cv = eval_coord(
+                &self.layout,
+                &self.snap,
+                &self.terms[i].coord,
+                &self.angle_refs0,
+                None,
+                Level::Gradient,
+            );
             match &mut self.terms[i].law {
                 Law::Linear { rest, .. } if rest.is_nan() => *rest = cv.val,
                 Law::Torsion { free, .. } => {
@@ -519,14 +792,32 @@ impl System {
     // ----- constraint rows -----
 
     /// Value, Jacobian row (via callback), Φ_t, γ of one row.
-    fn row_eval(&self, r: &Row, t: f64, v: Option<&[f64]>, q: &[f64], level: Level) -> (f64, RowGrad, f64, f64) {
+    fn row_eval(
+        &self,
+        r: &Row,
+        t: f64,
+        v: Option<&[f64]>,
+        q: &[f64],
+        level: Level,
+    ) -> (f64, RowGrad, f64, f64) {
         match &r.kind {
             RowKind::Normalize { col } => {
                 let p = Vector4::new(q[*col], q[col + 1], q[col + 2], q[col + 3]);
-                let pd = v.map_or(Vector4::zeros(), |v| Vector4::new(v[*col], v[col + 1], v[col + 2], v[col + 3]));
-                (0.5 * (p.norm_squared() - 1.0), RowGrad::Quat(*col, p), 0.0, -pd.norm_squared())
+                let pd = v.map_or(Vector4::zeros(), |v| {
+                    Vector4::new(v[*col], v[col + 1], v[col + 2], v[col + 3])
+                });
+                (
+                    0.5 * (p.norm_squared() - 1.0),
+                    RowGrad::Quat(*col, p),
+                    0.0,
+                    -pd.norm_squared(),
+                )
             }
-            RowKind::Coord { coord, offset, motion } => {
+            RowKind::Coord {
+                coord,
+                offset,
+                motion,
+            } => {
                 let cv = self.coord(coord, v, level);
                 let (u, du, ddu) = motion.map_or((0.0, 0.0, 0.0), |m| {
                     let [a, b, c] = self.motion(m, t);
@@ -545,7 +836,11 @@ impl System {
     /// Scalar law value and its partial derivatives `(F, ∂F/∂ξ, ∂F/∂ξ̇)`.
     fn law(&self, law: &Law, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
         match law {
-            Law::Spring { law, free, actuator } => {
+            Law::Spring {
+                law,
+                free,
+                actuator,
+            } => {
                 let x = xi - free;
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
                 let (f, df, c) = match law {
@@ -567,7 +862,12 @@ impl System {
                 // Tension T pulls the points together: generalized force −T ∇l.
                 (-(f + c * rate + act), -df, -c)
             }
-            Law::Torsion { k, c, free, actuator } => {
+            Law::Torsion {
+                k,
+                c,
+                free,
+                actuator,
+            } => {
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
                 (-k * (xi - free) - c * rate + act, -k, -c)
             }
@@ -582,7 +882,11 @@ impl System {
                 let (f, f_d, f_dd) = if *hertz {
                     let d15 = delta.powf(1.5);
                     let dd15 = 1.5 * delta.sqrt();
-                    (k * d15 + c * d15 * ddelta, k * dd15 + c * dd15 * ddelta, c * d15)
+                    (
+                        k * d15 + c * d15 * ddelta,
+                        k * dd15 + c * dd15 * ddelta,
+                        c * d15,
+                    )
                 } else {
                     (k * delta + c * ddelta, *k, *c)
                 };
@@ -632,7 +936,10 @@ impl System {
 
     /// Labels of the active rows.
     pub fn row_labels(&self) -> Vec<String> {
-        self.active.iter().map(|&i| self.rows[i].label.clone()).collect()
+        self.active
+            .iter()
+            .map(|&i| self.rows[i].label.clone())
+            .collect()
     }
 
     /// The consistent initial state: positions by Newton on the constraints (minimal change),
@@ -766,7 +1073,9 @@ impl Mechanical for System {
         self.load(t, q, None);
         jac.fill(0.0);
         for (k, &i) in self.active.iter().enumerate() {
-            self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1.scatter_row(k, jac);
+            self.row_eval(&self.rows[i], t, None, q, Level::Gradient)
+                .1
+                .scatter_row(k, jac);
         }
     }
 
@@ -780,13 +1089,22 @@ impl Mechanical for System {
     fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]) {
         self.load(t, q, Some(v));
         for (k, &i) in self.active.iter().enumerate() {
-            gamma[k] = self.row_eval(&self.rows[i], t, Some(v), q, Level::Gradient).3;
+            gamma[k] = self
+                .row_eval(&self.rows[i], t, Some(v), q, Level::Gradient)
+                .3;
         }
     }
 }
 
 impl ForceJacobians for System {
-    fn force_jacobians(&mut self, t: f64, q: &[f64], v: &[f64], df_dq: &mut DMatrix<f64>, df_dv: &mut DMatrix<f64>) {
+    fn force_jacobians(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        df_dq: &mut DMatrix<f64>,
+        df_dv: &mut DMatrix<f64>,
+    ) {
         self.load(t, q, Some(v));
         df_dq.fill(0.0);
         df_dv.fill(0.0);
@@ -821,7 +1139,13 @@ impl ForceJacobians for System {
 }
 
 impl ConstraintHessians for System {
-    fn constraint_force_jacobian(&mut self, t: f64, q: &[f64], lambda: &[f64], out: &mut DMatrix<f64>) {
+    fn constraint_force_jacobian(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        lambda: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
         self.load(t, q, None);
         out.fill(0.0);
         for (k, &i) in self.active.iter().enumerate() {
@@ -863,7 +1187,9 @@ impl ConstraintHessians for System {
                 ei[i] = 1.0;
                 gt_w.set_column(i, &(g_mat(&ei).transpose() * w));
             }
-            let d = 4.0 * gt_w + 4.0 * g.transpose() * bd.inertia * (-g_mat(&av)) + bd.reg * (Matrix4::identity() * p.dot(&av) + p * av.transpose());
+            let d = 4.0 * gt_w
+                + 4.0 * g.transpose() * bd.inertia * (-g_mat(&av))
+                + bd.reg * (Matrix4::identity() * p.dot(&av) + p * av.transpose());
             out.view_mut((o, o), (4, 4)).copy_from(&d);
         }
     }
@@ -903,7 +1229,13 @@ impl StepHooks for System {
 impl System {
     /// Joint reaction force on body 2 (global) and torque about the joint point, from the
     /// multipliers of the active rows owned by joint `j`. Uses `self.snap` (call `load` first).
-    fn joint_reaction(&self, j: usize, t: f64, q: &[f64], lambda: &[f64]) -> (Vector3<f64>, Vector3<f64>) {
+    fn joint_reaction(
+        &self,
+        j: usize,
+        t: f64,
+        q: &[f64],
+        lambda: &[f64],
+    ) -> (Vector3<f64>, Vector3<f64>) {
         let js = &self.spec.joints[j];
         // Reaction on body 2; when body 2 is ground or a moving frame, minus the reaction on
         // body 1 (the joint is massless and its frames coincide at the joint point).
@@ -919,7 +1251,8 @@ impl System {
             if self.rows[i].owner != RowOwner::Joint(j) {
                 continue;
             }
-            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1 {
+            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1
+            {
                 for (l, g) in cv.columns() {
                     if g >= o && g < o + width {
                         gen[g - o] -= lambda[k] * cv.grad[l];
@@ -957,7 +1290,12 @@ impl System {
     }
 
     /// Accelerations and multipliers from `[M Φqᵀ; Φq 0][a; λ] = [f; γ]` (dense LU).
-    pub fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64]) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+    pub fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
         let (nq, nc) = (self.n_q(), self.n_c());
         let mut m = DMatrix::zeros(nq, nq);
         let mut jac = DMatrix::zeros(nc, nq);
@@ -973,7 +1311,10 @@ impl System {
         a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
         let rhs = DVector::from_iterator(nq + nc, f.iter().chain(gamma.iter()).copied());
         let x = a.lu().solve(&rhs).ok_or_else(|| self.err(format!("singular saddle-point matrix at t = {t} (dependent constraints or a body without mass)")))?;
-        Ok((x.rows(0, nq).as_slice().to_vec(), x.rows(nq, nc).as_slice().to_vec()))
+        Ok((
+            x.rows(0, nq).as_slice().to_vec(),
+            x.rows(nq, nc).as_slice().to_vec(),
+        ))
     }
 
     pub fn n_outputs(&self) -> usize {
@@ -984,9 +1325,19 @@ impl System {
     /// saddle-point system at `x`).
     pub fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError> {
         let needs_dynamics = self.spec.outputs.iter().any(|o| {
-            matches!(o.quantity, OutputQuantity::Acceleration { .. } | OutputQuantity::JointForce { .. } | OutputQuantity::JointTorque { .. } | OutputQuantity::DriverForce { .. })
+            matches!(
+                o.quantity,
+                OutputQuantity::Acceleration { .. }
+                    | OutputQuantity::JointForce { .. }
+                    | OutputQuantity::JointTorque { .. }
+                    | OutputQuantity::DriverForce { .. }
+            )
         });
-        let (acc, lambda) = if needs_dynamics { self.accelerations(x.t, &x.q, &x.v)? } else { (Vec::new(), Vec::new()) };
+        let (acc, lambda) = if needs_dynamics {
+            self.accelerations(x.t, &x.q, &x.v)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
         self.load(x.t, &x.q, Some(&x.v));
         let spec = self.spec.clone();
         for (k, o) in spec.outputs.iter().enumerate() {
@@ -995,39 +1346,75 @@ impl System {
         Ok(())
     }
 
-    fn output(&mut self, k: usize, quantity: &OutputQuantity, x: &MechState, acc: &[f64], lambda: &[f64]) -> f64 {
+    fn output(
+        &mut self,
+        k: usize,
+        quantity: &OutputQuantity,
+        x: &MechState,
+        acc: &[f64],
+        lambda: &[f64],
+    ) -> f64 {
         let (t, q, v) = (x.t, &x.q[..], &x.v[..]);
-        let point = |sys: &System, body: BodyRef, p: &Vector3<f64>| super::kin::eval_quantity(&sys.layout, &sys.snap, &QDef::Point(body, *p), true);
+        let point = |sys: &System, body: BodyRef, p: &Vector3<f64>| {
+            super::kin::eval_quantity(&sys.layout, &sys.snap, &QDef::Point(body, *p), true)
+        };
         match quantity {
-            OutputQuantity::Position { body, point: p, component } => point(self, *body, p).x[*component],
-            OutputQuantity::Velocity { body, point: p, component } => point(self, *body, p).xd[*component],
-            OutputQuantity::Acceleration { body, point: p, component } => {
+            OutputQuantity::Position {
+                body,
+                point: p,
+                component,
+            } => point(self, *body, p).x[*component],
+            OutputQuantity::Velocity {
+                body,
+                point: p,
+                component,
+            } => point(self, *body, p).xd[*component],
+            OutputQuantity::Acceleration {
+                body,
+                point: p,
+                component,
+            } => {
                 let e = QDef::Vector(BodyRef::Ground, unit(*component));
-                let cv = self.coord(&Coord::Dot(e, QDef::Point(*body, *p)), Some(v), Level::Gradient);
+                let cv = self.coord(
+                    &Coord::Dot(e, QDef::Point(*body, *p)),
+                    Some(v),
+                    Level::Gradient,
+                );
                 let al = cv.gather(acc);
                 cv.grad.dot(&al) + cv.conv
             }
-            OutputQuantity::Angle { .. } => self.output_coords[k].map_or(f64::NAN, |c| self.coord(&c, None, Level::Gradient).val),
+            OutputQuantity::Angle { .. } => self.output_coords[k]
+                .map_or(f64::NAN, |c| self.coord(&c, None, Level::Gradient).val),
             OutputQuantity::AngularVelocity { body, axis } => {
                 let o = self.layout.offsets[*body];
                 let p = Vector4::new(q[o + 3], q[o + 4], q[o + 5], q[o + 6]);
                 let pd = Vector4::new(v[o + 3], v[o + 4], v[o + 5], v[o + 6]);
                 (2.0 * super::math::e_mat(&p) * pd).dot(&axis.normalize())
             }
-            OutputQuantity::JointCoordinate { joint } => self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).val),
-            OutputQuantity::JointRate { joint } => self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).rate),
-            OutputQuantity::JointForce { joint, component } | OutputQuantity::JointTorque { joint, component } => {
+            OutputQuantity::JointCoordinate { joint } => self.joint_coords[*joint]
+                .map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).val),
+            OutputQuantity::JointRate { joint } => self.joint_coords[*joint]
+                .map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).rate),
+            OutputQuantity::JointForce { joint, component }
+            | OutputQuantity::JointTorque { joint, component } => {
                 let (f, n) = self.joint_reaction(*joint, t, q, lambda);
                 let js = &self.spec.joints[*joint];
                 let axes = match js.body1 {
                     BodyRef::Body(b1) => self.snap.a[b1] * js.frame1.axes,
                     _ => js.frame1.axes,
                 };
-                let w = if matches!(quantity, OutputQuantity::JointForce { .. }) { f } else { n };
+                let w = if matches!(quantity, OutputQuantity::JointForce { .. }) {
+                    f
+                } else {
+                    n
+                };
                 axes.column(*component).dot(&w)
             }
             OutputQuantity::DriverForce { driver } => {
-                let row = self.active.iter().position(|&i| self.rows[i].owner == RowOwner::Driver(*driver));
+                let row = self
+                    .active
+                    .iter()
+                    .position(|&i| self.rows[i].owner == RowOwner::Driver(*driver));
                 row.map_or(f64::NAN, |k| -lambda[k])
             }
             OutputQuantity::ElementForce { force } => self.element_force(*force, t, v),
@@ -1085,7 +1472,11 @@ impl System {
                     let x = cv.val - free;
                     match law {
                         SpringLaw::Linear { k, preload, .. } => 0.5 * k * x * x + preload * x,
-                        SpringLaw::Poly { coeffs, .. } => coeffs.iter().enumerate().map(|(i, a)| a * x.powi(i as i32 + 2) / (i as f64 + 2.0)).sum(),
+                        SpringLaw::Poly { coeffs, .. } => coeffs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, a)| a * x.powi(i as i32 + 2) / (i as f64 + 2.0))
+                            .sum(),
                         SpringLaw::Table { .. } => 0.0,
                     }
                 }
@@ -1105,4 +1496,3 @@ impl System {
         e
     }
 }
-

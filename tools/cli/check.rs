@@ -4,8 +4,8 @@ use super::CliResult;
 use mbsfmu::description::VariableTable;
 use mbsfmu::mbs::spec::ModelSpec;
 use mbsfmu::mbs::system::System;
-use std::sync::Arc;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Assemble the model as the FMU will at its start time: degrees of freedom, redundant
 /// constraints dropped, how far the file's state was from consistent. `Err` for a model that
@@ -22,7 +22,10 @@ fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
     if r.dropped.is_empty() {
         s.push_str("  no redundant constraints\n");
     } else {
-        s.push_str(&format!("  {} redundant constraint equations dropped:\n", r.dropped.len()));
+        s.push_str(&format!(
+            "  {} redundant constraint equations dropped:\n",
+            r.dropped.len()
+        ));
         for d in &r.dropped {
             s.push_str(&format!("    - {d}\n"));
         }
@@ -107,7 +110,12 @@ pub fn run(model: &Path) -> CliResult {
     println!("  loads without errors");
     match assembly_report(&spec) {
         Ok(report) => print!("{report}"),
-        Err(message) => return Err(super::CliError::User(format!("{}: {message}", model.display()))),
+        Err(message) => {
+            return Err(super::CliError::User(format!(
+                "{}: {message}",
+                model.display()
+            )))
+        }
     }
     Ok(())
 }

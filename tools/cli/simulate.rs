@@ -6,14 +6,14 @@
 use super::csv::{write_csv, InputTable};
 use super::{CliError, CliResult};
 use clap::Args;
-use mbsfmu::description::xml::model_identifier;
 use mbsfmu::cosim::{Advance, SetPhase, Simulation};
+use mbsfmu::description::xml::model_identifier;
 use mbsfmu::description::{Causality, VarKind, VarType, VariableTable};
-use mbsfmu::mbs::system::System;
-use std::sync::Arc;
 use mbsfmu::mbs::spec::ModelSpec;
+use mbsfmu::mbs::system::System;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Args, Debug)]
@@ -81,7 +81,11 @@ impl InProcess {
 impl CoSimulation for InProcess {
     fn set_input(&mut self, index: usize, value: f64, slope: f64) {
         let vr = self.input_vr[index];
-        let phase = if self.initialized { SetPhase::Stepping } else { SetPhase::Setup };
+        let phase = if self.initialized {
+            SetPhase::Stepping
+        } else {
+            SetPhase::Setup
+        };
         let r = self.sim.set_real(vr, value, phase).and_then(|_| {
             if self.initialized {
                 self.sim.set_input_derivative(vr, 1, slope)
@@ -147,17 +151,21 @@ pub fn instantiate(
         VarKind::Parameter(i) => Some((v, parameters[i])),
         _ => None,
     }) {
-        if value != spec.parameters[match v.kind {
-            VarKind::Parameter(i) => i,
-            _ => unreachable!(),
-        }]
-        .value
+        if value
+            != spec.parameters[match v.kind {
+                VarKind::Parameter(i) => i,
+                _ => unreachable!(),
+            }]
+            .value
         {
-            sim.set_real(v.value_reference, value, SetPhase::Setup).map_err(user)?;
+            sim.set_real(v.value_reference, value, SetPhase::Setup)
+                .map_err(user)?;
         }
     }
     for (name, value) in solver {
-        let v = table.by_name(name).ok_or_else(|| CliError::User(format!("--set: no variable {name:?}")))?;
+        let v = table
+            .by_name(name)
+            .ok_or_else(|| CliError::User(format!("--set: no variable {name:?}")))?;
         match v.var_type {
             VarType::Float64 => sim.set_real(v.value_reference, *value, SetPhase::Setup),
             _ => sim.set_integer(v.value_reference, *value as i64, SetPhase::Setup),
@@ -165,9 +173,21 @@ pub fn instantiate(
         .map_err(user)?;
     }
     let input_vr = (0..spec.inputs.len())
-        .map(|i| table.variables.iter().find(|v| v.kind == VarKind::Input(i)).map(|v| v.value_reference).expect("every input has a variable"))
+        .map(|i| {
+            table
+                .variables
+                .iter()
+                .find(|v| v.kind == VarKind::Input(i))
+                .map(|v| v.value_reference)
+                .expect("every input has a variable")
+        })
         .collect();
-    Ok(Box::new(InProcess { sim, input_vr, initialized: false, error: None }))
+    Ok(Box::new(InProcess {
+        sim,
+        input_vr,
+        initialized: false,
+        error: None,
+    }))
 }
 
 /// Column `c` of the input table feeds model input `map[c]`.
