@@ -253,10 +253,8 @@ pub fn eval_quantity(layout: &Layout, s: &Snapshot, q: &QDef, with_vel: bool) ->
             let a = eval_point(layout, s, to.0, &to.1, 1.0, with_vel);
             let b = eval_point(layout, s, from.0, &from.1, -1.0, with_vel);
             let mut parts = [None; 4];
-            let mut k = 0;
-            for p in a.parts.iter().chain(b.parts.iter()).flatten() {
+            for (k, p) in a.parts.iter().chain(b.parts.iter()).flatten().enumerate() {
                 parts[k] = Some(*p);
-                k += 1;
             }
             QVal {
                 x: a.x + b.x,
@@ -449,6 +447,9 @@ fn form(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], with_vel: bo
 
 /// Evaluate a scalar coordinate. `v` is needed for `rate`/`conv` (pass zeros otherwise);
 /// `refs` are the angle branch references.
+// Quantity indices address several parallel arrays (values, Jacobians, gradient and Hessian
+// blocks); index loops read better than zipped iterators here.
+#[allow(clippy::needless_range_loop)]
 pub fn eval_coord(
     layout: &Layout,
     s: &Snapshot,

@@ -54,6 +54,8 @@ pub enum RowOwner {
 }
 
 /// One scalar constraint `φ = ξ(q, t) − offset − u(t)`.
+// Built once per model; most rows are `Coord`, so boxing would only add indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum RowKind {
     Normalize {
@@ -314,7 +316,7 @@ impl System {
         let mut bodies = Vec::with_capacity(spec.bodies.len());
         for b in &spec.bodies {
             let m = pv(&b.mass);
-            if !(m > 0.0) || !m.is_finite() {
+            if m.is_nan() || m <= 0.0 || !m.is_finite() {
                 return Err(self.err(format!("body '{}': mass {m} must be positive", b.name)));
             }
             let [xx, yy, zz, xy, xz, yz] = b.inertia.map(|s| pv(&s));
@@ -432,7 +434,7 @@ impl System {
                 }
                 JointKind::Distance => {
                     let l = j.length.map(|s| pv(&s)).unwrap_or(0.0);
-                    if !(l > 0.0) {
+                    if l.is_nan() || l <= 0.0 {
                         return Err(self.err(format!(
                             "joint '{}': distance length {l} must be positive",
                             j.name
@@ -987,7 +989,8 @@ impl System {
     }
 }
 
-/// A row's gradient, scattered lazily.
+/// A row's gradient, scattered lazily (a short-lived value on the stack: no boxing).
+#[allow(clippy::large_enum_variant)]
 enum RowGrad {
     Quat(usize, Vector4<f64>),
     Coord(CoordVal),
