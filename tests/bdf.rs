@@ -73,7 +73,7 @@ fn convergence_orders_one_to_five() {
 /// Reference tip positions (scipy DOP853 at 1e-12 in minimal coordinates,
 /// `tools/references/pendulum_chain_tip.py`): rows (t, x_N, y_N for each N in the header).
 fn reference(n: usize) -> Vec<(f64, f64, f64)> {
-    let text = include_str!("data/pendulum_chain_tip.csv");
+    let text = include_str!("data/integrators/pendulum_chain_tip.csv");
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let ix = header

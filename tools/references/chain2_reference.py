@@ -3,7 +3,7 @@
 from the angles theta1 = 1.0, theta2 = 0.5 (from the downward vertical) at rest relative to the
 suspension. Integrated independently in minimal coordinates (the two absolute rod angles) with
 scipy's DOP853 at rtol = atol = 1e-13, checked against Radau at 1e-12; written in Cartesian
-coordinates to tests/data/chain2_reference.csv.
+coordinates to tests/data/integrators/chain2_reference.csv.
 
 Run: /tmp/venv-probe/bin/python tools/references/chain2_reference.py
 """

@@ -14,7 +14,7 @@ with (0, sy'(0)), i.e. a_1' = -sx'(0)/l, the other rates zero.
 
 Integrated with DOP853 at rtol = atol = 1e-12; the printed difference to a second run (Radau
 at 1e-10 for N <= 8, where it is affordable; DOP853 at 1e-10 otherwise) bounds the reference's
-own error. Output: tests/data/pendulum_chain_tip.csv with
+own error. Output: tests/data/integrators/pendulum_chain_tip.csv with
 t and, per N, the tip x and y every 0.5 s on [0, 200].
 """
 import sys
@@ -71,4 +71,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/pendulum_chain_tip.csv")
+    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/integrators/pendulum_chain_tip.csv")

@@ -6,7 +6,7 @@ theta2 = -pi/12 (= 23*pi/12), omega1 = 0, omega2 = 10.
 
 Integrated independently in the two absolute bar angles with scipy's Radau at rtol = atol = 1e-12,
 checked against Radau at 1e-11 and LSODA at 1e-12; theta1 and omega1 every 0.01 s to
-tests/data/stiff_pendulum_reference.csv.
+tests/data/integrators/stiff_pendulum_reference.csv.
 
 Run: /tmp/venv-probe/bin/python tools/references/stiff_pendulum_reference.py
 """
