@@ -674,6 +674,59 @@ impl<E: Engine> Simulation<E> {
         Ok(())
     }
 
+    /// The state at `t0` projected onto the position and velocity constraints for the
+    /// current input segments, or `None` when it already satisfies them.
+    fn consistent_after_input_change(&mut self, t0: f64) -> Option<MechState> {
+        use nalgebra::{DMatrix, DVector};
+        let x = self.st.x.as_ref()?;
+        let e = &mut self.st.engine;
+        let (nq, nc) = (e.n_q(), e.n_c());
+        if nc == 0 {
+            return None;
+        }
+        let mut phi = vec![0.0; nc];
+        let mut phi_t = vec![0.0; nc];
+        let mut jac = DMatrix::zeros(nc, nq);
+        let velocity_residual =
+            |e: &mut E, q: &[f64], v: &[f64], jac: &mut DMatrix<f64>, phi_t: &mut Vec<f64>| {
+                e.constraint_jacobian(t0, q, jac);
+                e.constraint_time_derivative(t0, q, phi_t);
+                &*jac * DVector::from_column_slice(v) + DVector::from_column_slice(phi_t)
+            };
+        e.constraints(t0, &x.q, &mut phi);
+        let r = velocity_residual(e, &x.q, &x.v, &mut jac, &mut phi_t);
+        let v_scale = 1.0 + x.v.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let pos_ok = phi.iter().all(|p| p.abs() <= 1e-10);
+        if pos_ok && r.amax() <= 1e-9 * v_scale {
+            return None;
+        }
+        // Minimal-norm corrections: Δ = Φ_qᵀ (Φ_q Φ_qᵀ)⁻¹ residual (the active rows are
+        // independent, so Φ_q Φ_qᵀ is regular).
+        let min_norm = |jac: &DMatrix<f64>, res: &DVector<f64>| -> Option<DVector<f64>> {
+            let y = (jac * jac.transpose()).lu().solve(res)?;
+            Some(jac.transpose() * y)
+        };
+        let (mut q, mut v) = (x.q.clone(), x.v.clone());
+        for _ in 0..20 {
+            e.constraints(t0, &q, &mut phi);
+            if phi.iter().all(|p| p.abs() <= 1e-12) {
+                break;
+            }
+            e.constraint_jacobian(t0, &q, &mut jac);
+            let dq = min_norm(&jac, &DVector::from_column_slice(&phi))?;
+            q.iter_mut().zip(dq.iter()).for_each(|(a, d)| *a -= d);
+        }
+        let r = velocity_residual(e, &q, &v, &mut jac, &mut phi_t);
+        let dv = min_norm(&jac, &r)?;
+        v.iter_mut().zip(dv.iter()).for_each(|(a, d)| *a -= d);
+        Some(MechState {
+            t: t0,
+            q,
+            v,
+            lambda: x.lambda.clone(),
+        })
+    }
+
     /// Advance from the current time to `t_end` (exactly). `intermediate`, when given, is
     /// called after every accepted internal step before `t_end` with its time and returns new
     /// input values `(input index, value)` valid at that time.
@@ -698,15 +751,34 @@ impl<E: Engine> Simulation<E> {
         for inp in &mut self.st.inputs {
             inp.derivs = [None, None];
         }
+        // New input segments may make the state inconsistent at t0: a kink in a driven input
+        // makes the driven velocities jump (and a jump in its value moves the positions). A
+        // multistep history cannot absorb a jump in the state, so for such a method project
+        // onto the constraints and restart it there.
+        let multistep = self.effective_settings().method.is_multistep();
+        if let Some(x) = multistep
+            .then(|| self.consistent_after_input_change(t0))
+            .flatten()
+        {
+            self.st.x = Some(x);
+            self.st.reinit = true;
+        }
         let x0 = self.st.x.clone().expect("initialized");
-        let integ = self.st.integrator.as_mut().expect("initialized");
         if self.st.reinit {
-            // Parameter change in step mode: restart the method from the current state.
-            let s = *<AnyIntegrator as Integrator<E>>::stats(integ);
+            // Restart from the current state with a fresh method object (its history and
+            // Jacobians belong to the old parameters or the old inputs); the statistics so far
+            // carry over.
+            let settings = self.effective_settings();
+            let (n_q, n_c) = (self.st.engine.n_q(), self.st.engine.n_c());
+            let old = self.st.integrator.as_ref().expect("initialized");
+            let s = *<AnyIntegrator as Integrator<E>>::stats(old);
             add_stats(&mut self.st.stats_base, &s);
-            integ.initialize(&mut self.st.engine, &x0)?;
+            let mut fresh = AnyIntegrator::new(settings, n_q, n_c)?;
+            fresh.initialize(&mut self.st.engine, &x0)?;
+            self.st.integrator = Some(fresh);
             self.st.reinit = false;
         }
+        let integ = self.st.integrator.as_mut().expect("initialized");
         let result = loop {
             match integ.step(&mut self.st.engine, t_end) {
                 Ok(t) => {

@@ -100,12 +100,41 @@ fn slider_crank_acceleration_and_joint_reactions_match_inverse_dynamics() {
     let mut spec = mbsfmu::mbs::load_model(&f).unwrap();
     let joint = |n: &str| spec.joints.iter().position(|j| j.name == n).unwrap();
     let slider = spec.bodies.iter().position(|b| b.name == "slider").unwrap();
-    let (pivot, pin, wrist, slide) = (joint("crank_pivot"), joint("crank_pin"), joint("wrist_pin"), joint("slide"));
-    let out = |name: &str, quantity| OutputSpec { name: name.into(), unit: String::new(), description: String::new(), quantity, scale: 1.0 };
-    let mut extra = vec![out("ax", OutputQuantity::Acceleration { body: BodyRef::Body(slider), point: nalgebra::Vector3::zeros(), component: 0 })];
-    for (j, tag) in [(pivot, "pivot"), (pin, "pin"), (wrist, "wrist"), (slide, "slide")] {
+    let (pivot, pin, wrist, slide) = (
+        joint("crank_pivot"),
+        joint("crank_pin"),
+        joint("wrist_pin"),
+        joint("slide"),
+    );
+    let out = |name: &str, quantity| OutputSpec {
+        name: name.into(),
+        unit: String::new(),
+        description: String::new(),
+        quantity,
+        scale: 1.0,
+    };
+    let mut extra = vec![out(
+        "ax",
+        OutputQuantity::Acceleration {
+            body: BodyRef::Body(slider),
+            point: nalgebra::Vector3::zeros(),
+            component: 0,
+        },
+    )];
+    for (j, tag) in [
+        (pivot, "pivot"),
+        (pin, "pin"),
+        (wrist, "wrist"),
+        (slide, "slide"),
+    ] {
         for c in 0..3 {
-            extra.push(out(&format!("{tag}{c}"), OutputQuantity::JointForce { joint: j, component: c }));
+            extra.push(out(
+                &format!("{tag}{c}"),
+                OutputQuantity::JointForce {
+                    joint: j,
+                    component: c,
+                },
+            ));
         }
     }
     spec.outputs.extend(extra);
@@ -113,22 +142,53 @@ fn slider_crank_acceleration_and_joint_reactions_match_inverse_dynamics() {
     let spec = Arc::new(spec);
     for (th, w, a) in STATES {
         let mut sys = System::new(spec.clone()).unwrap();
-        sys.inputs_mut().segments[0] = InputSegment { t0: 0.0, coeffs: [th, w, 0.5 * a, 0.0] };
+        sys.inputs_mut().segments[0] = InputSegment {
+            t0: 0.0,
+            coeffs: [th, w, 0.5 * a, 0.0],
+        };
         let x = sys.initial_state(0.0).unwrap();
         let mut v = vec![0.0; sys.n_outputs()];
         sys.evaluate_outputs(&x, &mut v).unwrap();
         let o: HashMap<String, f64> = spec.outputs.iter().map(|o| o.name.clone()).zip(v).collect();
         let d = slider_crank::inverse_dynamics(&p, th, w, a);
         let tol = |x: f64| 1e-8 * x.abs().max(1.0);
-        assert!((o["ax"] - d.kin.ddx).abs() < tol(d.kin.ddx), "θ={th}: slider acceleration {} vs {}", o["ax"], d.kin.ddx);
+        assert!(
+            (o["ax"] - d.kin.ddx).abs() < tol(d.kin.ddx),
+            "θ={th}: slider acceleration {} vs {}",
+            o["ax"],
+            d.kin.ddx
+        );
         for c in 0..2 {
             let (e, r) = (o[&format!("pivot{c}")], d.ground_on_crank[c]);
-            assert!((e - r).abs() < tol(r), "θ={th}: ground on crank [{c}] {e} vs {r}");
+            assert!(
+                (e - r).abs() < tol(r),
+                "θ={th}: ground on crank [{c}] {e} vs {r}"
+            );
         }
-        let norm = |tag: &str| (o[&format!("{tag}0")].powi(2) + o[&format!("{tag}1")].powi(2) + o[&format!("{tag}2")].powi(2)).sqrt();
+        let norm = |tag: &str| {
+            (o[&format!("{tag}0")].powi(2)
+                + o[&format!("{tag}1")].powi(2)
+                + o[&format!("{tag}2")].powi(2))
+            .sqrt()
+        };
         let mag = |v: [f64; 2]| v[0].hypot(v[1]);
-        assert!((norm("pin") - mag(d.crank_on_rod)).abs() < tol(mag(d.crank_on_rod)), "θ={th}: crank pin {} vs {}", norm("pin"), mag(d.crank_on_rod));
-        assert!((norm("wrist") - mag(d.slider_on_rod)).abs() < tol(mag(d.slider_on_rod)), "θ={th}: wrist pin {} vs {}", norm("wrist"), mag(d.slider_on_rod));
-        assert!((norm("slide") - d.normal.abs()).abs() < tol(d.normal), "θ={th}: slide normal {} vs {}", norm("slide"), d.normal);
+        assert!(
+            (norm("pin") - mag(d.crank_on_rod)).abs() < tol(mag(d.crank_on_rod)),
+            "θ={th}: crank pin {} vs {}",
+            norm("pin"),
+            mag(d.crank_on_rod)
+        );
+        assert!(
+            (norm("wrist") - mag(d.slider_on_rod)).abs() < tol(mag(d.slider_on_rod)),
+            "θ={th}: wrist pin {} vs {}",
+            norm("wrist"),
+            mag(d.slider_on_rod)
+        );
+        assert!(
+            (norm("slide") - d.normal.abs()).abs() < tol(d.normal),
+            "θ={th}: slide normal {} vs {}",
+            norm("slide"),
+            d.normal
+        );
     }
 }

@@ -78,6 +78,12 @@ impl Method {
     pub fn from_name(s: &str) -> Option<Method> {
         Method::ALL.iter().copied().find(|m| m.name() == s)
     }
+    /// Whether the method carries a multistep history, which cannot absorb a jump in the state
+    /// (a kink in a driven input at a communication point): the co-simulation layer restarts
+    /// such a method from the projected state. One-step methods project on their own.
+    pub fn is_multistep(self) -> bool {
+        self == Method::Bdf
+    }
 }
 
 /// How the iteration matrix is obtained (paper 003). Values of `solver.jacobian`.
