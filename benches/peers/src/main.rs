@@ -1,0 +1,178 @@
+//! SUNDIALS CVODE and IDA on exactly our equations (issue 7), with tolerance sweeps, timing
+//! (median / min / max of repeated runs, wall and CPU) and the achieved error against the
+//! independent references in `data/`.
+//!
+//! Usage: `cargo run --release -- [--problems dp,slider,chain4,chain8,...] [--repeats 5]
+//!         [--out results/sundials.json]`
+
+mod eval;
+mod problems;
+mod solvers;
+
+use problems::Problem;
+use serde::Serialize;
+use solvers::RunResult;
+
+#[derive(Serialize)]
+struct Timing {
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+}
+
+fn timing(mut xs: Vec<f64>) -> Timing {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = xs.len();
+    let med = if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) };
+    Timing { median_ms: 1e3 * med, min_ms: 1e3 * xs[0], max_ms: 1e3 * xs[n - 1] }
+}
+
+#[derive(Serialize)]
+struct Row {
+    problem: String,
+    solver: String,
+    rtol: f64,
+    atol: f64,
+    ok: bool,
+    message: String,
+    error: f64,
+    error_measure: String,
+    steps: i64,
+    f_evals: i64,
+    f_evals_jacobian: i64,
+    jac_evals: i64,
+    nonlin_iters: i64,
+    err_test_fails: i64,
+    conv_fails: i64,
+    projections: i64,
+    repeats: usize,
+    wall: Timing,
+    cpu: Timing,
+}
+
+fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) -> Row {
+    let atol = rtol;
+    let run = |_: usize| -> RunResult {
+        match solver {
+            "cvode_bdf" => solvers::run_cvode(p, rtol, atol),
+            "ida_ggl" => solvers::run_ida(p, rtol, atol),
+            _ => unreachable!(),
+        }
+    };
+    let first = run(0);
+    let mut walls = vec![first.wall_s];
+    let mut cpus = vec![first.cpu_s];
+    // At least `repeats` runs, unless one run alone exceeds the budget (then 3).
+    let reps = if first.wall_s * repeats as f64 > budget_s { 3.min(repeats) } else { repeats };
+    if first.ok {
+        for i in 1..reps {
+            let r = run(i);
+            walls.push(r.wall_s);
+            cpus.push(r.cpu_s);
+        }
+    }
+    let measure = match p.observable {
+        problems::Observable::Theta1 => "max |theta1 - ref| over the reference times (rad)",
+        problems::Observable::ChainAngles(_) => "max over rods and reference times of |phi_k - ref| (rad)",
+        problems::Observable::CrankTorque => "max |crank torque - closed form| over the reference times (N m)",
+    };
+    eprintln!(
+        "{:24} {:10} rtol {:7.0e}  err {:9.2e}  steps {:7}  f {:8}  jac {:5}  wall {:9.3} ms (min {:9.3}, max {:9.3}, n={})  {}",
+        p.name,
+        solver,
+        rtol,
+        first.error,
+        first.steps,
+        first.f_evals,
+        first.jac_evals,
+        1e3 * timing(walls.clone()).median_ms / 1e3,
+        1e3 * timing(walls.clone()).min_ms / 1e3,
+        1e3 * timing(walls.clone()).max_ms / 1e3,
+        walls.len(),
+        first.message
+    );
+    Row {
+        problem: p.name.clone(),
+        solver: solver.into(),
+        rtol,
+        atol,
+        ok: first.ok,
+        message: first.message.clone(),
+        error: first.error,
+        error_measure: measure.into(),
+        steps: first.steps,
+        f_evals: first.f_evals,
+        f_evals_jacobian: first.f_evals_jac,
+        jac_evals: first.jac_evals,
+        nonlin_iters: first.nonlin_iters,
+        err_test_fails: first.err_test_fails,
+        conv_fails: first.conv_fails,
+        projections: first.projections,
+        repeats: walls.len(),
+        wall: timing(walls),
+        cpu: timing(cpus),
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    tool: String,
+    sundials: String,
+    date_utc: String,
+    machine: String,
+    timing_note: String,
+    references: Vec<String>,
+    rows: Vec<Row>,
+}
+
+fn sh(cmd: &str) -> String {
+    std::process::Command::new("sh").arg("-c").arg(cmd).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1).cloned());
+    let list = get("--problems").unwrap_or_else(|| "dp,slider,chain4,chain8,chain16,chain32,chain64".into());
+    let repeats: usize = get("--repeats").map(|s| s.parse().expect("--repeats N")).unwrap_or(5);
+    let budget: f64 = get("--budget").map(|s| s.parse().expect("--budget seconds")).unwrap_or(60.0);
+    let solvers: Vec<String> = get("--solvers").unwrap_or_else(|| "cvode_bdf,ida_ggl".into()).split(',').map(String::from).collect();
+    let out = get("--out").unwrap_or_else(|| format!("{}/results/sundials.json", env!("CARGO_MANIFEST_DIR")));
+    let rtols_arg: Option<Vec<f64>> = get("--rtols").map(|s| s.split(',').map(|x| x.parse().expect("rtol")).collect());
+
+    let mut rows = Vec::new();
+    let mut refs = Vec::new();
+    for name in list.split(',') {
+        let mut p = match name {
+            "dp" => problems::double_pendulum(),
+            "slider" => problems::slider_crank(),
+            c if c.starts_with("chain") => {
+                let n: usize = c[5..].parse().expect("chainN");
+                // Large chains: the dense FD Jacobian costs 2n right-hand sides each, so the
+                // tightest tolerances are left out by default.
+                let rtols = if n >= 32 { vec![1e-3, 1e-4, 1e-5, 1e-6] } else { vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7] };
+                problems::chain(n, rtols)
+            }
+            other => panic!("unknown problem {other}"),
+        };
+        if let Some(r) = &rtols_arg {
+            p.rtols = r.clone();
+        }
+        refs.push(p.reference.file.rsplit('/').next().unwrap_or("").to_string());
+        for &rtol in &p.rtols.clone() {
+            for s in &solvers {
+                rows.push(measure(&p, s, rtol, repeats, budget));
+            }
+        }
+    }
+    let report = Report {
+        tool: "benches/peers (mbsfmu-peers)".into(),
+        sundials: "SUNDIALS 6.4.1 (Debian libsundials-dev), via sundials-sys 0.6.2".into(),
+        date_utc: sh("date -u +%Y-%m-%dT%H:%M:%SZ"),
+        machine: format!("{}; {} cpus; {}", sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"), sh("nproc"), sh("uname -sr")),
+        timing_note: "wall and process CPU time of the integration only (solver creation, all steps, dense output at the reference times and the observed quantities); model assembly excluded. Stats (steps, evals, error) from the first run.".into(),
+        references: refs,
+        rows,
+    };
+    std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).expect("write results");
+    eprintln!("wrote {out}");
+}
