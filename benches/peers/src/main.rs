@@ -77,7 +77,7 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
         problems::Observable::CrankTorque => "max |crank torque - closed form| over the reference times (N m)",
     };
     eprintln!(
-        "{:24} {:10} rtol {:7.0e}  err {:9.2e}  steps {:7}  f {:8}  jac {:5}  wall {:9.3} ms (min {:9.3}, max {:9.3}, n={})  {}",
+        "{:24} {:10} rtol {:7.0e}  err {:9.2e}  steps {:7}  f {:8}  jac {:5}  cpu {:9.3} ms  wall {:9.3} ms (min {:9.3}, max {:9.3}, n={})  {}",
         p.name,
         solver,
         rtol,
@@ -85,6 +85,7 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
         first.steps,
         first.f_evals,
         first.jac_evals,
+        timing(cpus.clone()).median_ms,
         1e3 * timing(walls.clone()).median_ms / 1e3,
         1e3 * timing(walls.clone()).min_ms / 1e3,
         1e3 * timing(walls.clone()).max_ms / 1e3,
@@ -121,6 +122,7 @@ struct Report {
     date_utc: String,
     machine: String,
     timing_note: String,
+    load_average_at_start: String,
     references: Vec<String>,
     rows: Vec<Row>,
 }
@@ -139,7 +141,14 @@ fn main() {
     let out = get("--out").unwrap_or_else(|| format!("{}/results/sundials.json", env!("CARGO_MANIFEST_DIR")));
     let rtols_arg: Option<Vec<f64>> = get("--rtols").map(|s| s.split(',').map(|x| x.parse().expect("rtol")).collect());
 
-    let mut rows = Vec::new();
+    let load = sh("cut -d' ' -f1-3 /proc/loadavg");
+    // Partial runs replace the rows of their problems in an existing results file.
+    let mut rows: Vec<Row> = Vec::new();
+    let old: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v.get("rows").and_then(|r| r.as_array()).cloned())
+        .unwrap_or_default();
     let mut refs = Vec::new();
     for name in list.split(',') {
         let mut p = match name {
@@ -149,7 +158,11 @@ fn main() {
                 let n: usize = c[5..].parse().expect("chainN");
                 // Large chains: the dense FD Jacobian costs 2n right-hand sides each, so the
                 // tightest tolerances are left out by default.
-                let rtols = if n >= 32 { vec![1e-3, 1e-4, 1e-5, 1e-6] } else { vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7] };
+                let rtols = match n {
+                    0..=16 => vec![1e-4, 1e-5, 1e-6, 1e-7, 1e-8],
+                    17..=32 => vec![1e-5, 1e-6, 1e-7],
+                    _ => vec![1e-6],
+                };
                 problems::chain(n, rtols)
             }
             other => panic!("unknown problem {other}"),
@@ -161,18 +174,28 @@ fn main() {
         for &rtol in &p.rtols.clone() {
             for s in &solvers {
                 rows.push(measure(&p, s, rtol, repeats, budget));
+                write_report(&out, &load, &refs, &rows, &old);
             }
         }
     }
+    eprintln!("wrote {out}");
+}
+
+fn write_report(out: &str, load: &str, refs: &[String], rows: &[Row], old: &[serde_json::Value]) {
     let report = Report {
         tool: "benches/peers (mbsfmu-peers)".into(),
         sundials: "SUNDIALS 6.4.1 (Debian libsundials-dev), via sundials-sys 0.6.2".into(),
         date_utc: sh("date -u +%Y-%m-%dT%H:%M:%SZ"),
         machine: format!("{}; {} cpus; {}", sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"), sh("nproc"), sh("uname -sr")),
+        load_average_at_start: load.to_string(),
         timing_note: "wall and process CPU time of the integration only (solver creation, all steps, dense output at the reference times and the observed quantities); model assembly excluded. Stats (steps, evals, error) from the first run.".into(),
-        references: refs,
-        rows,
+        references: refs.to_vec(),
+        rows: vec![],
     };
-    std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).expect("write results");
-    eprintln!("wrote {out}");
+    let mut v = serde_json::to_value(&report).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.problem.as_str()).collect();
+    let mut all: Vec<serde_json::Value> = old.iter().filter(|r| !names.contains(&r.get("problem").and_then(|p| p.as_str()).unwrap_or(""))).cloned().collect();
+    all.extend(rows.iter().map(|r| serde_json::to_value(r).unwrap()));
+    v["rows"] = serde_json::Value::Array(all);
+    std::fs::write(out, serde_json::to_string_pretty(&v).unwrap()).expect("write results");
 }
