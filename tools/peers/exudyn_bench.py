@@ -157,6 +157,7 @@ def main():
                     cpus.append(r["cpu_s"])
                     walls.append(r["wall_s"])
                 row = dict(problem=p["name"], solver=solver, steps=n, step_size=p["t_end"] / n, ok=first["ok"],
+                           steps_taken=first["steps"],  # differs from steps when Exudyn's adaptiveStep reduced steps
                            error=first["error"], compared_points=first["compared_points"],
                            newton_iterations=first["newton_iterations"], jacobians=first["jacobians"], repeats=len(timers),
                            solver_timer=stats(timers), cpu=stats(cpus), wall=stats(walls),

@@ -48,6 +48,8 @@ struct Row {
     repeats: usize,
     wall: Timing,
     cpu: Timing,
+    /// Output evaluation at the reference times (first run), not included in wall / cpu.
+    output_cpu_ms: f64,
 }
 
 fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) -> Row {
@@ -112,6 +114,7 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
         repeats: walls.len(),
         wall: timing(walls),
         cpu: timing(cpus),
+        output_cpu_ms: 1e3 * first.output_cpu_s,
     }
 }
 
@@ -141,6 +144,10 @@ fn main() {
     let out = get("--out").unwrap_or_else(|| format!("{}/results/sundials.json", env!("CARGO_MANIFEST_DIR")));
     let rtols_arg: Option<Vec<f64>> = get("--rtols").map(|s| s.split(',').map(|x| x.parse().expect("rtol")).collect());
 
+    if args.iter().any(|a| a == "--eval-cost") {
+        eval_cost(&list);
+        return;
+    }
     let load = sh("cut -d' ' -f1-3 /proc/loadavg");
     // Partial runs replace the rows of their problems in an existing results file.
     let mut rows: Vec<Row> = Vec::new();
@@ -188,7 +195,7 @@ fn write_report(out: &str, load: &str, refs: &[String], rows: &[Row], old: &[ser
         date_utc: sh("date -u +%Y-%m-%dT%H:%M:%SZ"),
         machine: format!("{}; {} cpus; {}", sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"), sh("nproc"), sh("uname -sr")),
         load_average_at_start: load.to_string(),
-        timing_note: "wall and process CPU time of the integration only (solver creation, all steps, dense output at the reference times and the observed quantities); model assembly excluded. Stats (steps, evals, error) from the first run.".into(),
+        timing_note: "wall and process CPU time of the integration only (solver creation and all steps); model assembly and the output evaluation at the reference times (dense output, output projection, observed quantities; reported separately as output_cpu_ms) excluded. Stats (steps, evals, error) from the first run.".into(),
         references: refs.to_vec(),
         rows: vec![],
     };
@@ -198,4 +205,40 @@ fn write_report(out: &str, load: &str, refs: &[String], rows: &[Row], old: &[ser
     all.extend(rows.iter().map(|r| serde_json::to_value(r).unwrap()));
     v["rows"] = serde_json::Value::Array(all);
     std::fs::write(out, serde_json::to_string_pretty(&v).unwrap()).expect("write results");
+}
+
+/// CPU cost of one right-hand side (saddle-point accelerations) and one GGL residual at the
+/// initial state of each problem: where the peers' time goes.
+fn eval_cost(list: &str) {
+    use mbsfmu::integrate::system::Mechanical;
+    for name in list.split(',') {
+        let p = match name {
+            "dp" => problems::double_pendulum(),
+            "slider" => problems::slider_crank(),
+            c => problems::chain(c[5..].parse().expect("chainN"), vec![]),
+        };
+        let mut sys = mbsfmu::mbs::system::System::new(std::sync::Arc::new(p.spec.clone())).expect("model");
+        let x = sys.initial_state(0.0).expect("assembly");
+        let (nq, nc) = (sys.n_q(), sys.n_c());
+        let mut ev = eval::Eval::new(sys);
+        let mut a = vec![0.0; nq];
+        let reps = (20_000 / (nq + nc)).max(20);
+        let c0 = solvers::cpu_time();
+        for _ in 0..reps {
+            ev.accelerations(0.1, &x.q, &x.v, &mut a, None);
+        }
+        let t_rhs = (solvers::cpu_time() - c0) / reps as f64;
+        let mut y = x.q.clone();
+        y.extend_from_slice(&x.v);
+        y.extend(std::iter::repeat(0.0).take(2 * nc));
+        let yp = vec![0.0; y.len()];
+        let mut r = vec![0.0; y.len()];
+        let c0 = solvers::cpu_time();
+        for k in 0..reps {
+            y[0] += 1e-9 * (k % 2) as f64; // defeat the M cache as a q column of the FD Jacobian would
+            ev.ggl_residual(0.1, &y, &yp, &mut r);
+        }
+        let t_res = (solvers::cpu_time() - c0) / reps as f64;
+        eprintln!("{:24} n_q {:4} n_c {:4}  rhs (saddle point) {:9.2} us   GGL residual {:9.2} us", p.name, nq, nc, 1e6 * t_rhs, 1e6 * t_res);
+    }
 }
