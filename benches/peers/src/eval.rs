@@ -121,7 +121,14 @@ impl Eval {
     }
 
     /// `[M Φqᵀ; Φq 0] [a; λ] = [f; γ]`. Returns false when the matrix is singular.
-    pub fn accelerations(&mut self, t: f64, q: &[f64], v: &[f64], a: &mut [f64], lambda: Option<&mut [f64]>) -> bool {
+    pub fn accelerations(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        a: &mut [f64],
+        lambda: Option<&mut [f64]>,
+    ) -> bool {
         self.evals += 1;
         let (nq, nc) = (self.nq, self.nc);
         self.sys.mass_matrix(t, q, &mut self.m);
@@ -149,7 +156,14 @@ impl Eval {
     /// `v ← v − Φqᵀ(ΦqΦqᵀ)⁻¹(Φq v + Φt)`. When given, the error estimates `eq`, `ev` are
     /// projected onto the tangent space with the same (linear) projector. Returns false on
     /// failure (singular Gram matrix or no convergence).
-    pub fn project(&mut self, t: f64, q: &mut [f64], v: &mut [f64], tol: f64, err: Option<(&mut [f64], &mut [f64])>) -> bool {
+    pub fn project(
+        &mut self,
+        t: f64,
+        q: &mut [f64],
+        v: &mut [f64],
+        tol: f64,
+        err: Option<(&mut [f64], &mut [f64])>,
+    ) -> bool {
         let (nq, nc) = (self.nq, self.nc);
         let mut converged = false;
         for _ in 0..10 {

@@ -5,6 +5,9 @@
 //! Usage: `cargo run --release -- [--problems dp,slider,chain4,chain8,...] [--repeats 5]
 //!         [--out results/sundials.json]`
 
+// Dense linear algebra reads clearest with index loops.
+#![allow(clippy::needless_range_loop)]
+
 mod eval;
 mod problems;
 mod solvers;
@@ -23,8 +26,16 @@ struct Timing {
 fn timing(mut xs: Vec<f64>) -> Timing {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = xs.len();
-    let med = if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) };
-    Timing { median_ms: 1e3 * med, min_ms: 1e3 * xs[0], max_ms: 1e3 * xs[n - 1] }
+    let med = if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        0.5 * (xs[n / 2 - 1] + xs[n / 2])
+    };
+    Timing {
+        median_ms: 1e3 * med,
+        min_ms: 1e3 * xs[0],
+        max_ms: 1e3 * xs[n - 1],
+    }
 }
 
 #[derive(Serialize)]
@@ -65,7 +76,11 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
     let mut walls = vec![first.wall_s];
     let mut cpus = vec![first.cpu_s];
     // At least `repeats` runs, unless one run alone exceeds the budget (then 3).
-    let reps = if first.wall_s * repeats as f64 > budget_s { 3.min(repeats) } else { repeats };
+    let reps = if first.wall_s * repeats as f64 > budget_s {
+        3.min(repeats)
+    } else {
+        repeats
+    };
     if first.ok {
         for i in 1..reps {
             let r = run(i);
@@ -75,8 +90,12 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
     }
     let measure = match p.observable {
         problems::Observable::Theta1 => "max |theta1 - ref| over the reference times (rad)",
-        problems::Observable::ChainAngles(_) => "max over rods and reference times of |phi_k - ref| (rad)",
-        problems::Observable::CrankTorque => "max |crank torque - closed form| over the reference times (N m)",
+        problems::Observable::ChainAngles(_) => {
+            "max over rods and reference times of |phi_k - ref| (rad)"
+        }
+        problems::Observable::CrankTorque => {
+            "max |crank torque - closed form| over the reference times (N m)"
+        }
     };
     eprintln!(
         "{:24} {:10} rtol {:7.0e}  err {:9.2e}  steps {:7}  f {:8}  jac {:5}  cpu {:9.3} ms  wall {:9.3} ms (min {:9.3}, max {:9.3}, n={})  {}",
@@ -131,18 +150,38 @@ struct Report {
 }
 
 fn sh(cmd: &str) -> String {
-    std::process::Command::new("sh").arg("-c").arg(cmd).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1).cloned());
-    let list = get("--problems").unwrap_or_else(|| "dp,slider,chain4,chain8,chain16,chain32,chain64".into());
-    let repeats: usize = get("--repeats").map(|s| s.parse().expect("--repeats N")).unwrap_or(5);
-    let budget: f64 = get("--budget").map(|s| s.parse().expect("--budget seconds")).unwrap_or(60.0);
-    let solvers: Vec<String> = get("--solvers").unwrap_or_else(|| "cvode_bdf,ida_ggl".into()).split(',').map(String::from).collect();
-    let out = get("--out").unwrap_or_else(|| format!("{}/results/sundials.json", env!("CARGO_MANIFEST_DIR")));
-    let rtols_arg: Option<Vec<f64>> = get("--rtols").map(|s| s.split(',').map(|x| x.parse().expect("rtol")).collect());
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let list = get("--problems")
+        .unwrap_or_else(|| "dp,slider,chain4,chain8,chain16,chain32,chain64".into());
+    let repeats: usize = get("--repeats")
+        .map(|s| s.parse().expect("--repeats N"))
+        .unwrap_or(5);
+    let budget: f64 = get("--budget")
+        .map(|s| s.parse().expect("--budget seconds"))
+        .unwrap_or(60.0);
+    let solvers: Vec<String> = get("--solvers")
+        .unwrap_or_else(|| "cvode_bdf,ida_ggl".into())
+        .split(',')
+        .map(String::from)
+        .collect();
+    let out = get("--out")
+        .unwrap_or_else(|| format!("{}/results/sundials.json", env!("CARGO_MANIFEST_DIR")));
+    let rtols_arg: Option<Vec<f64>> =
+        get("--rtols").map(|s| s.split(',').map(|x| x.parse().expect("rtol")).collect());
 
     if args.iter().any(|a| a == "--eval-cost") {
         eval_cost(&list);
@@ -177,7 +216,14 @@ fn main() {
         if let Some(r) = &rtols_arg {
             p.rtols = r.clone();
         }
-        refs.push(p.reference.file.rsplit('/').next().unwrap_or("").to_string());
+        refs.push(
+            p.reference
+                .file
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        );
         for &rtol in &p.rtols.clone() {
             for s in &solvers {
                 rows.push(measure(&p, s, rtol, repeats, budget));
@@ -201,7 +247,11 @@ fn write_report(out: &str, load: &str, refs: &[String], rows: &[Row], old: &[ser
     };
     let mut v = serde_json::to_value(&report).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r.problem.as_str()).collect();
-    let mut all: Vec<serde_json::Value> = old.iter().filter(|r| !names.contains(&r.get("problem").and_then(|p| p.as_str()).unwrap_or(""))).cloned().collect();
+    let mut all: Vec<serde_json::Value> = old
+        .iter()
+        .filter(|r| !names.contains(&r.get("problem").and_then(|p| p.as_str()).unwrap_or("")))
+        .cloned()
+        .collect();
     all.extend(rows.iter().map(|r| serde_json::to_value(r).unwrap()));
     v["rows"] = serde_json::Value::Array(all);
     std::fs::write(out, serde_json::to_string_pretty(&v).unwrap()).expect("write results");
@@ -217,7 +267,8 @@ fn eval_cost(list: &str) {
             "slider" => problems::slider_crank(),
             c => problems::chain(c[5..].parse().expect("chainN"), vec![]),
         };
-        let mut sys = mbsfmu::mbs::system::System::new(std::sync::Arc::new(p.spec.clone())).expect("model");
+        let mut sys =
+            mbsfmu::mbs::system::System::new(std::sync::Arc::new(p.spec.clone())).expect("model");
         let x = sys.initial_state(0.0).expect("assembly");
         let (nq, nc) = (sys.n_q(), sys.n_c());
         let mut ev = eval::Eval::new(sys);
@@ -230,7 +281,7 @@ fn eval_cost(list: &str) {
         let t_rhs = (solvers::cpu_time() - c0) / reps as f64;
         let mut y = x.q.clone();
         y.extend_from_slice(&x.v);
-        y.extend(std::iter::repeat(0.0).take(2 * nc));
+        y.extend(std::iter::repeat_n(0.0, 2 * nc));
         let yp = vec![0.0; y.len()];
         let mut r = vec![0.0; y.len()];
         let c0 = solvers::cpu_time();
@@ -239,6 +290,13 @@ fn eval_cost(list: &str) {
             ev.ggl_residual(0.1, &y, &yp, &mut r);
         }
         let t_res = (solvers::cpu_time() - c0) / reps as f64;
-        eprintln!("{:24} n_q {:4} n_c {:4}  rhs (saddle point) {:9.2} us   GGL residual {:9.2} us", p.name, nq, nc, 1e6 * t_rhs, 1e6 * t_res);
+        eprintln!(
+            "{:24} n_q {:4} n_c {:4}  rhs (saddle point) {:9.2} us   GGL residual {:9.2} us",
+            p.name,
+            nq,
+            nc,
+            1e6 * t_rhs,
+            1e6 * t_res
+        );
     }
 }

@@ -35,12 +35,27 @@ fn empty_spec(name: &str) -> ModelSpec {
     }
 }
 
-fn rigid(name: &str, mass: f64, inertia: [f64; 3], pos: Vector3<f64>, angle_z: f64, vel: Vector3<f64>, omega_z: f64) -> BodySpec {
+fn rigid(
+    name: &str,
+    mass: f64,
+    inertia: [f64; 3],
+    pos: Vector3<f64>,
+    angle_z: f64,
+    vel: Vector3<f64>,
+    omega_z: f64,
+) -> BodySpec {
     BodySpec {
         name: name.into(),
         kind: BodyKind::Rigid,
         mass: c(mass),
-        inertia: [c(inertia[0]), c(inertia[1]), c(inertia[2]), c(0.0), c(0.0), c(0.0)],
+        inertia: [
+            c(inertia[0]),
+            c(inertia[1]),
+            c(inertia[2]),
+            c(0.0),
+            c(0.0),
+            c(0.0),
+        ],
         position: pos,
         orientation: UnitQuaternion::from_axis_angle(&Vector3::z_axis(), angle_z),
         velocity: vel,
@@ -50,16 +65,30 @@ fn rigid(name: &str, mass: f64, inertia: [f64; 3], pos: Vector3<f64>, angle_z: f
 
 /// A frame at global point `p` with global axes (x, y, z), expressed in the coordinates of `b`.
 fn local_global_axes(b: &BodySpec, p: Vector3<f64>) -> LocalFrame {
-    LocalFrame { origin: b.orientation.inverse() * (p - b.position), axes: *b.orientation.inverse().to_rotation_matrix().matrix() }
+    LocalFrame {
+        origin: b.orientation.inverse() * (p - b.position),
+        axes: *b.orientation.inverse().to_rotation_matrix().matrix(),
+    }
 }
 
 /// A frame at body point `origin` with the body's own axes.
 fn local_body_axes(origin: Vector3<f64>) -> LocalFrame {
-    LocalFrame { origin, axes: Matrix3::identity() }
+    LocalFrame {
+        origin,
+        axes: Matrix3::identity(),
+    }
 }
 
 fn revolute(name: &str, b1: BodyRef, f1: LocalFrame, b2: BodyRef, f2: LocalFrame) -> JointSpec {
-    JointSpec { name: name.into(), kind: JointKind::Revolute, body1: b1, body2: b2, frame1: f1, frame2: f2, length: None }
+    JointSpec {
+        name: name.into(),
+        kind: JointKind::Revolute,
+        body1: b1,
+        body2: b2,
+        frame1: f1,
+        frame2: f2,
+        length: None,
+    }
 }
 
 /// Paper 000 section 5.1. Bars lie along their body x axes; each spring's frames carry the
@@ -74,7 +103,15 @@ pub fn double_pendulum_spec() -> ModelSpec {
     let c2 = Vector3::new(l1, 0.0, 0.0) + 0.5 * l2 * dir2;
     // Centre velocity of bar 2: ω ẑ × (centre − pin).
     let v2 = 10.0 * Vector3::z().cross(&(0.5 * l2 * dir2));
-    let bar1 = rigid("bar1", m1, [1e-4, i1, i1], Vector3::new(1.0, 0.0, 0.0), 0.0, Vector3::zeros(), 0.0);
+    let bar1 = rigid(
+        "bar1",
+        m1,
+        [1e-4, i1, i1],
+        Vector3::new(1.0, 0.0, 0.0),
+        0.0,
+        Vector3::zeros(),
+        0.0,
+    );
     let bar2 = rigid("bar2", m2, [1e-4, i2, i2], c2, th2, v2, 10.0);
     let mut s = empty_spec("double_pendulum_stiff");
     let ground = LocalFrame::identity();
@@ -84,17 +121,47 @@ pub fn double_pendulum_spec() -> ModelSpec {
     // Joint frames must coincide initially: bar 2's pin frame in global axes (so the revolute
     // equations hold), the springs use the bodies' own axes.
     s.joints = vec![
-        revolute("shoulder", BodyRef::Ground, ground, BodyRef::Body(0), local_global_axes(&bar1, Vector3::zeros())),
-        revolute("elbow", BodyRef::Body(0), pin1_tip, BodyRef::Body(1), local_global_axes(&bar2, Vector3::new(l1, 0.0, 0.0))),
+        revolute(
+            "shoulder",
+            BodyRef::Ground,
+            ground,
+            BodyRef::Body(0),
+            local_global_axes(&bar1, Vector3::zeros()),
+        ),
+        revolute(
+            "elbow",
+            BodyRef::Body(0),
+            pin1_tip,
+            BodyRef::Body(1),
+            local_global_axes(&bar2, Vector3::new(l1, 0.0, 0.0)),
+        ),
     ];
     s.forces = vec![
         ForceSpec {
             name: "spring1".into(),
-            kind: ForceKind::RotationalSpringDamper { body1: BodyRef::Ground, frame1: ground, body2: BodyRef::Body(0), frame2: pin1, stiffness: c(400.0), damping: c(15.0), free_angle: c(1.5 * PI), actuator: None },
+            kind: ForceKind::RotationalSpringDamper {
+                body1: BodyRef::Ground,
+                frame1: ground,
+                body2: BodyRef::Body(0),
+                frame2: pin1,
+                stiffness: c(400.0),
+                damping: c(15.0),
+                free_angle: c(1.5 * PI),
+                actuator: None,
+            },
         },
         ForceSpec {
             name: "spring2".into(),
-            kind: ForceKind::RotationalSpringDamper { body1: BodyRef::Body(0), frame1: pin1_tip, body2: BodyRef::Body(1), frame2: pin2, stiffness: c(3e5), damping: c(5e4), free_angle: c(0.0), actuator: None },
+            kind: ForceKind::RotationalSpringDamper {
+                body1: BodyRef::Body(0),
+                frame1: pin1_tip,
+                body2: BodyRef::Body(1),
+                frame2: pin2,
+                stiffness: c(3e5),
+                damping: c(5e4),
+                free_angle: c(0.0),
+                actuator: None,
+            },
         },
     ];
     s.bodies = vec![bar1, bar2];
@@ -124,15 +191,45 @@ pub fn chain_spec(n: usize) -> ModelSpec {
         })
         .collect();
     for k in 0..n {
-        let prev = if k == 0 { BodyRef::Frame(0) } else { BodyRef::Body(k - 1) };
-        s.joints.push(JointSpec { name: format!("rod{k}"), kind: JointKind::Distance, body1: prev, body2: BodyRef::Body(k), frame1: LocalFrame::identity(), frame2: LocalFrame::identity(), length: Some(c(1.0)) });
-        s.joints.push(JointSpec { name: format!("plane{k}"), kind: JointKind::Planar, body1: BodyRef::Ground, body2: BodyRef::Body(k), frame1: LocalFrame::identity(), frame2: LocalFrame::identity(), length: None });
+        let prev = if k == 0 {
+            BodyRef::Frame(0)
+        } else {
+            BodyRef::Body(k - 1)
+        };
+        s.joints.push(JointSpec {
+            name: format!("rod{k}"),
+            kind: JointKind::Distance,
+            body1: prev,
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: Some(c(1.0)),
+        });
+        s.joints.push(JointSpec {
+            name: format!("plane{k}"),
+            kind: JointKind::Planar,
+            body1: BodyRef::Ground,
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: None,
+        });
     }
     s.frames = vec![MovingFrameSpec {
         name: "suspension".into(),
         position: [
-            Motion::Sine { offset: c(2.0), amplitude: c(0.3), frequency: c(w_hz), phase: c(0.0) },
-            Motion::Sine { offset: c(0.0), amplitude: c(0.2), frequency: c(w_hz), phase: c(0.0) },
+            Motion::Sine {
+                offset: c(2.0),
+                amplitude: c(0.3),
+                frequency: c(w_hz),
+                phase: c(0.0),
+            },
+            Motion::Sine {
+                offset: c(0.0),
+                amplitude: c(0.2),
+                frequency: c(w_hz),
+                phase: c(0.0),
+            },
             Motion::Constant(c(0.0)),
         ],
     }];
@@ -143,32 +240,105 @@ pub fn chain_spec(n: usize) -> ModelSpec {
 /// (as in issue 2), hence the −π/2 orientation; joint frames carry global axes so the crank
 /// joint's coordinate is the crank angle from +x.
 pub fn slider_crank_spec() -> ModelSpec {
-    let crank = rigid("crank", 0.12, [1e-4, 1e-5, 1e-4], Vector3::new(0.05, 0.0, 0.0), -PI / 2.0, Vector3::zeros(), 0.0);
-    let rod = rigid("rod", 0.5, [4e-3, 4e-4, 4e-3], Vector3::new(0.25, 0.0, 0.0), -PI / 2.0, Vector3::zeros(), 0.0);
-    let slider = rigid("slider", 2.0, [1e-4, 1e-4, 1e-4], Vector3::new(0.4, 0.0, 0.0), 0.0, Vector3::zeros(), 0.0);
+    let crank = rigid(
+        "crank",
+        0.12,
+        [1e-4, 1e-5, 1e-4],
+        Vector3::new(0.05, 0.0, 0.0),
+        -PI / 2.0,
+        Vector3::zeros(),
+        0.0,
+    );
+    let rod = rigid(
+        "rod",
+        0.5,
+        [4e-3, 4e-4, 4e-3],
+        Vector3::new(0.25, 0.0, 0.0),
+        -PI / 2.0,
+        Vector3::zeros(),
+        0.0,
+    );
+    let slider = rigid(
+        "slider",
+        2.0,
+        [1e-4, 1e-4, 1e-4],
+        Vector3::new(0.4, 0.0, 0.0),
+        0.0,
+        Vector3::zeros(),
+        0.0,
+    );
     let mut s = empty_spec("slider_crank");
-    let g = |p: [f64; 2]| LocalFrame { origin: Vector3::new(p[0], p[1], 0.0), axes: Matrix3::identity() };
+    let g = |p: [f64; 2]| LocalFrame {
+        origin: Vector3::new(p[0], p[1], 0.0),
+        axes: Matrix3::identity(),
+    };
     let pz = |p: f64| Vector3::new(p, 0.0, 0.0);
     s.joints = vec![
-        revolute("crank_pivot", BodyRef::Ground, g([0.0, 0.0]), BodyRef::Body(0), local_global_axes(&crank, pz(0.0))),
-        revolute("crank_pin", BodyRef::Body(0), local_global_axes(&crank, pz(0.1)), BodyRef::Body(1), local_global_axes(&rod, pz(0.1))),
-        revolute("wrist_pin", BodyRef::Body(1), local_global_axes(&rod, pz(0.4)), BodyRef::Body(2), local_global_axes(&slider, pz(0.4))),
+        revolute(
+            "crank_pivot",
+            BodyRef::Ground,
+            g([0.0, 0.0]),
+            BodyRef::Body(0),
+            local_global_axes(&crank, pz(0.0)),
+        ),
+        revolute(
+            "crank_pin",
+            BodyRef::Body(0),
+            local_global_axes(&crank, pz(0.1)),
+            BodyRef::Body(1),
+            local_global_axes(&rod, pz(0.1)),
+        ),
+        revolute(
+            "wrist_pin",
+            BodyRef::Body(1),
+            local_global_axes(&rod, pz(0.4)),
+            BodyRef::Body(2),
+            local_global_axes(&slider, pz(0.4)),
+        ),
         // Prismatic along global x: frame z axis = global x.
         JointSpec {
             name: "slide".into(),
             kind: JointKind::Prismatic,
             body1: BodyRef::Ground,
             body2: BodyRef::Body(2),
-            frame1: LocalFrame { origin: pz(0.4), axes: Matrix3::new(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0) },
-            frame2: LocalFrame { origin: Vector3::zeros(), axes: Matrix3::new(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0) },
+            frame1: LocalFrame {
+                origin: pz(0.4),
+                axes: Matrix3::new(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+            },
+            frame2: LocalFrame {
+                origin: Vector3::zeros(),
+                axes: Matrix3::new(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+            },
             length: None,
         },
     ];
     // 2πt as a ramp that started before t = 0 (no kink at the start).
-    s.drivers = vec![DriverSpec { name: "crank_drive".into(), target: DriverTarget::JointCoordinate(0), motion: Motion::Ramp { initial: c(-2.0 * PI), slope: c(2.0 * PI), start: c(-1.0) } }];
+    s.drivers = vec![DriverSpec {
+        name: "crank_drive".into(),
+        target: DriverTarget::JointCoordinate(0),
+        motion: Motion::Ramp {
+            initial: c(-2.0 * PI),
+            slope: c(2.0 * PI),
+            start: c(-1.0),
+        },
+    }];
     s.outputs = vec![
-        OutputSpec { name: "crank_torque".into(), unit: "N.m".into(), description: String::new(), quantity: OutputQuantity::DriverForce { driver: 0 } },
-        OutputSpec { name: "slider_x".into(), unit: "m".into(), description: String::new(), quantity: OutputQuantity::Position { body: BodyRef::Body(2), point: Vector3::zeros(), component: 0 } },
+        OutputSpec {
+            name: "crank_torque".into(),
+            unit: "N.m".into(),
+            description: String::new(),
+            quantity: OutputQuantity::DriverForce { driver: 0 },
+        },
+        OutputSpec {
+            name: "slider_x".into(),
+            unit: "m".into(),
+            description: String::new(),
+            quantity: OutputQuantity::Position {
+                body: BodyRef::Body(2),
+                point: Vector3::zeros(),
+                component: 0,
+            },
+        },
     ];
     s.bodies = vec![crank, rod, slider];
     s
@@ -185,18 +355,34 @@ pub struct Reference {
 
 /// Read columns `cols` of a reference CSV (comment lines start with '#', one header line).
 pub fn read_reference(path: &Path, cols: &[String]) -> Reference {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let idx: Vec<usize> = cols.iter().map(|c| header.iter().position(|h| h == c).unwrap_or_else(|| panic!("{}: no column {c}", path.display()))).collect();
+    let idx: Vec<usize> = cols
+        .iter()
+        .map(|c| {
+            header
+                .iter()
+                .position(|h| h == c)
+                .unwrap_or_else(|| panic!("{}: no column {c}", path.display()))
+        })
+        .collect();
     let it = header.iter().position(|h| *h == "t").expect("t column");
     let (mut t, mut values) = (Vec::new(), Vec::new());
     for l in lines {
-        let f: Vec<f64> = l.split(',').map(|x| x.trim().parse().expect("number")).collect();
+        let f: Vec<f64> = l
+            .split(',')
+            .map(|x| x.trim().parse().expect("number"))
+            .collect();
         t.push(f[it]);
         values.push(idx.iter().map(|&i| f[i]).collect());
     }
-    Reference { file: path.display().to_string(), t, values }
+    Reference {
+        file: path.display().to_string(),
+        t,
+        values,
+    }
 }
 
 /// What is compared against the reference.
@@ -241,7 +427,10 @@ impl Observable {
                 out.push((2.0 * (e1 * e2 + e0 * e3)).atan2(e0 * e0 + e1 * e1 - e2 * e2 - e3 * e3));
             }
             Observable::ChainAngles(n) => {
-                let (mut px, mut py) = (2.0 + 0.3 * (2.0 * PI * 0.05 * t).sin(), 0.2 * (2.0 * PI * 0.05 * t).sin());
+                let (mut px, mut py) = (
+                    2.0 + 0.3 * (2.0 * PI * 0.05 * t).sin(),
+                    0.2 * (2.0 * PI * 0.05 * t).sin(),
+                );
                 for k in 0..n {
                     let (x, y) = (q[3 * k], q[3 * k + 1]);
                     out.push((x - px).atan2(-(y - py)));
@@ -250,7 +439,12 @@ impl Observable {
                 }
             }
             Observable::CrankTorque => {
-                let x = MechState { t, q: q.to_vec(), v: v.to_vec(), lambda: vec![] };
+                let x = MechState {
+                    t,
+                    q: q.to_vec(),
+                    v: v.to_vec(),
+                    lambda: vec![],
+                };
                 let mut o = [0.0; 2];
                 sys.evaluate_outputs(&x, &mut o).expect("outputs");
                 out.push(o[0]);
@@ -276,15 +470,36 @@ pub fn data_dir() -> std::path::PathBuf {
 
 pub fn double_pendulum() -> Problem {
     let cols = vec!["theta1".to_string()];
-    Problem { name: "double_pendulum_stiff".into(), spec: double_pendulum_spec(), t_end: 2.0, observable: Observable::Theta1, reference: read_reference(&data_dir().join("double_pendulum_stiff.csv"), &cols), rtols: vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8] }
+    Problem {
+        name: "double_pendulum_stiff".into(),
+        spec: double_pendulum_spec(),
+        t_end: 2.0,
+        observable: Observable::Theta1,
+        reference: read_reference(&data_dir().join("double_pendulum_stiff.csv"), &cols),
+        rtols: vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8],
+    }
 }
 
 pub fn chain(n: usize, rtols: Vec<f64>) -> Problem {
     let cols: Vec<String> = (1..=n).map(|k| format!("phi_{k}")).collect();
-    Problem { name: format!("pendulum_chain_n{n}"), spec: chain_spec(n), t_end: 200.0, observable: Observable::ChainAngles(n), reference: read_reference(&data_dir().join(format!("pendulum_chain_n{n}.csv")), &cols), rtols }
+    Problem {
+        name: format!("pendulum_chain_n{n}"),
+        spec: chain_spec(n),
+        t_end: 200.0,
+        observable: Observable::ChainAngles(n),
+        reference: read_reference(&data_dir().join(format!("pendulum_chain_n{n}.csv")), &cols),
+        rtols,
+    }
 }
 
 pub fn slider_crank() -> Problem {
     let cols = vec!["crank_torque".to_string()];
-    Problem { name: "slider_crank".into(), spec: slider_crank_spec(), t_end: 8.0, observable: Observable::CrankTorque, reference: read_reference(&data_dir().join("slider_crank.csv"), &cols), rtols: vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8] }
+    Problem {
+        name: "slider_crank".into(),
+        spec: slider_crank_spec(),
+        t_end: 8.0,
+        observable: Observable::CrankTorque,
+        reference: read_reference(&data_dir().join("slider_crank.csv"), &cols),
+        rtols: vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8],
+    }
 }

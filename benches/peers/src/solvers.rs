@@ -34,7 +34,10 @@ pub struct RunResult {
 }
 
 pub fn cpu_time() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
@@ -64,7 +67,14 @@ unsafe extern "C" fn cv_rhs(t: f64, y: N_Vector, ydot: N_Vector, ud: *mut c_void
     0
 }
 
-unsafe extern "C" fn cv_proj(t: f64, ycur: N_Vector, corr: N_Vector, _eps: f64, err: N_Vector, ud: *mut c_void) -> c_int {
+unsafe extern "C" fn cv_proj(
+    t: f64,
+    ycur: N_Vector,
+    corr: N_Vector,
+    _eps: f64,
+    err: N_Vector,
+    ud: *mut c_void,
+) -> c_int {
     let ctx = &mut *(ud as *mut Ctx);
     let n = ctx.eval.nq;
     let y = slice(ycur);
@@ -76,7 +86,8 @@ unsafe extern "C" fn cv_proj(t: f64, ycur: N_Vector, corr: N_Vector, _eps: f64, 
     } else {
         let e = slice(err);
         let (eq, ev) = e.split_at_mut(n);
-        ctx.eval.project(t, &mut ctx.q, &mut ctx.v, 1e-12, Some((eq, ev)))
+        ctx.eval
+            .project(t, &mut ctx.q, &mut ctx.v, 1e-12, Some((eq, ev)))
     };
     if !ok {
         return 1;
@@ -88,7 +99,13 @@ unsafe extern "C" fn cv_proj(t: f64, ycur: N_Vector, corr: N_Vector, _eps: f64, 
     0
 }
 
-unsafe extern "C" fn ida_res(t: f64, y: N_Vector, yp: N_Vector, r: N_Vector, ud: *mut c_void) -> c_int {
+unsafe extern "C" fn ida_res(
+    t: f64,
+    y: N_Vector,
+    yp: N_Vector,
+    r: N_Vector,
+    ud: *mut c_void,
+) -> c_int {
     let ctx = &mut *(ud as *mut Ctx);
     if ctx.eval.ggl_residual(t, slice(y), slice(yp), slice(r)) {
         0
@@ -107,11 +124,19 @@ struct Recorder<'p> {
 
 impl<'p> Recorder<'p> {
     fn new(p: &'p Problem) -> Self {
-        Recorder { p, next: 0, err: 0.0, obs: Vec::new() }
+        Recorder {
+            p,
+            next: 0,
+            err: 0.0,
+            obs: Vec::new(),
+        }
     }
     fn record(&mut self, sys: &mut System, t: f64, q: &[f64], v: &[f64]) {
         self.p.observable.observe(sys, t, q, v, &mut self.obs);
-        let e = self.p.observable.error(&self.obs, &self.p.reference.values[self.next]);
+        let e = self
+            .p
+            .observable
+            .error(&self.obs, &self.p.reference.values[self.next]);
         self.err = self.err.max(e);
         self.next += 1;
     }
@@ -122,7 +147,10 @@ impl<'p> Recorder<'p> {
     }
 }
 
-fn setup(p: &Problem) -> Result<(Eval, Vec<f64>, Vec<f64>, Vec<f64>), String> {
+/// The evaluator at the consistent initial state: `(eval, [q; v], a, λ)`.
+type Initial = (Eval, Vec<f64>, Vec<f64>, Vec<f64>);
+
+fn setup(p: &Problem) -> Result<Initial, String> {
     let mut sys = System::new(Arc::new(p.spec.clone())).map_err(|e| e.to_string())?;
     let x0 = sys.initial_state(0.0).map_err(|e| e.to_string())?;
     let mut eval = Eval::new(sys);
@@ -144,10 +172,20 @@ fn setup(p: &Problem) -> Result<(Eval, Vec<f64>, Vec<f64>, Vec<f64>), String> {
 pub fn run_cvode(p: &Problem, rtol: f64, atol: f64) -> RunResult {
     let (eval, y0, _a0, _) = match setup(p) {
         Ok(x) => x,
-        Err(e) => return RunResult { message: e, ..Default::default() },
+        Err(e) => {
+            return RunResult {
+                message: e,
+                ..Default::default()
+            }
+        }
     };
     let n = eval.nq;
-    let mut ctx = Box::new(Ctx { q: vec![0.0; n], v: vec![0.0; n], a: vec![0.0; n], eval });
+    let mut ctx = Box::new(Ctx {
+        q: vec![0.0; n],
+        v: vec![0.0; n],
+        a: vec![0.0; n],
+        eval,
+    });
     let mut rec = Recorder::new(p);
     let mut res = RunResult::default();
     let (w0, c0) = (std::time::Instant::now(), cpu_time());
@@ -256,17 +294,27 @@ fn finish(mut res: RunResult, rec: &Recorder, p: &Problem) -> RunResult {
 pub fn run_ida(p: &Problem, rtol: f64, atol: f64) -> RunResult {
     let (eval, qv0, a0, lam0) = match setup(p) {
         Ok(x) => x,
-        Err(e) => return RunResult { message: e, ..Default::default() },
+        Err(e) => {
+            return RunResult {
+                message: e,
+                ..Default::default()
+            }
+        }
     };
     let (n, nc) = (eval.nq, eval.nc);
     let ny = 2 * n + 2 * nc;
     let mut y0 = qv0.clone();
     y0.extend_from_slice(&lam0);
-    y0.extend(std::iter::repeat(0.0).take(nc));
+    y0.extend(std::iter::repeat_n(0.0, nc));
     let mut yp0 = qv0[n..].to_vec();
     yp0.extend_from_slice(&a0);
-    yp0.extend(std::iter::repeat(0.0).take(2 * nc));
-    let mut ctx = Box::new(Ctx { q: vec![0.0; n], v: vec![0.0; n], a: vec![0.0; n], eval });
+    yp0.extend(std::iter::repeat_n(0.0, 2 * nc));
+    let mut ctx = Box::new(Ctx {
+        q: vec![0.0; n],
+        v: vec![0.0; n],
+        a: vec![0.0; n],
+        eval,
+    });
     let mut rec = Recorder::new(p);
     let mut res = RunResult::default();
     let (w0, c0) = (std::time::Instant::now(), cpu_time());
@@ -296,7 +344,10 @@ pub fn run_ida(p: &Problem, rtol: f64, atol: f64) -> RunResult {
         // IDA's own initial-step estimate is tiny at tight tolerances (large v̇ of the stiff
         // springs); at such steps the index-2 iteration matrix (condition ~ 1/h²) makes the
         // Newton iteration fail at t = 0. A user sets the initial step: 1e-4 s.
-        let h0 = std::env::var("PEERS_IDA_H0").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(1e-4);
+        let h0 = std::env::var("PEERS_IDA_H0")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(1e-4);
         flag |= IDASetInitStep(mem, h0);
         if flag != 0 {
             res.message = format!("IDA setup failed ({flag})");
@@ -312,7 +363,12 @@ pub fn run_ida(p: &Problem, rtol: f64, atol: f64) -> RunResult {
                 }
                 {
                     let ys = slice(y);
-                    ctx.eval.sys.accept_step(t, &ys[..n], &ys[n..2 * n], Some(&ys[2 * n..2 * n + nc]));
+                    ctx.eval.sys.accept_step(
+                        t,
+                        &ys[..n],
+                        &ys[n..2 * n],
+                        Some(&ys[2 * n..2 * n + nc]),
+                    );
                 }
                 let (ow, oc) = (std::time::Instant::now(), cpu_time());
                 while let Some(tr) = rec.pending(t) {
