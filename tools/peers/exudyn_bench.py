@@ -47,7 +47,7 @@ PROBLEMS = {
     "dp": dict(name="double_pendulum_stiff", t_end=2.0, ref="double_pendulum_stiff.csv", dt_ref=1e-3,
                steps=[500, 1000, 2000, 4000, 10000, 20000, 40000]),
     "slider": dict(name="slider_crank", t_end=8.0, ref="slider_crank.csv", dt_ref=1e-2,
-                   steps=[200, 400, 800, 1600, 3200, 8000, 16000, 32000]),
+                   steps=[200, 400, 800, 1600, 3200, 8000, 16000, 32000, 64000]),
 }
 for n, dt in ((4, 0.1), (8, 0.1), (16, 0.1), (32, 0.25), (64, 0.5)):
     PROBLEMS[f"chain{n}"] = dict(name=f"pendulum_chain_n{n}", n=n, t_end=200.0, ref=f"pendulum_chain_n{n}.csv", dt_ref=dt,

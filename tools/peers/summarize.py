@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--target", type=float, default=1e-4)
     a = ap.parse_args()
     sund, exu = load("sundials.json"), load("exudyn.json")
-    series = {}
+    series, wall = {}, {}
     print("| problem | peer | setting | error | steps | f-evals / Newton its | Jacobians | CPU ms median (min–max) | wall ms median |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in (sund or {}).get("rows", []):
@@ -55,20 +55,24 @@ def main():
               f"{r['cpu']['median_ms']:.1f} ({r['cpu']['min_ms']:.1f}–{r['cpu']['max_ms']:.1f}) | {r['wall']['median_ms']:.1f} |")
         if ok:
             series.setdefault((r["problem"], "SUNDIALS " + r["solver"]), []).append((r["error"], r["cpu"]["median_ms"], setting))
+            wall.setdefault((r["problem"], "SUNDIALS " + r["solver"]), []).append((r["error"], r["wall"]["median_ms"], setting))
     for r in (exu or {}).get("rows", []):
         setting = f"h={r['step_size']:.2e}"
         print(f"| {r['problem']} | Exudyn {r['solver']} | {setting} | {r['error']:.2e} | {r['steps']} | {r['newton_iterations']} | {r['jacobians']} | "
               f"{r['cpu']['median_ms']:.1f} ({r['cpu']['min_ms']:.1f}–{r['cpu']['max_ms']:.1f}) | {r['wall']['median_ms']:.1f} |")
         if r["ok"]:
             series.setdefault((r["problem"], "Exudyn " + r["solver"]), []).append((r["error"], r["cpu"]["median_ms"], setting))
+            wall.setdefault((r["problem"], "Exudyn " + r["solver"]), []).append((r["error"], r["solver_timer"]["median_ms"], setting))
     print()
     print(f"CPU time at error {a.target:.0e} (log-log interpolation between bracketing sweep points):")
     print()
-    print("| problem | peer | CPU ms at target | from |")
-    print("|---|---|---|---|")
+    print("| problem | peer | CPU ms at target | from | wall ms (SUNDIALS) / Exudyn timer ms at target |")
+    print("|---|---|---|---|---|")
     for (prob, peer), pts in sorted(series.items()):
         b = at_target(pts, a.target)
-        print(f"| {prob} | {peer} | {'%.1f' % b[0] if b else 'not reached'} | {b[1] if b else 'smallest error %.1e' % min(p[0] for p in pts)} |")
+        w = at_target(wall[(prob, peer)], a.target)
+        print(f"| {prob} | {peer} | {'%.1f' % b[0] if b else 'not reached'} | {b[1] if b else 'smallest error %.1e' % min(p[0] for p in pts)} | "
+              f"{'%.1f' % w[0] if w else '–'} |")
 
 
 if __name__ == "__main__":
