@@ -13,7 +13,6 @@ Usage: .venv/bin/python tools/peers/exudyn_bench.py [--problems dp,slider,chain4
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import statistics
