@@ -329,6 +329,17 @@ impl CoordVal {
             })
     }
 
+    /// The `(local, global)` column pairs as a fixed array (no allocation) and their count.
+    pub fn column_array(&self) -> ([(usize, usize); LOCAL], usize) {
+        let mut out = [(0, 0); LOCAL];
+        let mut n = 0;
+        for c in self.columns() {
+            out[n] = c;
+            n += 1;
+        }
+        (out, n)
+    }
+
     /// Number of local coordinates in use.
     pub fn n_local(&self) -> usize {
         self.blocks[..self.n_blocks].iter().map(|b| b.1).sum()

@@ -1130,9 +1130,10 @@ impl ForceJacobians for System {
             let drate = cv.hess * vl + cv.grad_t;
             let dq = cv.grad * (f_xi * cv.grad + f_rate * drate).transpose() + force * cv.hess;
             let dv = f_rate * cv.grad * cv.grad.transpose();
-            let cols: Vec<(usize, usize)> = cv.columns().collect();
-            for &(li, gi) in &cols {
-                for &(lj, gj) in &cols {
+            let (cols, n_cols) = cv.column_array();
+            let cols = &cols[..n_cols];
+            for &(li, gi) in cols {
+                for &(lj, gj) in cols {
                     df_dq[(gi, gj)] += dq[(li, lj)];
                     df_dv[(gi, gj)] += dv[(li, lj)];
                 }
@@ -1160,9 +1161,10 @@ impl ConstraintHessians for System {
                 }
                 RowKind::Coord { coord, .. } => {
                     let cv = self.coord(coord, None, Level::Hessian);
-                    let cols: Vec<(usize, usize)> = cv.columns().collect();
-                    for &(li, gi) in &cols {
-                        for &(lj, gj) in &cols {
+                    let (cols, n_cols) = cv.column_array();
+                    let cols = &cols[..n_cols];
+                    for &(li, gi) in cols {
+                        for &(lj, gj) in cols {
                             out[(gi, gj)] += lambda[k] * cv.hess[(li, lj)];
                         }
                     }
