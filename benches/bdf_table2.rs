@@ -3,8 +3,8 @@
 //! every Jacobian strategy of the BDF integrator.
 //!
 //! ```text
-//! cargo run --release --example bdf_table2 [-- N... ]      # default N = 12 14 16 32 64
-//! BENCH_RUNS=5 cargo run --release --example bdf_table2     # runs per cell (median CPU time)
+//! cargo bench --bench bdf_table2 [-- N... ]      # default N = 12 14 16 32 64
+//! BENCH_RUNS=5 cargo bench --bench bdf_table2     # runs per cell (median CPU time)
 //! ```
 //!
 //! CPU time is this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), so other load on the machine
@@ -142,7 +142,7 @@ fn main() {
          ATOL 1e-6, RTOL 1e-4. CPU: median thread CPU time of {runs} run(s). #fc: residual evaluations, #fcw: without \
          those spent on Jacobians, #Je: full Jacobian evaluations, #upd: (extended) partitioned updates. Tip dev: max \
          |tip − reference| over the 0.5 s grid (scipy DOP853 1e-12, minimal coordinates).\n\n\
-         Command: `cargo run --release --example bdf_table2` (examples/bdf_table2.rs).\n"
+         Command: `cargo bench --bench bdf_table2` (benches/bdf_table2.rs).\n"
     )
     .unwrap();
     writeln!(md, "| N | strategy | CPU [s] | % of dense | steps | rej | #fc | #fcw | #Je | #upd | #LU | Newton it | conv fail | tip dev [m] |").unwrap();
