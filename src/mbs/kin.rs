@@ -310,7 +310,6 @@ pub struct CoordVal {
     pub grad: LVec,
     /// `∇_q ξ_t` (local).
     pub grad_t: LVec,
-    pub hess: LMat,
     /// `(global start column, length)` of the blocks; local index = concatenation.
     pub blocks: [(usize, usize); 4],
     pub n_blocks: usize,
@@ -457,7 +456,9 @@ fn form(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], with_vel: bo
 }
 
 /// Evaluate a scalar coordinate. `v` is needed for `rate`/`conv` (pass zeros otherwise);
-/// `refs` are the angle branch references.
+/// `refs` are the angle branch references. The coordinate-space Hessian is written into
+/// `hess` when given (kept out of the returned value: it is large, and most callers need only
+/// the gradient).
 // Quantity indices address several parallel arrays (values, Jacobians, gradient and Hessian
 // blocks); index loops read better than zipped iterators here.
 #[allow(clippy::needless_range_loop)]
@@ -467,7 +468,7 @@ pub fn eval_coord(
     coord: &Coord,
     refs: &[f64],
     v: Option<&[f64]>,
-    level: Level,
+    hess: Option<&mut LMat>,
 ) -> CoordVal {
     let f = form(layout, s, coord, refs, v.is_some());
     // Local blocks, deduplicated.
@@ -533,15 +534,15 @@ pub fn eval_coord(
             }
         }
     }
-    let mut hess = LMat::zeros();
-    if level >= Level::Hessian {
+    if let Some(hess) = hess {
+        hess.fill(0.0);
         for m in 0..f.n {
             for n in 0..f.n {
                 let hmn = &f.h[m][n];
                 if hmn.iter().all(|x| *x == 0.0) {
                     continue;
                 }
-                hess += jac[m].transpose() * hmn * jac[n];
+                *hess += jac[m].transpose() * hmn * jac[n];
             }
             for p in f.qs[m].parts.iter().flatten() {
                 if let Part::P {
@@ -562,7 +563,6 @@ pub fn eval_coord(
         conv,
         grad,
         grad_t,
-        hess,
         blocks,
         n_blocks: nb,
     }

@@ -9,7 +9,7 @@
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
 use super::inputs::InputSignals;
-use super::kin::{eval_coord, raw_angle, Coord, CoordVal, Layout, Level, QDef, Snapshot};
+use super::kin::{eval_coord, raw_angle, Coord, CoordVal, LMat, Layout, Level, QDef, Snapshot};
 use super::math::{g_mat, skew, wrap_pi};
 use super::motion::MotionSlot;
 use super::spec::*;
@@ -746,7 +746,7 @@ impl System {
                 &self.terms[i].coord,
                 &self.angle_refs0,
                 None,
-                Level::Gradient,
+                None,
             );
             match &mut self.terms[i].law {
                 Law::Linear { rest, .. } if rest.is_nan() => *rest = cv.val,
@@ -783,8 +783,13 @@ impl System {
         }
     }
 
-    fn coord(&self, c: &Coord, v: Option<&[f64]>, level: Level) -> CoordVal {
-        eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, level)
+    fn coord(&self, c: &Coord, v: Option<&[f64]>, _level: Level) -> CoordVal {
+        eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, None)
+    }
+
+    /// Value, gradient and (into `hess`) the coordinate-space Hessian.
+    fn coord_hessian(&self, c: &Coord, v: Option<&[f64]>, hess: &mut LMat) -> CoordVal {
+        eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, Some(hess))
     }
 
     fn motion(&self, slot: usize, t: f64) -> [f64; 3] {
@@ -1111,6 +1116,7 @@ impl ForceJacobians for System {
         self.load(t, q, Some(v));
         df_dq.fill(0.0);
         df_dv.fill(0.0);
+        let mut hess = LMat::zeros();
         for b in 0..self.bodies.len() {
             if self.layout.is_rigid(b) {
                 let o = self.layout.offsets[b] + 3;
@@ -1120,15 +1126,15 @@ impl ForceJacobians for System {
             }
         }
         for i in 0..self.terms.len() {
-            let cv = self.coord(&self.terms[i].coord, Some(v), Level::Hessian);
+            let cv = self.coord_hessian(&self.terms[i].coord, Some(v), &mut hess);
             let (force, f_xi, f_rate) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
             if force == 0.0 && f_xi == 0.0 && f_rate == 0.0 {
                 continue;
             }
             let vl = cv.gather(v);
             // ∂ξ̇/∂q = ∇²ξ v + ∇ξ_t
-            let drate = cv.hess * vl + cv.grad_t;
-            let dq = cv.grad * (f_xi * cv.grad + f_rate * drate).transpose() + force * cv.hess;
+            let drate = hess * vl + cv.grad_t;
+            let dq = cv.grad * (f_xi * cv.grad + f_rate * drate).transpose() + force * hess;
             let dv = f_rate * cv.grad * cv.grad.transpose();
             let (cols, n_cols) = cv.column_array();
             let cols = &cols[..n_cols];
@@ -1152,6 +1158,7 @@ impl ConstraintHessians for System {
     ) {
         self.load(t, q, None);
         out.fill(0.0);
+        let mut hess = LMat::zeros();
         for (k, &i) in self.active.iter().enumerate() {
             match &self.rows[i].kind {
                 RowKind::Normalize { col } => {
@@ -1160,12 +1167,12 @@ impl ConstraintHessians for System {
                     }
                 }
                 RowKind::Coord { coord, .. } => {
-                    let cv = self.coord(coord, None, Level::Hessian);
+                    let cv = self.coord_hessian(coord, None, &mut hess);
                     let (cols, n_cols) = cv.column_array();
                     let cols = &cols[..n_cols];
                     for &(li, gi) in cols {
                         for &(lj, gj) in cols {
-                            out[(gi, gj)] += lambda[k] * cv.hess[(li, lj)];
+                            out[(gi, gj)] += lambda[k] * hess[(li, lj)];
                         }
                     }
                 }
