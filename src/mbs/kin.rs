@@ -287,15 +287,6 @@ pub enum Coord {
     },
 }
 
-/// What to compute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Value, rate, gradient, time derivatives.
-    Gradient,
-    /// Plus the coordinate-space Hessian.
-    Hessian,
-}
-
 /// A scalar coordinate evaluated in its local coordinate space (at most [`LOCAL`] columns,
 /// in up to four blocks of consecutive global columns).
 #[derive(Debug, Clone)]

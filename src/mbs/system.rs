@@ -9,7 +9,7 @@
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
 use super::inputs::InputSignals;
-use super::kin::{eval_coord, raw_angle, Coord, CoordVal, LMat, Layout, Level, QDef, Snapshot};
+use super::kin::{eval_coord, raw_angle, Coord, CoordVal, LMat, Layout, QDef, Snapshot};
 use super::math::{g_mat, skew, wrap_pi};
 use super::motion::MotionSlot;
 use super::spec::*;
@@ -783,7 +783,7 @@ impl System {
         }
     }
 
-    fn coord(&self, c: &Coord, v: Option<&[f64]>, _level: Level) -> CoordVal {
+    fn coord(&self, c: &Coord, v: Option<&[f64]>) -> CoordVal {
         eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, None)
     }
 
@@ -799,14 +799,7 @@ impl System {
     // ----- constraint rows -----
 
     /// Value, Jacobian row (via callback), Φ_t, γ of one row.
-    fn row_eval(
-        &self,
-        r: &Row,
-        t: f64,
-        v: Option<&[f64]>,
-        q: &[f64],
-        level: Level,
-    ) -> (f64, RowGrad, f64, f64) {
+    fn row_eval(&self, r: &Row, t: f64, v: Option<&[f64]>, q: &[f64]) -> (f64, RowGrad, f64, f64) {
         match &r.kind {
             RowKind::Normalize { col } => {
                 let p = Vector4::new(q[*col], q[col + 1], q[col + 2], q[col + 3]);
@@ -825,7 +818,7 @@ impl System {
                 offset,
                 motion,
             } => {
-                let cv = self.coord(coord, v, level);
+                let cv = self.coord(coord, v);
                 let (u, du, ddu) = motion.map_or((0.0, 0.0, 0.0), |m| {
                     let [a, b, c] = self.motion(m, t);
                     (a, b, c)
@@ -990,7 +983,7 @@ impl System {
 
     /// Evaluate the scalar coordinate of force term `i` (for outputs and energy).
     fn term_value(&self, i: usize, v: Option<&[f64]>) -> CoordVal {
-        self.coord(&self.terms[i].coord, v, Level::Gradient)
+        self.coord(&self.terms[i].coord, v)
     }
 }
 
@@ -1060,7 +1053,7 @@ impl Mechanical for System {
             }
         }
         for i in 0..self.terms.len() {
-            let cv = self.coord(&self.terms[i].coord, Some(v), Level::Gradient);
+            let cv = self.coord(&self.terms[i].coord, Some(v));
             let (force, _, _) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
             if force != 0.0 {
                 for (l, g) in cv.columns() {
@@ -1073,7 +1066,7 @@ impl Mechanical for System {
     fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
         self.load(t, q, None);
         for (k, &i) in self.active.iter().enumerate() {
-            phi[k] = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).0;
+            phi[k] = self.row_eval(&self.rows[i], t, None, q).0;
         }
     }
 
@@ -1081,7 +1074,7 @@ impl Mechanical for System {
         self.load(t, q, None);
         jac.fill(0.0);
         for (k, &i) in self.active.iter().enumerate() {
-            self.row_eval(&self.rows[i], t, None, q, Level::Gradient)
+            self.row_eval(&self.rows[i], t, None, q)
                 .1
                 .scatter_row(k, jac);
         }
@@ -1090,16 +1083,14 @@ impl Mechanical for System {
     fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]) {
         self.load(t, q, None);
         for (k, &i) in self.active.iter().enumerate() {
-            phi_t[k] = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).2;
+            phi_t[k] = self.row_eval(&self.rows[i], t, None, q).2;
         }
     }
 
     fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]) {
         self.load(t, q, Some(v));
         for (k, &i) in self.active.iter().enumerate() {
-            gamma[k] = self
-                .row_eval(&self.rows[i], t, Some(v), q, Level::Gradient)
-                .3;
+            gamma[k] = self.row_eval(&self.rows[i], t, Some(v), q).3;
         }
     }
 }
@@ -1263,8 +1254,7 @@ impl System {
             if self.rows[i].owner != RowOwner::Joint(j) {
                 continue;
             }
-            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q, Level::Gradient).1
-            {
+            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q).1 {
                 for (l, g) in cv.columns() {
                     if g >= o && g < o + width {
                         gen[g - o] -= lambda[k] * cv.grad[l];
@@ -1387,26 +1377,25 @@ impl System {
                 component,
             } => {
                 let e = QDef::Vector(BodyRef::Ground, unit(*component));
-                let cv = self.coord(
-                    &Coord::Dot(e, QDef::Point(*body, *p)),
-                    Some(v),
-                    Level::Gradient,
-                );
+                let cv = self.coord(&Coord::Dot(e, QDef::Point(*body, *p)), Some(v));
                 let al = cv.gather(acc);
                 cv.grad.dot(&al) + cv.conv
             }
-            OutputQuantity::Angle { .. } => self.output_coords[k]
-                .map_or(f64::NAN, |c| self.coord(&c, None, Level::Gradient).val),
+            OutputQuantity::Angle { .. } => {
+                self.output_coords[k].map_or(f64::NAN, |c| self.coord(&c, None).val)
+            }
             OutputQuantity::AngularVelocity { body, axis } => {
                 let o = self.layout.offsets[*body];
                 let p = Vector4::new(q[o + 3], q[o + 4], q[o + 5], q[o + 6]);
                 let pd = Vector4::new(v[o + 3], v[o + 4], v[o + 5], v[o + 6]);
                 (2.0 * super::math::e_mat(&p) * pd).dot(&axis.normalize())
             }
-            OutputQuantity::JointCoordinate { joint } => self.joint_coords[*joint]
-                .map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).val),
-            OutputQuantity::JointRate { joint } => self.joint_coords[*joint]
-                .map_or(f64::NAN, |c| self.coord(&c, Some(v), Level::Gradient).rate),
+            OutputQuantity::JointCoordinate { joint } => {
+                self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v)).val)
+            }
+            OutputQuantity::JointRate { joint } => {
+                self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v)).rate)
+            }
             OutputQuantity::JointForce { joint, component }
             | OutputQuantity::JointTorque { joint, component } => {
                 let (f, n) = self.joint_reaction(*joint, t, q, lambda);
