@@ -28,9 +28,9 @@ with open(sys.argv[1], "w") as f:
         t = i * 1e-3
         f.write(f"{t:.4f},{0.01 * math.sin(2 * math.pi * 1.5 * t):.9f}\n")
 PY
-"$bin" simulate models/quarter_car_rig.toml --input "$out/stamp.csv" --stop 5 --step 0.001 \
+"$bin" simulate models/quarter_car_rig.toml --input "$out/stamp.csv" --stop 5 --step 0.005 \
     --out "$out/quarter_car.csv" --plot "$out/quarter_car.png" --plot-outputs chassis_z,wheel_z
 
 echo "== the exported FMU in fmpy"
-"$here/.venv/bin/python" tools/run_fmu.py "$out/quarter_car_rig_fmi3.fmu" --input "$out/stamp.csv" --stop 5 --step 0.001
+"$here/.venv/bin/python" tools/run_fmu.py "$out/quarter_car_rig_fmi3.fmu" --input "$out/stamp.csv" --stop 5 --step 0.005
 echo "results: $out/quarter_car.csv, plot: $out/quarter_car.png"
