@@ -17,7 +17,17 @@
 //!    fewer samples (start of simulation) it is linear, then constant.
 //! 3. FMI 3 intermediate update: after every accepted internal step at `t_k` the importer is
 //!    asked for the inputs at `t_k`; those samples join the history, so the spacing becomes
-//!    the internal step size and the errors above shrink accordingly.
+//!    the internal step size and the errors above shrink accordingly. Inside a step the
+//!    importer is also asked at the stage times where the integrator evaluates the equations
+//!    ([`InputRequest::Stage`]): the engine is wrapped for the step ([`StageSampled`]), and
+//!    before an evaluation at a new time `t_s` inside the step the segment of each answered
+//!    input becomes the quadratic through the last two accepted samples and `(t_s, u(t_s))`,
+//!    with `t0 = t_s`. So `u(t_s)` is the importer's value exactly, and `u̇`, `ü` are the
+//!    derivatives of that interpolant (errors `O(h²)`, `O(h)` in the internal step `h`,
+//!    interpolated, not extrapolated). A stage time within `1e-5·max(1, |t|)` of the accepted
+//!    time or of an earlier request reuses that segment: the integrators' finite differences
+//!    in time (`∛ε·max(1, |t|)` ≈ 6e-6) never reach the importer, and repeated evaluations at
+//!    one stage time (Newton iterations) ask once.
 
 use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
@@ -133,6 +143,20 @@ pub enum SetPhase {
     /// Step mode: inputs and tunable parameters.
     Stepping,
 }
+
+/// Why [`Simulation::advance_to`] asks the importer for input values inside a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputRequest {
+    /// After an accepted internal step (FMI 3 `intermediateStepFinished = true`).
+    AcceptedStep,
+    /// At a stage time of a step in progress, which may still be rejected
+    /// (`intermediateStepFinished = false`).
+    Stage,
+}
+
+/// The importer's answer source inside a step: called with the time and the reason, returns
+/// `(input index, value)` for the inputs it provides.
+pub type InputCallback<'a> = &'a mut dyn FnMut(f64, InputRequest) -> Vec<(usize, f64)>;
 
 /// How a call to [`Simulation::advance_to`] ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -728,12 +752,13 @@ impl<E: Engine> Simulation<E> {
     }
 
     /// Advance from the current time to `t_end` (exactly). `intermediate`, when given, is
-    /// called after every accepted internal step before `t_end` with its time and returns new
+    /// called after every accepted internal step before `t_end` and at the stage times inside
+    /// the steps (see the module documentation) with the time and the reason, and returns new
     /// input values `(input index, value)` valid at that time.
     pub fn advance_to(
         &mut self,
         t_end: f64,
-        mut intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>,
+        mut intermediate: Option<InputCallback<'_>>,
     ) -> Result<Advance, CosimError> {
         if !self.st.initialized {
             return Err(CosimError::NotInitialized);
@@ -779,15 +804,47 @@ impl<E: Engine> Simulation<E> {
             self.st.reinit = false;
         }
         let integ = self.st.integrator.as_mut().expect("initialized");
+        // Segments at the last accepted time, and the importer's answers at stage times of
+        // this communication step.
+        let mut base = self.st.engine.inputs_mut().segments.clone();
+        let mut stage_samples: Vec<(f64, Vec<(usize, f64)>)> = Vec::new();
+        let mut t_n = t0;
         let result = loop {
-            match integ.step(&mut self.st.engine, t_end) {
+            let stepped = match intermediate.as_mut() {
+                Some(cb) => {
+                    let mut sys = StageSampled {
+                        engine: &mut self.st.engine,
+                        ask: &mut **cb,
+                        inputs: &self.st.inputs,
+                        base: &base,
+                        samples: &mut stage_samples,
+                        t_n,
+                        t_end,
+                        current: f64::NAN,
+                    };
+                    let r = integ.step(&mut sys, t_end);
+                    // Outputs at t_end use the segment of the importer's value there, if it
+                    // was asked (the last stage of BDF and of stiffly accurate methods);
+                    // otherwise, and after a failure, the accepted segments.
+                    let t_seg = match &r {
+                        Ok(t) if *t >= t_end => t_end,
+                        _ => f64::NAN,
+                    };
+                    sys.current = f64::INFINITY;
+                    sys.prepare(t_seg, false);
+                    r
+                }
+                None => integ.step(&mut self.st.engine, t_end),
+            };
+            match stepped {
                 Ok(t) => {
                     if t >= t_end {
                         break Ok(Advance::Completed);
                     }
                     if let Some(cb) = intermediate.as_mut() {
-                        let values = cb(t);
+                        let values = cb(t, InputRequest::AcceptedStep);
                         let signals = self.st.engine.inputs_mut();
+                        signals.segments.copy_from_slice(&base);
                         for (i, u) in values {
                             if let Some(inp) = self.st.inputs.get_mut(i) {
                                 if u.is_finite() {
@@ -797,6 +854,9 @@ impl<E: Engine> Simulation<E> {
                                 }
                             }
                         }
+                        base.copy_from_slice(&signals.segments);
+                        t_n = t;
+                        stage_samples.retain(|&(ts, _)| ts > t);
                     }
                 }
                 Err(e) if e.is_recoverable() => {
@@ -1035,6 +1095,199 @@ fn add_stats(a: &mut Stats, c: &Stats) {
     a.error_test_failures += c.error_test_failures;
 }
 
+/// The engine as the integrator sees it during a step with stage-time input requests (FMI 3
+/// intermediate update): before an evaluation at time `t` the input segments are those for
+/// `t` (module documentation). Built afresh for every internal step.
+struct StageSampled<'a, E: Engine> {
+    engine: &'a mut E,
+    ask: &'a mut dyn FnMut(f64, InputRequest) -> Vec<(usize, f64)>,
+    inputs: &'a [InputState],
+    /// Segments at the last accepted time `t_n`.
+    base: &'a [InputSegment],
+    /// The importer's answers at stage times of this communication step.
+    samples: &'a mut Vec<(f64, Vec<(usize, f64)>)>,
+    t_n: f64,
+    t_end: f64,
+    /// The time the engine's segments are set for.
+    current: f64,
+}
+
+/// At most this many stage answers are kept (a step's stages plus a few from rejected tries).
+const STAGE_SAMPLES_KEPT: usize = 16;
+
+impl<E: Engine> StageSampled<'_, E> {
+    /// Set the engine's segments for an evaluation at `t`; ask the importer if `t` is a new
+    /// stage time inside the step and `may_ask`.
+    fn prepare(&mut self, t: f64, may_ask: bool) {
+        if t == self.current {
+            return;
+        }
+        self.current = t;
+        let segments = &mut self.engine.inputs_mut().segments;
+        segments.copy_from_slice(self.base);
+        let sigma = 1e-5 * t.abs().max(1.0);
+        if !(t > self.t_n + sigma && t <= self.t_end + sigma) {
+            return;
+        }
+        // Evaluations just past the communication point (finite differences in time at its
+        // end) use the segment of t_end: the importer is never asked beyond it.
+        let ta = t.min(self.t_end);
+        let k = match self.samples.iter().position(|&(ts, _)| (ta - ts).abs() <= sigma) {
+            Some(k) => k,
+            None if may_ask => {
+                let values = (self.ask)(ta, InputRequest::Stage);
+                if self.samples.len() >= STAGE_SAMPLES_KEPT {
+                    self.samples.remove(0);
+                }
+                self.samples.push((ta, values));
+                self.samples.len() - 1
+            }
+            None => return,
+        };
+        let segments = &mut self.engine.inputs_mut().segments;
+        let (ts, values) = &self.samples[k];
+        for &(i, u) in values {
+            if let (Some(inp), true) = (self.inputs.get(i), u.is_finite()) {
+                segments[i] = stage_segment(&inp.history, *ts, u);
+            }
+        }
+    }
+}
+
+impl<E: Engine> crate::integrate::system::Mechanical for StageSampled<'_, E> {
+    fn n_q(&self) -> usize {
+        self.engine.n_q()
+    }
+    fn n_c(&self) -> usize {
+        self.engine.n_c()
+    }
+    fn mass_matrix(&mut self, t: f64, q: &[f64], m: &mut nalgebra::DMatrix<f64>) {
+        self.prepare(t, true);
+        self.engine.mass_matrix(t, q, m)
+    }
+    fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]) {
+        self.prepare(t, true);
+        self.engine.forces(t, q, v, f)
+    }
+    fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
+        self.prepare(t, true);
+        self.engine.constraints(t, q, phi)
+    }
+    fn constraint_jacobian(&mut self, t: f64, q: &[f64], jac: &mut nalgebra::DMatrix<f64>) {
+        self.prepare(t, true);
+        self.engine.constraint_jacobian(t, q, jac)
+    }
+    fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]) {
+        self.prepare(t, true);
+        self.engine.constraint_time_derivative(t, q, phi_t)
+    }
+    fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]) {
+        self.prepare(t, true);
+        self.engine.acceleration_rhs(t, q, v, gamma)
+    }
+}
+
+impl<E: Engine> crate::integrate::system::ForceJacobians for StageSampled<'_, E> {
+    fn force_jacobians(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        df_dq: &mut nalgebra::DMatrix<f64>,
+        df_dv: &mut nalgebra::DMatrix<f64>,
+    ) {
+        self.prepare(t, true);
+        self.engine.force_jacobians(t, q, v, df_dq, df_dv)
+    }
+}
+
+impl<E: Engine> crate::integrate::system::ConstraintHessians for StageSampled<'_, E> {
+    fn constraint_force_jacobian(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        lambda: &[f64],
+        out: &mut nalgebra::DMatrix<f64>,
+    ) {
+        self.prepare(t, true);
+        self.engine.constraint_force_jacobian(t, q, lambda, out)
+    }
+    fn mass_times_accel_jacobian(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        a: &[f64],
+        out: &mut nalgebra::DMatrix<f64>,
+    ) {
+        self.prepare(t, true);
+        self.engine.mass_times_accel_jacobian(t, q, a, out)
+    }
+}
+
+impl<E: Engine> crate::integrate::system::Excitations for StageSampled<'_, E> {
+    fn n_excitations(&self) -> usize {
+        self.engine.n_excitations()
+    }
+    fn excitation(&mut self, t: f64, i: usize) -> f64 {
+        self.prepare(t, true);
+        self.engine.excitation(t, i)
+    }
+    fn set_excitation_offset(&mut self, i: usize, delta: f64) {
+        self.engine.set_excitation_offset(i, delta)
+    }
+}
+
+impl<E: Engine> crate::integrate::system::StepHooks for StageSampled<'_, E> {
+    fn accept_step(&mut self, t: f64, q: &[f64], v: &[f64], lambda: Option<&[f64]>) {
+        // Bookkeeping at the accepted time: the importer is asked there right after the step
+        // (InputRequest::AcceptedStep), so use what is known (a stage answer at t if any).
+        self.prepare(t, false);
+        self.engine.accept_step(t, q, v, lambda)
+    }
+    fn normalize(&mut self, q: &mut [f64]) -> bool {
+        self.engine.normalize(q)
+    }
+}
+
+/// The segment at a stage time `ts` with the importer's value `u` there: the quadratic
+/// through the last two accepted samples before `ts` and `(ts, u)` (linear with one sample).
+fn stage_segment(history: &[(f64, f64)], ts: f64, u: f64) -> InputSegment {
+    let mut pts = [(0.0, 0.0); 3];
+    let mut n = 0;
+    for &p in history.iter().filter(|&&(th, _)| th < ts).rev().take(2) {
+        pts[1 - n] = p;
+        n += 1;
+    }
+    // pts[2 - n..2] now holds the samples in increasing time.
+    pts[2] = (ts, u);
+    through_samples(&pts[2 - n..], ts, u)
+}
+
+/// The polynomial through the samples (increasing times, the last one `(t, u)`), expanded
+/// at `t`: constant, linear or quadratic.
+fn through_samples(h: &[(f64, f64)], t: f64, u: f64) -> InputSegment {
+    let n = h.len();
+    if n < 2 {
+        return InputSegment::constant(t, u);
+    }
+    let (t2, u2) = h[n - 1];
+    let (t1, u1) = h[n - 2];
+    let f21 = (u2 - u1) / (t2 - t1);
+    if n < 3 {
+        return InputSegment {
+            t0: t2,
+            coeffs: [u2, f21, 0.0, 0.0],
+        };
+    }
+    let (t0, u0) = h[n - 3];
+    let f10 = (u1 - u0) / (t1 - t0);
+    let f210 = (f21 - f10) / (t2 - t0);
+    InputSegment {
+        t0: t2,
+        coeffs: [u2, f21 + f210 * (t2 - t1), f210, 0.0],
+    }
+}
+
 /// Add `(t, u)` to the history, dropping samples at or after `t` (a restored state or a retry
 /// after Discard goes back in time) and keeping the last three.
 fn record_sample(history: &mut Vec<(f64, f64)>, t: f64, u: f64) {
@@ -1057,27 +1310,7 @@ fn segment_for(inp: &InputState, t: f64) -> InputSegment {
             coeffs: [u, d1, 0.5 * d2, 0.0],
         };
     }
-    let h = &inp.history;
-    let n = h.len();
-    if n < 2 {
-        return InputSegment::constant(t, u);
-    }
-    let (t2, u2) = h[n - 1];
-    let (t1, u1) = h[n - 2];
-    let f21 = (u2 - u1) / (t2 - t1);
-    if n < 3 {
-        return InputSegment {
-            t0: t2,
-            coeffs: [u2, f21, 0.0, 0.0],
-        };
-    }
-    let (t0, u0) = h[n - 3];
-    let f10 = (u1 - u0) / (t1 - t0);
-    let f210 = (f21 - f10) / (t2 - t0);
-    InputSegment {
-        t0: t2,
-        coeffs: [u2, f21 + f210 * (t2 - t1), f210, 0.0],
-    }
+    through_samples(&inp.history, t, u)
 }
 
 #[cfg(test)]
@@ -1102,6 +1335,26 @@ mod tests {
         // Going back in time drops the later samples.
         record_sample(&mut inp.history, 0.2, 1.0);
         assert_eq!(inp.history, vec![(0.1, p(0.1)), (0.2, 1.0)]);
+    }
+
+    #[test]
+    fn stage_segment_interpolates_through_the_last_two_accepted_samples() {
+        let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
+        // Three accepted samples; the stage uses the last two and its own value.
+        let history = vec![(0.0, 5.0), (0.1, p(0.1)), (0.25, p(0.25))];
+        let seg = stage_segment(&history, 0.3, p(0.3));
+        assert_eq!(seg.t0, 0.3);
+        for &t in &[0.25, 0.3, 0.32] {
+            let [u, du, ddu] = seg.eval(t);
+            assert!((u - p(t)).abs() < 1e-13);
+            assert!((du - (-1.2 + 1.4 * t)).abs() < 1e-12);
+            assert!((ddu - 1.4).abs() < 1e-11);
+        }
+        // Samples at or after the stage time (a retry after going back) are not used; one
+        // sample before it gives the line through it.
+        let seg = stage_segment(&[(0.1, 1.0), (0.4, 9.0)], 0.3, 2.0);
+        assert_eq!(seg.eval(0.3), [2.0, 5.0, 0.0]);
+        assert_eq!(stage_segment(&[], 0.3, 2.0).eval(0.5), [2.0, 0.0, 0.0]);
     }
 
     #[test]

@@ -618,7 +618,7 @@ pub(crate) fn do_step(
     core: &mut Core,
     tc: f64,
     h: f64,
-    intermediate: Option<&mut dyn FnMut(f64) -> Vec<(usize, f64)>>,
+    intermediate: Option<crate::cosim::InputCallback<'_>>,
 ) -> Result<Advance, Fail> {
     if !(h.is_finite() && h > 0.0) {
         return Err(Fail::arg(format!(

@@ -5,7 +5,7 @@
 
 use super::fmi2::do_step;
 use super::*;
-use crate::cosim::{Advance, SetPhase};
+use crate::cosim::{Advance, InputRequest, SetPhase};
 use fmi_sys::fmi3::*;
 use std::ptr::null_mut;
 
@@ -1384,7 +1384,9 @@ pub unsafe extern "C" fn fmi3DoStep(
             let (tc, h) = (currentCommunicationPoint, communicationStepSize);
             let r = match &inst.intermediate {
                 Some(im) => {
-                    let mut ask = |t: f64| ask_intermediate(inst, im, t);
+                    let mut ask = |t: f64, why: InputRequest| {
+                        ask_intermediate(inst, im, t, why == InputRequest::AcceptedStep)
+                    };
                     do_step(core, tc, h, Some(&mut ask))
                 }
                 None => do_step(core, tc, h, None),
@@ -1410,9 +1412,15 @@ pub unsafe extern "C" fn fmi3DoStep(
 }
 const _: fmi3DoStepTYPE = Some(fmi3DoStep);
 
-/// Ask the importer for the intermediate inputs at `t`. The instance core stays locked by the
-/// step; the importer's `fmi3SetFloat64` calls land in the inbox (see `set_float64`).
-fn ask_intermediate(inst: &Instance, im: &Intermediate, t: f64) -> Vec<(usize, f64)> {
+/// Ask the importer for the intermediate inputs at `t`, after an accepted internal step
+/// (`step_finished`) or at a stage time of a step in progress. The instance core stays locked
+/// by the step; the importer's `fmi3SetFloat64` calls land in the inbox (see `set_float64`).
+fn ask_intermediate(
+    inst: &Instance,
+    im: &Intermediate,
+    t: f64,
+    step_finished: bool,
+) -> Vec<(usize, f64)> {
     {
         let mut ib = inst.inbox.lock().unwrap_or_else(|p| p.into_inner());
         ib.active = true;
@@ -1427,7 +1435,7 @@ fn ask_intermediate(inst: &Instance, im: &Intermediate, t: f64) -> Vec<(usize, f
             t,
             true,
             false,
-            true,
+            step_finished,
             false,
             &mut early_requested,
             &mut early_time,
