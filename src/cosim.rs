@@ -979,8 +979,19 @@ impl<E: Engine> Simulation<E> {
     }
 
     /// `∂y/∂u`: rows are the outputs `unknowns`, columns the inputs `knowns` (value
-    /// references), by central differences at the current state (outputs depend on inputs
-    /// only through direct feedthrough: forces, accelerations, reactions).
+    /// references), at the current state, consistent with what the importer observes by
+    /// setting an input and reading the outputs at the same instant.
+    ///
+    /// Setting input `j` to `u` at the current time `t` makes the FMU record the sample
+    /// `(t, u)` and rebuild the input's segment (module documentation): the value, and through
+    /// the reconstruction also `u̇` and `ü` at `t`, are affine in `u`, so a kinematic driver's
+    /// reaction changes through `ü` (the `Φ_tt` term of the saddle-point system) and a moving
+    /// frame's force elements through `u` and `u̇`. The derivative of the segment with respect
+    /// to `u` is exact (the rebuild is linear in the sample); the engine's response to it is
+    /// taken by central differences of the outputs along that one direction per input (exact
+    /// up to round-off where the outputs are affine in the segment, as reactions and
+    /// accelerations are). The state `(q, v)` is held fixed: outputs that are functions of the
+    /// state (positions, angles, velocities) have zero derivative.
     pub fn output_input_jacobian(
         &mut self,
         unknowns: &[u32],
@@ -1011,17 +1022,28 @@ impl<E: Engine> Simulation<E> {
         self.ensure_state()?;
         self.refresh_inputs();
         let x = self.st.x.clone().expect("state ensured");
+        let t = x.t;
         let n_out = self.st.outputs.len();
         let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
         let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
         for (c, &j) in cols.iter().enumerate() {
-            let u = self.st.engine.inputs_mut().segments[j].coeffs[0];
+            let inp = &self.st.inputs[j];
+            let u = inp.value;
+            // The segment the FMU would build after the importer set `u + s` at `t`.
+            let rebuilt = |s: f64| {
+                let mut probe = inp.clone();
+                probe.value = u + s;
+                record_sample(&mut probe.history, t, u + s);
+                segment_for(&probe, t)
+            };
             let d = f64::EPSILON.cbrt() * u.abs().max(1.0);
-            self.st.engine.inputs_mut().segments[j].coeffs[0] = u + d;
+            let (sp, sm) = (rebuilt(d), rebuilt(-d));
+            let saved = self.st.engine.inputs_mut().segments[j];
+            self.st.engine.inputs_mut().segments[j] = sp;
             let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
-            self.st.engine.inputs_mut().segments[j].coeffs[0] = u - d;
+            self.st.engine.inputs_mut().segments[j] = sm;
             let rm = self.st.engine.evaluate_outputs(&x, &mut ym);
-            self.st.engine.inputs_mut().segments[j].coeffs[0] = u;
+            self.st.engine.inputs_mut().segments[j] = saved;
             rp?;
             rm?;
             for (r, &i) in rows.iter().enumerate() {
@@ -1132,7 +1154,11 @@ impl<E: Engine> StageSampled<'_, E> {
         // Evaluations just past the communication point (finite differences in time at its
         // end) use the segment of t_end: the importer is never asked beyond it.
         let ta = t.min(self.t_end);
-        let k = match self.samples.iter().position(|&(ts, _)| (ta - ts).abs() <= sigma) {
+        let k = match self
+            .samples
+            .iter()
+            .position(|&(ts, _)| (ta - ts).abs() <= sigma)
+        {
             Some(k) => k,
             None if may_ask => {
                 let values = (self.ask)(ta, InputRequest::Stage);

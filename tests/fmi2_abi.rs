@@ -962,14 +962,23 @@ mod with_model {
             unsafe { f.fmi2SetRealInputDerivatives(inst.c, &u, 1, &1, &f64::NAN) },
             ERROR
         );
-        // Directional derivative: force = k (x − u) + c (v − u̇) → ∂force/∂u = −k; x has no
-        // direct feedthrough.
+        // Directional derivative: force = k (x − u) + c (v − u̇), and setting u at this
+        // instant also changes u̇ (the reconstruction through the new sample): ∂force/∂u =
+        // −k − c ∂u̇/∂u, as setting and reading shows; x has no direct feedthrough.
         let (mut dforce, mut dx) = (0.0, 1.0);
         assert_eq!(
             unsafe { f.fmi2GetDirectionalDerivative(inst.c, &force, 1, &u, 1, &2.0, &mut dforce) },
             OK
         );
-        assert!((dforce + 200.0).abs() < 1e-6, "{dforce}");
+        let u_now = inst.get(u).1;
+        assert_eq!(inst.set(u, u_now + 1e-6), OK);
+        let fp = inst.get(force).1;
+        assert_eq!(inst.set(u, u_now - 1e-6), OK);
+        let fm = inst.get(force).1;
+        assert_eq!(inst.set(u, u_now), OK);
+        let fd = 2.0 * (fp - fm) / 2e-6;
+        assert!((dforce - fd).abs() < 1e-6 * fd.abs(), "{dforce} vs {fd}");
+        assert!(dforce < -200.0 - 1.0, "the damper sees u̇: {dforce}");
         assert_eq!(
             unsafe { f.fmi2GetDirectionalDerivative(inst.c, &x, 1, &u, 1, &1.0, &mut dx) },
             OK
@@ -1124,6 +1133,197 @@ fn every_model_runs_through_the_fmi2_abi() {
         );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Directional derivatives of every output with respect to every input, for every model in
+/// `models/` with inputs, against central differences through the C ABI: set the input to
+/// `u ± δ` at the current communication point and read the outputs (what an importer that
+/// does not trust the FMU would do). Checked after steps with a moving input (so the
+/// reconstructed input has slope and curvature), before and after the importer sets the
+/// input at the communication point, with unit seeds and with a combined seed.
+#[test]
+fn directional_derivatives_match_set_get_differences_for_every_model() {
+    let f = lib();
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let mut names: Vec<_> = std::fs::read_dir(&models)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    let (mut checked, mut nonzero) = (0, 0);
+    for model in &names {
+        let spec = mbsfmu::mbs::load_model(model).unwrap();
+        if spec.inputs.is_empty() {
+            continue;
+        }
+        let dir = TempDir::new("model");
+        let res = dir.0.join("resources");
+        std::fs::create_dir_all(&res).unwrap();
+        let base = model.parent().unwrap();
+        for src in &spec.source_files {
+            let rel = src
+                .strip_prefix(base)
+                .unwrap_or(src.file_name().unwrap().as_ref());
+            let dst = if src == model {
+                res.join("model.toml")
+            } else {
+                res.join(rel)
+            };
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::copy(src, &dst).unwrap();
+        }
+        let packed = mbsfmu::mbs::load_model(&res.join("model.toml")).unwrap();
+        let token = mbsfmu::description::token::model_token_of(
+            &res.join("model.toml"),
+            &packed.source_files,
+        )
+        .unwrap();
+        let uri = format!("file://{}/", res.display());
+        let inst = Inst::try_new(&f, &uri, &token, "m").unwrap();
+        let table = mbsfmu::description::VariableTable::from_spec(&packed);
+        let of = |c: mbsfmu::description::Causality| -> Vec<u32> {
+            table
+                .variables
+                .iter()
+                .filter(|v| v.causality == c)
+                .map(|v| v.value_reference)
+                .collect()
+        };
+        let (outputs, inputs) = (
+            of(mbsfmu::description::Causality::Output),
+            of(mbsfmu::description::Causality::Input),
+        );
+        let starts: Vec<f64> = packed.inputs.iter().map(|i| i.start).collect();
+        // A moving input: start + small sine, different per input.
+        let signal = |k: usize, t: f64| starts[k] + 0.01 * (k as f64 + 1.0) * (3.0 * t).sin();
+        let e = packed.experiment;
+        let h = e.step.max(0.005);
+        unsafe {
+            assert_eq!(f.fmi2SetupExperiment(inst.c, 0, 0.0, e.start, 0, 0.0), OK);
+            assert_eq!(f.fmi2EnterInitializationMode(inst.c), OK);
+            assert_eq!(
+                f.fmi2ExitInitializationMode(inst.c),
+                OK,
+                "{}",
+                inst.sink.dump()
+            );
+        }
+        let set_inputs = |t: f64| {
+            for (k, &vr) in inputs.iter().enumerate() {
+                assert_eq!(inst.set(vr, signal(k, t)), OK);
+            }
+        };
+        let read = || -> Vec<f64> {
+            let mut y = vec![f64::NAN; outputs.len()];
+            assert_eq!(
+                unsafe { f.fmi2GetReal(inst.c, outputs.as_ptr(), outputs.len(), y.as_mut_ptr()) },
+                OK
+            );
+            y
+        };
+        let dir_der = |seed: &[f64]| -> Vec<f64> {
+            let mut d = vec![f64::NAN; outputs.len()];
+            assert_eq!(
+                unsafe {
+                    f.fmi2GetDirectionalDerivative(
+                        inst.c,
+                        outputs.as_ptr(),
+                        outputs.len(),
+                        inputs.as_ptr(),
+                        inputs.len(),
+                        seed.as_ptr(),
+                        d.as_mut_ptr(),
+                    )
+                },
+                OK,
+                "{}",
+                inst.sink.dump()
+            );
+            d
+        };
+        let mut t = e.start;
+        for i in 0..8 {
+            set_inputs(t);
+            assert_eq!(
+                inst.step(t, h),
+                OK,
+                "{}: {}",
+                model.display(),
+                inst.sink.dump()
+            );
+            t += h;
+            // After the step (segments of the step), then after setting the inputs at t.
+            if i < 6 {
+                continue;
+            }
+            if i == 7 {
+                set_inputs(t);
+            }
+            let u0: Vec<f64> = inputs.iter().map(|&vr| inst.get(vr).1).collect();
+            let y0 = read();
+            let mut jac_fd = vec![vec![0.0; inputs.len()]; outputs.len()];
+            for (k, &vr) in inputs.iter().enumerate() {
+                let d = 1e-6 * u0[k].abs().max(1.0);
+                assert_eq!(inst.set(vr, u0[k] + d), OK);
+                let yp = read();
+                assert_eq!(inst.set(vr, u0[k] - d), OK);
+                let ym = read();
+                assert_eq!(inst.set(vr, u0[k]), OK);
+                for r in 0..outputs.len() {
+                    jac_fd[r][k] = (yp[r] - ym[r]) / (2.0 * d);
+                }
+                let mut seed = vec![0.0; inputs.len()];
+                seed[k] = 1.0;
+                let jk = dir_der(&seed);
+                for r in 0..outputs.len() {
+                    let (a, b) = (jk[r], jac_fd[r][k]);
+                    // Round-off of the difference quotients (~1e-16 |y| / δ), with a margin,
+                    // plus relative 1e-6.
+                    let tol = 1e-6 * b.abs() + 1e-11 * (1.0 + y0[r].abs()) / d;
+                    assert!(
+                        (a - b).abs() <= tol,
+                        "{}: d {} / d {}: directional {a:e}, set/get differences {b:e} (step {i})",
+                        model.display(),
+                        table.get(outputs[r]).unwrap().name,
+                        table.get(vr).unwrap().name
+                    );
+                }
+            }
+            // A combined seed is the matching combination of the columns.
+            let seed: Vec<f64> = (0..inputs.len()).map(|k| 1.5 - k as f64).collect();
+            let comb = dir_der(&seed);
+            for r in 0..outputs.len() {
+                let want: f64 = (0..inputs.len()).map(|k| jac_fd[r][k] * seed[k]).sum();
+                let tol = 1e-6 * want.abs() + 1e-11 * (1.0 + y0[r].abs()) / 1e-6;
+                assert!(
+                    (comb[r] - want).abs() <= tol,
+                    "{}: {comb:?}",
+                    model.display()
+                );
+            }
+            // Something really depends on the inputs (not a test of zeros only; the pendulum
+            // chain's outputs are tip positions, functions of the state: zero).
+            if i == 7 && jac_fd.iter().flatten().any(|v| v.abs() > 1e-3) {
+                nonzero += 1;
+            }
+            if i == 7 {
+                eprintln!(
+                    "{}: |∂y/∂u| per output {:?}",
+                    model.file_name().unwrap().to_string_lossy(),
+                    jac_fd
+                        .iter()
+                        .map(|row| row.iter().fold(0.0f64, |m, v| m.max(v.abs())))
+                        .map(|v| format!("{v:.3e}"))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "{checked} models with inputs");
+    assert!(nonzero >= 3, "{nonzero} models with a non-zero derivative");
 }
 
 /// Accuracy of the three input paths for a sine input against the closed form: FMI 2 input
