@@ -111,6 +111,8 @@ struct CbEnv {
     /// The communication step in progress `(t_c, t_c + h)`, and callbacks outside it.
     window: Cell<(f64, f64)>,
     outside: Cell<usize>,
+    /// Times of all callbacks, in order, with `intermediateStepFinished`.
+    times: std::cell::RefCell<Vec<(f64, bool)>>,
     set_status: Cell<u32>,
     reentrant_status: Cell<u32>,
 }
@@ -150,6 +152,7 @@ unsafe extern "C" fn intermediate(
     if !step_finished {
         e.stage_calls.set(e.stage_calls.get() + 1);
     }
+    e.times.borrow_mut().push((t, step_finished));
     let (lo, hi) = e.window.get();
     if !(t > lo && t <= hi) {
         e.outside.set(e.outside.get() + 1);
@@ -191,6 +194,7 @@ impl<'a> Inst<'a> {
             stage_calls: Cell::new(0),
             window: Cell::new((f64::NEG_INFINITY, f64::INFINITY)),
             outside: Cell::new(0),
+            times: Default::default(),
             set_status: Cell::new(OK),
             reentrant_status: Cell::new(OK),
         });
@@ -798,6 +802,20 @@ fn intermediate_update_callback_improves_accuracy() {
             worst = worst.max((inst.get(vr("x")).1 - sine_response(100.0, 2.0, a, w, t + h)).abs());
         }
         assert_eq!(inst.env.outside.get(), 0, "callbacks outside the step");
+        // Stage requests come once per distinct time: between two accepted steps no two
+        // stage requests are within 1e-5 max(1, |t|) of each other (Newton iterations and
+        // finite differences in time reuse the answer).
+        let times = inst.env.times.borrow();
+        for group in times.split(|&(_, finished)| finished) {
+            for (i, &(ta, _)) in group.iter().enumerate() {
+                for &(tb, _) in &group[..i] {
+                    assert!(
+                        (ta - tb).abs() > 1e-5 * ta.abs().max(1.0),
+                        "stage requests at {tb} and {ta}"
+                    );
+                }
+            }
+        }
         if callback {
             assert_eq!(inst.env.set_status.get(), OK, "{}", inst.env.sink.dump());
             assert_eq!(
