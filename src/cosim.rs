@@ -23,6 +23,7 @@ use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
 };
 use crate::integrate::any::AnyIntegrator;
+use crate::integrate::events::{Event, EventFunctions, EventLocator, StepOutcome};
 use crate::integrate::{
     IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
     Stats,
@@ -37,7 +38,9 @@ use thiserror::Error;
 /// What the co-simulation layer needs from the engine beyond the integrator traits
 /// (implemented by `mbs::system::System`; generic so the layer can be tested with small
 /// systems).
-pub trait Engine: MultibodySystem + Clone + Serialize + DeserializeOwned + Send + 'static {
+pub trait Engine:
+    MultibodySystem + EventFunctions + Clone + Serialize + DeserializeOwned + Send + 'static
+{
     fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError>;
     fn inputs_mut(&mut self) -> &mut InputSignals;
     /// A consistent state at `t0` for the current parameters and inputs.
@@ -144,6 +147,9 @@ pub enum Advance {
         last_successful_time: f64,
         reason_is_recoverable: bool,
     },
+    /// Early return (only when enabled with [`Simulation::set_early_return`]): the step ended
+    /// on a contact event before `t_end`; the instance is at `event.t` with outputs there.
+    EarlyReturn { event: Event },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -178,6 +184,8 @@ pub struct SimState<E> {
     cpu_time: f64,
     /// Size of the last communication step (for output-derivative fallbacks).
     last_h: f64,
+    /// Contact event location inside the communication step (idle without contacts).
+    events: EventLocator,
 }
 
 /// A co-simulation instance of one model.
@@ -185,6 +193,8 @@ pub struct Simulation<E: Engine> {
     spec: Arc<ModelSpec>,
     table: Arc<VariableTable>,
     st: SimState<E>,
+    /// Stop a communication step at the first contact event (FMI 3 early return).
+    early_return: bool,
 }
 
 fn causality_name(c: Causality) -> &'static str {
@@ -236,9 +246,11 @@ impl<E: Engine> Simulation<E> {
                 stats_base: Stats::default(),
                 cpu_time: 0.0,
                 last_h: 0.0,
+                events: EventLocator::default(),
             },
             spec,
             table,
+            early_return: false,
         }
     }
 
@@ -250,6 +262,24 @@ impl<E: Engine> Simulation<E> {
     }
     pub fn settings(&self) -> Settings {
         self.effective_settings()
+    }
+    /// Whether the model has contact events (event location runs inside every step; early
+    /// return is possible).
+    pub fn has_events(&self) -> bool {
+        self.st.engine.n_events() > 0
+    }
+    /// FMI 3 early return: when on, [`Simulation::advance_to`] ends a communication step at
+    /// the first contact event inside it with [`Advance::EarlyReturn`].
+    pub fn set_early_return(&mut self, on: bool) {
+        self.early_return = on;
+    }
+    /// Whether early return is on.
+    pub fn early_return(&self) -> bool {
+        self.early_return
+    }
+    /// Counters of the contact event location (located events, re-steps, discarded work).
+    pub fn event_stats(&self) -> crate::integrate::events::EventStats {
+        self.st.events.stats
     }
     pub fn is_initialized(&self) -> bool {
         self.st.initialized
@@ -542,6 +572,8 @@ impl<E: Engine> Simulation<E> {
     /// Statistics cumulative since initialization.
     pub fn stats(&self) -> Stats {
         let mut s = self.st.stats_base;
+        // Work of steps thrown away while locating contact events.
+        crate::integrate::events::add_stats(&mut s, &self.st.events.stats.discarded);
         if let Some(i) = &self.st.integrator {
             let c = <AnyIntegrator as Integrator<E>>::stats(i);
             s.steps += c.steps;
@@ -666,6 +698,7 @@ impl<E: Engine> Simulation<E> {
         let x = self.st.x.clone().expect("state ensured");
         integ.initialize(&mut self.st.engine, &x)?;
         self.st.integrator = Some(integ);
+        self.st.events = EventLocator::new(1e-3 * settings.atol);
         self.st.initialized = true;
         self.st.reinit = false;
         self.st.stats_base = Stats::default();
@@ -776,14 +809,19 @@ impl<E: Engine> Simulation<E> {
             let mut fresh = AnyIntegrator::new(settings, n_q, n_c)?;
             fresh.initialize(&mut self.st.engine, &x0)?;
             self.st.integrator = Some(fresh);
+            self.st.events.reset();
             self.st.reinit = false;
         }
         let integ = self.st.integrator.as_mut().expect("initialized");
         let result = loop {
-            match integ.step(&mut self.st.engine, t_end) {
-                Ok(t) => {
+            match self.st.events.step(integ, &mut self.st.engine, t_end) {
+                Ok(out) => {
+                    let t = out.time();
                     if t >= t_end {
                         break Ok(Advance::Completed);
+                    }
+                    if let (true, StepOutcome::Event(event)) = (self.early_return, out) {
+                        break Ok(Advance::EarlyReturn { event });
                     }
                     if let Some(cb) = intermediate.as_mut() {
                         let values = cb(t);
