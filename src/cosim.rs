@@ -149,7 +149,9 @@ pub enum Advance {
     },
     /// Early return (only when enabled with [`Simulation::set_early_return`]): the step ended
     /// on a contact event before `t_end`; the instance is at `event.t` with outputs there.
-    EarlyReturn { event: Event },
+    EarlyReturn {
+        event: Event,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

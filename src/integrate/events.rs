@@ -528,6 +528,10 @@ impl EventLocator {
         self.g.copy_from_slice(&self.ws.g_new);
         self.t_g = t;
         self.stats.events += 1;
-        StepOutcome::Event(Event { t, index: k, begins })
+        StepOutcome::Event(Event {
+            t,
+            index: k,
+            begins,
+        })
     }
 }
