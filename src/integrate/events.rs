@@ -9,18 +9,23 @@
 //! one changed, takes the step again from a backup of the integrator so that it ends on the
 //! contact instant:
 //!
-//! 1. First guess: the root of `g_i` along the cubic Hermite interpolant of the positions
-//!    through `(q_n, v_n)` and `(q_{n+1}, v_{n+1})` (no extra right-hand sides; error `O(h⁴)`).
+//! 0. Detection: the contact state (`g < 0`) at both ends of the step and at ¼, ½, ¾ of the
+//!    cubic Hermite interpolant of the positions through `(q_n, v_n)` and `(q_{n+1}, v_{n+1})`
+//!    (so a contact that closes and opens again inside one step is seen too, as long as the
+//!    interpolant dips; a sign-change locator cannot promise more).
+//! 1. First guess: the earliest root of a switched `g_i` along that interpolant (no extra
+//!    right-hand sides; error `O(h⁴)`).
 //! 2. Refinement: the Illinois variant of regula falsi on `G(τ)`, the event function at the end
 //!    of one step of the method from `t_n` with limit `τ`; each evaluation restores the backup
-//!    and steps again. The step that satisfies `|G(τ)| ≤ gap_tol` is kept, so the accepted step
-//!    ends on the contact surface of the numerical solution itself (for the local linearization
-//!    this is exactly paper 002's `Ψ(ŷ(t*)) = 0` with `ŷ` from its formula (18)).
+//!    and steps again. The step that ends just past the switch with `|G(τ)| ≤ gap_tol` is kept,
+//!    so the accepted step ends on the contact surface of the numerical solution itself (for
+//!    the local linearization this is paper 002's `Ψ(ŷ(t*)) = 0` with `ŷ` from its formula
+//!    (18)) and the next step starts in the new contact state.
+//! 3. Restart of the method at the event ([`EventLocator::restart_after_event`], default on):
+//!    its step-size history belongs to the old contact state.
 //!
-//! With several sign changes in one step the earliest root wins. Friction is not an event (its
-//! regularized law is smooth). A contact that starts and ends inside one step (two sign changes)
-//! is not seen, as in every sign-change locator; the step-size controller keeps steps well below
-//! the contact duration in practice (the tests check every reference instant is found).
+//! With several switches in one step the earliest root wins. Friction is not an event (its
+//! regularized law is smooth).
 //!
 //! The backup is the integrator serialized (postcard) into a buffer that is kept between steps,
 //! so the common case (no event) does not allocate; restoring deserializes (allocates), which
