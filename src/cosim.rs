@@ -33,6 +33,7 @@ use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
 };
 use crate::integrate::any::AnyIntegrator;
+use crate::integrate::events::{Event, EventFunctions, EventLocator, StepOutcome};
 use crate::integrate::{
     IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
     Stats,
@@ -47,7 +48,9 @@ use thiserror::Error;
 /// What the co-simulation layer needs from the engine beyond the integrator traits
 /// (implemented by `mbs::system::System`; generic so the layer can be tested with small
 /// systems).
-pub trait Engine: MultibodySystem + Clone + Serialize + DeserializeOwned + Send + 'static {
+pub trait Engine:
+    MultibodySystem + EventFunctions + Clone + Serialize + DeserializeOwned + Send + 'static
+{
     fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError>;
     fn inputs_mut(&mut self) -> &mut InputSignals;
     /// A consistent state at `t0` for the current parameters and inputs.
@@ -168,6 +171,11 @@ pub enum Advance {
         last_successful_time: f64,
         reason_is_recoverable: bool,
     },
+    /// Early return (only when enabled with [`Simulation::set_early_return`]): the step ended
+    /// on a contact event before `t_end`; the instance is at `event.t` with outputs there.
+    EarlyReturn {
+        event: Event,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -202,6 +210,8 @@ pub struct SimState<E> {
     cpu_time: f64,
     /// Size of the last communication step (for output-derivative fallbacks).
     last_h: f64,
+    /// Contact event location inside the communication step (idle without contacts).
+    events: EventLocator,
 }
 
 /// A co-simulation instance of one model.
@@ -209,6 +219,8 @@ pub struct Simulation<E: Engine> {
     spec: Arc<ModelSpec>,
     table: Arc<VariableTable>,
     st: SimState<E>,
+    /// Stop a communication step at the first contact event (FMI 3 early return).
+    early_return: bool,
 }
 
 fn causality_name(c: Causality) -> &'static str {
@@ -260,9 +272,11 @@ impl<E: Engine> Simulation<E> {
                 stats_base: Stats::default(),
                 cpu_time: 0.0,
                 last_h: 0.0,
+                events: EventLocator::default(),
             },
             spec,
             table,
+            early_return: false,
         }
     }
 
@@ -274,6 +288,24 @@ impl<E: Engine> Simulation<E> {
     }
     pub fn settings(&self) -> Settings {
         self.effective_settings()
+    }
+    /// Whether the model has contact events (event location runs inside every step; early
+    /// return is possible).
+    pub fn has_events(&self) -> bool {
+        self.st.engine.n_events() > 0
+    }
+    /// FMI 3 early return: when on, [`Simulation::advance_to`] ends a communication step at
+    /// the first contact event inside it with [`Advance::EarlyReturn`].
+    pub fn set_early_return(&mut self, on: bool) {
+        self.early_return = on;
+    }
+    /// Whether early return is on.
+    pub fn early_return(&self) -> bool {
+        self.early_return
+    }
+    /// Counters of the contact event location (located events, re-steps, discarded work).
+    pub fn event_stats(&self) -> crate::integrate::events::EventStats {
+        self.st.events.stats
     }
     pub fn is_initialized(&self) -> bool {
         self.st.initialized
@@ -566,6 +598,8 @@ impl<E: Engine> Simulation<E> {
     /// Statistics cumulative since initialization.
     pub fn stats(&self) -> Stats {
         let mut s = self.st.stats_base;
+        // Work of steps thrown away while locating contact events.
+        crate::integrate::events::add_stats(&mut s, &self.st.events.stats.discarded);
         if let Some(i) = &self.st.integrator {
             let c = <AnyIntegrator as Integrator<E>>::stats(i);
             s.steps += c.steps;
@@ -690,6 +724,7 @@ impl<E: Engine> Simulation<E> {
         let x = self.st.x.clone().expect("state ensured");
         integ.initialize(&mut self.st.engine, &x)?;
         self.st.integrator = Some(integ);
+        self.st.events = EventLocator::new(1e-3 * settings.atol);
         self.st.initialized = true;
         self.st.reinit = false;
         self.st.stats_base = Stats::default();
@@ -801,6 +836,7 @@ impl<E: Engine> Simulation<E> {
             let mut fresh = AnyIntegrator::new(settings, n_q, n_c)?;
             fresh.initialize(&mut self.st.engine, &x0)?;
             self.st.integrator = Some(fresh);
+            self.st.events.reset();
             self.st.reinit = false;
         }
         let integ = self.st.integrator.as_mut().expect("initialized");
@@ -822,24 +858,28 @@ impl<E: Engine> Simulation<E> {
                         t_end,
                         current: f64::NAN,
                     };
-                    let r = integ.step(&mut sys, t_end);
+                    let r = self.st.events.step(integ, &mut sys, t_end);
                     // Outputs at t_end use the segment of the importer's value there, if it
                     // was asked (the last stage of BDF and of stiffly accurate methods);
                     // otherwise, and after a failure, the accepted segments.
                     let t_seg = match &r {
-                        Ok(t) if *t >= t_end => t_end,
+                        Ok(out) if out.time() >= t_end => t_end,
                         _ => f64::NAN,
                     };
                     sys.current = f64::INFINITY;
                     sys.prepare(t_seg, false);
                     r
                 }
-                None => integ.step(&mut self.st.engine, t_end),
+                None => self.st.events.step(integ, &mut self.st.engine, t_end),
             };
             match stepped {
-                Ok(t) => {
+                Ok(out) => {
+                    let t = out.time();
                     if t >= t_end {
                         break Ok(Advance::Completed);
+                    }
+                    if let (true, StepOutcome::Event(event)) = (self.early_return, out) {
+                        break Ok(Advance::EarlyReturn { event });
                     }
                     if let Some(cb) = intermediate.as_mut() {
                         let values = cb(t, InputRequest::AcceptedStep);
@@ -1260,6 +1300,17 @@ impl<E: Engine> crate::integrate::system::Excitations for StageSampled<'_, E> {
     }
     fn set_excitation_offset(&mut self, i: usize, delta: f64) {
         self.engine.set_excitation_offset(i, delta)
+    }
+}
+
+impl<E: Engine> EventFunctions for StageSampled<'_, E> {
+    fn n_events(&self) -> usize {
+        self.engine.n_events()
+    }
+    fn event_functions(&mut self, t: f64, q: &[f64], g: &mut [f64]) {
+        // Gaps depend on positions only; driven bodies move with the stage input.
+        self.prepare(t, true);
+        self.engine.event_functions(t, q, g)
     }
 }
 

@@ -3,6 +3,7 @@
 //! [`Capabilities::RUNTIME`] too when it decides what to refuse.
 
 use super::xml::FmiVersion;
+use crate::mbs::spec::{ForceKind, ModelSpec};
 
 /// Co-Simulation capability flags. Field names follow the FMI attributes (spellings per version
 /// in the writer).
@@ -52,8 +53,12 @@ impl Capabilities {
         // fmi3GetAdjointDerivative is implemented (transpose of the output/input Jacobian).
         provides_adjoint_derivatives: true,
         provides_intermediate_update: true,
+        // The importer's earlyReturnRequested from the intermediate-update callback is not
+        // acted on.
         can_return_early_after_intermediate_update: false,
-        might_return_early_from_do_step: false,
+        // fmi3DoStep returns early at contact events when the importer allows it
+        // (earlyReturnAllowed); model-dependent, see `for_model`.
+        might_return_early_from_do_step: true,
         has_event_mode: false,
     };
 
@@ -75,6 +80,18 @@ impl Capabilities {
         might_return_early_from_do_step: false,
         has_event_mode: false,
     };
+
+    /// The flags as they hold for `spec`: early return happens only at contact events, so a
+    /// model without penalty contacts never returns early and does not claim it.
+    pub fn for_model(self, spec: &ModelSpec) -> Capabilities {
+        let mut c = self;
+        let contacts = spec
+            .forces
+            .iter()
+            .any(|f| matches!(f.kind, ForceKind::Contact { .. }));
+        c.might_return_early_from_do_step &= contacts;
+        c
+    }
 
     /// The flags that exist in `version`; the others are reset to their absent value, so a
     /// description read back from XML compares equal to the one written.

@@ -314,7 +314,7 @@ impl ModelDescription {
             token: token.to_string(),
             model_identifier: model_identifier(&spec.name),
             structured_names,
-            capabilities: capabilities.for_version(version),
+            capabilities: capabilities.for_model(spec).for_version(version),
             units,
             enumeration_types: enum_types,
             experiment: Some(spec.experiment),

@@ -607,6 +607,11 @@ pub unsafe extern "C" fn fmi2DoStep(
                 );
                     Ok(Status::Discard)
                 }
+                // Early return is an FMI 3 feature and never switched on for FMI 2 instances.
+                Advance::EarlyReturn { event } => Err(Fail::computation(format!(
+                    "internal: early return at t = {} in an FMI 2 instance",
+                    event.t
+                ))),
             }
         })
     }

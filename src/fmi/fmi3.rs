@@ -176,7 +176,7 @@ unsafe fn instantiate_cs(
     _visible: fmi3Boolean,
     loggingOn: fmi3Boolean,
     eventModeUsed: fmi3Boolean,
-    _earlyReturnAllowed: fmi3Boolean,
+    earlyReturnAllowed: fmi3Boolean,
     required: *const fmi3ValueReference,
     n_required: usize,
     env: fmi3InstanceEnvironment,
@@ -255,6 +255,10 @@ unsafe fn instantiate_cs(
     let inst = Instance::new(V, cname, logger, loggingOn, model, intermediate);
     if let Ok(mut core) = inst.core.lock() {
         core.event_mode_used = eventModeUsed;
+        // Early return at contact events: only when the importer allows it and the model has
+        // contacts (mightReturnEarlyFromDoStep is written for exactly those models).
+        let early = earlyReturnAllowed && core.sim.has_events();
+        core.sim.set_early_return(early);
     }
     for w in warnings {
         inst.log(
@@ -1405,6 +1409,19 @@ pub unsafe extern "C" fn fmi3DoStep(
                         &format!("fmi3DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time}; continue from there with a smaller step, or restore a saved state", tc + h),
                     );
                     Ok(Status::Discard)
+                }
+                Advance::EarlyReturn { event } => {
+                    // The state, outputs and lastSuccessfulTime are at the contact instant; the
+                    // importer continues with doStep from there.
+                    *early = true;
+                    inst.log_event(&format!(
+                        "fmi3DoStep: early return at t = {} (contact {} {}) before the communication point {}",
+                        event.t,
+                        event.index,
+                        if event.begins { "closes" } else { "opens" },
+                        tc + h
+                    ));
+                    Ok(Status::Ok)
                 }
             }
         })

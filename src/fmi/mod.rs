@@ -150,7 +150,10 @@ pub(crate) struct Core {
 
 impl Core {
     pub fn reset(&mut self) {
+        // Early return is the importer's choice at instantiation: it survives a reset.
+        let early_return = self.sim.early_return();
         self.sim = Simulation::new(self.spec.clone(), self.table.clone(), self.pristine.clone());
+        self.sim.set_early_return(early_return);
         self.state = st::INSTANTIATED;
         self.last_successful_time = self.sim.time();
         self.last_step_status = Status::Ok;

@@ -7,6 +7,7 @@
 pub mod any;
 pub mod bdf;
 pub mod dense;
+pub mod events;
 pub mod explicit;
 pub mod ggl;
 pub mod half_implicit;

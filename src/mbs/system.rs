@@ -1497,3 +1497,5 @@ impl System {
         e
     }
 }
+
+mod events;

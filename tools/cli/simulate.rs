@@ -111,6 +111,10 @@ impl CoSimulation for InProcess {
             Ok(Advance::Discard { last_successful_time, .. }) => Err(format!(
                 "the integrator could not continue past t = {last_successful_time} (try a smaller --step, another solver.integrator, or tighter tolerances)"
             )),
+            // Early return is only switched on by FMI 3 instances.
+            Ok(Advance::EarlyReturn { event }) => {
+                Err(format!("internal: early return at t = {}", event.t))
+            }
             Err(e) => Err(e.to_string()),
         }
     }

@@ -1,0 +1,311 @@
+//! Contact events on paper 002's two bouncing balls (`models/bouncing_balls.toml`): the engine's
+//! gap functions against closed form, the located contact instants against the independent
+//! exact reference `tests/data/bouncing_balls_events.csv` (tools/references/bouncing_balls.py:
+//! matrix exponential per contact mode, brentq to 1e-15 s), and the total energy (no damping,
+//! so `E(t) = E(0)` exactly) with and without event location for every integrator.
+//! Run: `cargo test --release --test contact_events -- --nocapture` (prints the tables).
+
+use mbsfmu::integrate::any::AnyIntegrator;
+use mbsfmu::integrate::events::{add_stats, Event, EventFunctions, EventLocator, StepOutcome};
+use mbsfmu::integrate::system::Mechanical;
+use mbsfmu::integrate::{Integrator, MechState, Method, Settings, Stats};
+use mbsfmu::mbs::system::System;
+use std::path::Path;
+use std::sync::Arc;
+
+const R: f64 = 0.1;
+/// E(0) = m g (y1 + y2) = 9.81 * 1.5 (both at rest, no contact).
+const E0: f64 = 9.81 * 1.5;
+
+fn system() -> System {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bouncing_balls.toml");
+    let spec = Arc::new(mbsfmu::mbs::load_model(&f).unwrap());
+    System::new(spec).unwrap()
+}
+
+/// The reference switches `(t, contact 0 ball-ball / 1 ground, begins)`.
+fn reference_events() -> Vec<(f64, usize, bool)> {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bouncing_balls_events.csv");
+    std::fs::read_to_string(f)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('t'))
+        .map(|l| {
+            let c: Vec<f64> = l.split(',').map(|x| x.trim().parse().unwrap()).collect();
+            (c[0], c[1] as usize - 1, c[2] == 1.0)
+        })
+        .collect()
+}
+
+/// `EV_DEBUG=method:t_from:t_to` prints every step of that method in the window.
+fn debug_window() -> Option<(String, f64, f64)> {
+    let v = std::env::var("EV_DEBUG").ok()?;
+    let p: Vec<&str> = v.split(':').collect();
+    Some((p[0].to_string(), p[1].parse().ok()?, p[2].parse().ok()?))
+}
+
+struct Run {
+    events: Vec<Event>,
+    /// max |E(t) − E(0)| / E(0) over the accepted steps.
+    energy: f64,
+    stats: Stats,
+    redo: u64,
+    /// Largest |g| at the end of a located step (how exactly steps hit the contact surface).
+    gap_at_event: f64,
+}
+
+fn run(method: Method, rtol: f64, locate: bool, t_end: f64) -> Result<Run, String> {
+    run_with(method, rtol, locate, true, t_end)
+}
+
+fn run_with(
+    method: Method,
+    rtol: f64,
+    locate: bool,
+    restart: bool,
+    t_end: f64,
+) -> Result<Run, String> {
+    let mut sys = system();
+    let x0 = sys.initial_state(0.0).unwrap();
+    let settings = Settings {
+        method,
+        rtol,
+        atol: rtol * 1e-2,
+        ..Settings::default()
+    };
+    let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+    integ.initialize(&mut sys, &x0).map_err(|e| e.to_string())?;
+    let mut loc = EventLocator::new(1e-12);
+    loc.restart_after_event = restart;
+    let mut events = Vec::new();
+    let mut energy: f64 = 0.0;
+    let mut gap_at_event: f64 = 0.0;
+    let mut g = vec![0.0; 2];
+    let started = std::time::Instant::now();
+    loop {
+        let t = Integrator::<System>::state(&integ).t;
+        if t >= t_end {
+            break;
+        }
+        if started.elapsed().as_secs() > 60 {
+            return Err(format!("too slow: t = {t}"));
+        }
+        let out = if locate {
+            loc.step(&mut integ, &mut sys, t_end)
+        } else {
+            integ.step(&mut sys, t_end).map(StepOutcome::Step)
+        }
+        .map_err(|e| format!("at t = {t}: {e}"))?;
+        let x: MechState = Integrator::<System>::state(&integ).clone();
+        energy = energy.max((sys.energy(x.t, &x.q, &x.v) - E0).abs() / E0);
+        if let Some((m, lo, hi)) = debug_window() {
+            if m == method.name() && x.t > lo && x.t < hi {
+                sys.event_functions(x.t, &x.q, &mut g);
+                eprintln!(
+                    "{out:?} h_next {:.3e} g {g:?} redo {}",
+                    Integrator::<System>::next_step_size(&integ),
+                    loc.stats.redo_steps
+                );
+            }
+        }
+        if let StepOutcome::Event(e) = out {
+            sys.event_functions(x.t, &x.q, &mut g);
+            gap_at_event = gap_at_event.max(g[e.index].abs());
+            events.push(e);
+        }
+    }
+    let mut stats = *Integrator::<System>::stats(&integ);
+    add_stats(&mut stats, &loc.stats.discarded);
+    Ok(Run {
+        events,
+        energy,
+        stats,
+        redo: loc.stats.redo_steps,
+        gap_at_event,
+    })
+}
+
+#[test]
+fn gap_functions_match_closed_form() {
+    let mut sys = system();
+    assert_eq!(sys.n_events(), 2);
+    assert_eq!(sys.event_names(), ["ball_ball", "ball_ground"]);
+    let x0 = sys.initial_state(0.0).unwrap();
+    let mut g = [0.0; 2];
+    sys.event_functions(0.0, &x0.q, &mut g);
+    assert!(
+        (g[0] - 0.3).abs() < 1e-14 && (g[1] - 0.4).abs() < 1e-14,
+        "{g:?}"
+    );
+    // Along a trajectory through both contacts: g1 = y1 − y2 − 2R, g2 = y2 − R with the heights
+    // from the engine's own position outputs.
+    let mut integ = AnyIntegrator::new(
+        Settings {
+            method: Method::Dopri5,
+            rtol: 1e-6,
+            atol: 1e-8,
+            ..Settings::default()
+        },
+        sys.n_q(),
+        sys.n_c(),
+    )
+    .unwrap();
+    integ.initialize(&mut sys, &x0).unwrap();
+    let (mut n, mut closed) = (0, [false; 2]);
+    let mut out = vec![0.0; 3];
+    while Integrator::<System>::state(&integ).t < 0.6 {
+        integ.step(&mut sys, 0.6).unwrap();
+        let x = Integrator::<System>::state(&integ).clone();
+        sys.evaluate_outputs(&x, &mut out).unwrap();
+        sys.event_functions(x.t, &x.q, &mut g);
+        let (y1, y2) = (out[0], out[1]);
+        assert!((g[0] - (y1 - y2 - 2.0 * R)).abs() < 1e-13, "t = {}", x.t);
+        assert!((g[1] - (y2 - R)).abs() < 1e-13, "t = {}", x.t);
+        closed[0] |= g[0] < 0.0;
+        closed[1] |= g[1] < 0.0;
+        n += 1;
+    }
+    assert!(n > 10 && closed == [true, true], "{n} steps, {closed:?}");
+}
+
+/// Methods and the tolerance each runs the 5 s problem at for the instant comparison. The
+/// first-order half-implicit method needs a tight tolerance for its (order-1) trajectory to
+/// follow 56 contact switches.
+/// The local linearization is left out: its step size collapses at the first contact.
+const INSTANT_RUNS: [(Method, f64); 6] = [
+    (Method::Bdf, 1e-8),
+    (Method::RosenbrockNystrom, 1e-8),
+    (Method::Sdirk, 1e-8),
+    (Method::Trapezoidal, 1e-8),
+    (Method::Dopri5, 1e-8),
+    (Method::GeneralizedAlpha, 1e-8),
+];
+
+#[test]
+fn located_instants_match_the_reference() {
+    let reference = reference_events();
+    assert_eq!(reference.len(), 56);
+    let mut failures = Vec::new();
+    println!("method | rtol | events | max |t - t_ref| (first 10) | max |t - t_ref| (all) | max |g| at event | steps | redo");
+    for (method, rtol) in INSTANT_RUNS {
+        let r = match run(method, rtol, true, 5.0) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{}: {e}", method.name()));
+                continue;
+            }
+        };
+        let mut err10: f64 = 0.0;
+        let mut err_all: f64 = 0.0;
+        let mut seq_ok = r.events.len() == reference.len();
+        for (i, (e, &(t, c, b))) in r.events.iter().zip(&reference).enumerate() {
+            if (e.index != c || e.begins != b) && seq_ok {
+                seq_ok = false;
+                println!("  first mismatch at {i}: got {e:?}, reference ({t}, {c}, {b})");
+            }
+            let d = (e.t - t).abs();
+            if d > 1e-4 && err_all <= 1e-4 {
+                println!("  first instant off by more than 1e-4 s at {i}: got {e:?}, reference ({t}, {c}, {b})");
+            }
+            err_all = err_all.max(d);
+            if i < 10 {
+                err10 = err10.max(d);
+            }
+        }
+        println!(
+            "{} | {rtol:.0e} | {} | {err10:.2e} | {err_all:.2e} | {:.1e} | {} | {}",
+            method.name(),
+            r.events.len(),
+            r.gap_at_event,
+            r.stats.steps,
+            r.redo
+        );
+        if !seq_ok {
+            failures.push(format!(
+                "{}: event sequence differs from the reference ({} vs {})",
+                method.name(),
+                r.events.len(),
+                reference.len()
+            ));
+        }
+        // First ten switches (up to t = 1.1 s) to 1e-6 s, all 56 over 5 s to 1e-4 s: the
+        // trajectory's global error divided by the approach speed (~3 m/s).
+        if err10 > 1e-6 || err_all > 1e-4 {
+            failures.push(format!(
+                "{}: instants off by {err10:.2e} (first 10) / {err_all:.2e} (all)",
+                method.name()
+            ));
+        }
+        if r.gap_at_event > 1e-12 {
+            failures.push(format!(
+                "{}: located step ends {:.1e} from the contact surface",
+                method.name(),
+                r.gap_at_event
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Bound on max |E(t) − E(0)| / E(0) over 5 s at rtol 1e-6 (atol 1e-8) with event location
+/// (restart at events), about twice the measured value; and whether location must beat the run
+/// without it by a factor 10 (the methods whose energy error is dominated by steps straddling
+/// the contact kinks).
+const ENERGY_BOUNDS: [(Method, f64, bool); 10] = [
+    (Method::Bdf, 1e-3, false),
+    (Method::RosenbrockNystrom, 2e-5, false),
+    (Method::WMethod, 2e-6, true),
+    (Method::Sdirk, 5e-4, true),
+    (Method::Trapezoidal, 1e-9, true),
+    (Method::Newmark, 5e-2, false),
+    (Method::Hht, 1e-2, false),
+    (Method::GeneralizedAlpha, 2e-3, false),
+    (Method::HalfImplicit, 5e-2, false),
+    (Method::Dopri5, 1e-4, true),
+];
+
+#[test]
+fn energy_is_conserved_with_event_location() {
+    // The local linearization is not in the list: its step size collapses to ~1e-11 s at the
+    // first contact with or without event location (see docs/benchmarks.md).
+    let mut failures = Vec::new();
+    println!("method | located+restart: max|E-E0|/E0 | steps | f_evals | located, no restart | steps | not located | steps");
+    for (method, bound, must_beat) in ENERGY_BOUNDS {
+        let with = run(method, 1e-6, true, 5.0);
+        let keep = run_with(method, 1e-6, true, false, 5.0);
+        let without = run(method, 1e-6, false, 5.0);
+        let e = |r: &Result<Run, String>| match r {
+            Ok(r) => format!("{:.2e} | {}", r.energy, r.stats.steps),
+            Err(e) => format!("{e} | -"),
+        };
+        println!(
+            "{} | {} | {} | {} | {}",
+            method.name(),
+            e(&with),
+            with.as_ref().map_or(0, |r| r.stats.f_evals),
+            e(&keep),
+            e(&without)
+        );
+        match (with, without) {
+            (Ok(a), Ok(b)) => {
+                if a.energy > bound {
+                    failures.push(format!(
+                        "{}: energy {:.2e} > {bound:.0e}",
+                        method.name(),
+                        a.energy
+                    ));
+                }
+                if must_beat && a.energy * 10.0 > b.energy {
+                    failures.push(format!(
+                        "{}: location gives {:.2e}, without {:.2e}",
+                        method.name(),
+                        a.energy,
+                        b.energy
+                    ));
+                }
+            }
+            (a, b) => failures.push(format!("{}: {:?} {:?}", method.name(), a.err(), b.err())),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
