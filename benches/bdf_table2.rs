@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench --bench bdf_table2 [-- N...]       # default N = 12 14 16 32 64
-//! BENCH_RUNS=5 cargo bench --bench bdf_table2     # timed runs per cell (default 3)
+//! BENCH_RUNS=5 cargo bench --bench bdf_table2     # timed runs per cell (default 3, 1 at N ≥ 64)
 //! ```
 //!
 //! The model text for N particles is generated here in the form of `models/pendulum_chain.toml`
@@ -14,8 +14,8 @@
 //! suspension motions replaced by `sine` motions, and loaded with the normal loader.
 //!
 //! CPU time is this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), median (min–max) of the timed
-//! runs. One extra run per cell measures the breakdown (residuals, Jacobians, LU,
-//! back-substitutions). The tip deviation is the maximum over the 0.5 s grid of
+//! runs (3, or 1 from N = 64 on, unless BENCH_RUNS); the runs carry the BDF's CPU counters
+//! (residuals, Jacobians, LU, back-substitutions), whose system calls add about 2–4 %. The tip deviation is the maximum over the 0.5 s grid of
 //! `tests/data/integrators/pendulum_chain_tip.csv` (scipy DOP853 at 1e-12 in minimal
 //! coordinates, `tools/references/pendulum_chain_tip.py`, from the same projected "at rest"
 //! start the engine's assembly makes), read from the BDF's dense output. Writes the generated
@@ -69,20 +69,34 @@ fn main() {
     } else {
         ns
     };
-    let runs: usize = std::env::var("BENCH_RUNS")
+    // Timed runs per cell: BENCH_RUNS, else 3 (1 from N = 64 on, where one run takes ~30 s:
+    // the default command then takes about 5 minutes).
+    let env_runs: Option<usize> = std::env::var("BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(3)
-        .max(1);
+        .map(|r: usize| r.max(1));
+    let runs_for = |n: usize| env_runs.unwrap_or(if n >= 64 { 1 } else { 3 });
+    // BENCH_STRATEGIES=dense,dense_extended: only these (for exploring; the table wants all).
+    let strategies: Vec<JacobianStrategy> = match std::env::var("BENCH_STRATEGIES") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|s| JacobianStrategy::from_name(s.trim()))
+            .collect(),
+        Err(_) => JacobianStrategy::ALL.to_vec(),
+    };
     let mut md = String::new();
     writeln!(
         md,
-        "`cargo bench --bench bdf_table2` (benches/bdf_table2.rs; N = {ns:?}, {runs} timed run(s) per cell; \
+        "`cargo bench --bench bdf_table2` (benches/bdf_table2.rs; N = {ns:?}; timed runs per cell: {}; \
          machine shared with other jobs). Engine model `models/pendulum_chain.toml` generated for N particles, \
          suspension as built-in `sine` motions, n_y = 10N, t in [0, 200] s, ATOL 1e-6, RTOL 1e-4. \
          CPU: thread CPU seconds, median (min-max). #fc: residual evaluations, #fcw: without those spent on \
          Jacobians, #Je: full Jacobian evaluations, #upd: (extended) partitioned updates, #LU: factorizations. \
-         Tip dev: max |tip - reference| over the 0.5 s grid (scipy DOP853 1e-12, minimal coordinates).\n"
+         Tip dev: max |tip - reference| over the 0.5 s grid (scipy DOP853 1e-12, minimal coordinates).\n",
+        ns.iter()
+            .map(|&n| format!("{} at N = {n}", runs_for(n)))
+            .collect::<Vec<_>>()
+            .join(", ")
     )
     .unwrap();
     writeln!(md, "| N | strategy | CPU [s] | % of dense | steps | rej | #fc | #fcw | #Je | #upd | #LU | Newton it | tip dev [m] |").unwrap();
@@ -90,8 +104,8 @@ fn main() {
     let mut breakdown = String::new();
     writeln!(
         breakdown,
-        "\nWhere the time goes (one extra run per cell with thread CPU counters; percent of that run's \
-         BDF time): residuals of predictor and corrector, Jacobian work without the LU (finite \
+        "\nWhere the time goes (thread CPU counters in every timed run, overhead about 2-4 % at N = 16; \
+         the median run, percent of its BDF time): residuals of predictor and corrector, Jacobian work without the LU (finite \
          differences, analytic derivatives, second derivatives of (26), updates), LU factorizations, \
          back-substitutions, the rest (history, error norms). #Je by cause: initial / alpha change / slow \
          convergence / corrector failure / error-test failures / cap on updates in a row.\n\n\
@@ -116,13 +130,16 @@ fn main() {
             out.extend_from_slice(&q[off..off + 2]);
         };
         let mut dense: Option<(f64, u64)> = None;
-        for strategy in JacobianStrategy::ALL {
-            let cells: Vec<Run> = (0..runs)
-                .map(|_| run(&spec, strategy, 1e-4, 1e-6, 200.0, &refs, &pick, false))
+        for strategy in strategies.iter().copied() {
+            let runs = runs_for(n);
+            let mut cells: Vec<Run> = (0..runs)
+                .map(|_| run(&spec, strategy, 1e-4, 1e-6, 200.0, &refs, &pick, true))
                 .collect();
             let cpus: Vec<f64> = cells.iter().map(|c| c.cpu).collect();
             let (med, lo, hi) = report::median_min_max(&cpus);
-            let c = &cells[0];
+            // The breakdown of the median run (runs differ only in timing).
+            cells.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
+            let c = &cells[cells.len() / 2];
             let s = c.stats;
             let (dense_cpu, dense_je) = *dense.get_or_insert((med, s.jac_evals));
             let row = format!(
@@ -142,7 +159,7 @@ fn main() {
             );
             print!("{row}");
             md.push_str(&row);
-            let p = run(&spec, strategy, 1e-4, 1e-6, 200.0, &refs, &pick, true).profile;
+            let p = c.profile;
             let pct = |x: f64| 100.0 * x / p.total;
             let rest = p.total - p.residual - p.jacobian - p.lu - p.solve;
             writeln!(
