@@ -826,8 +826,9 @@ fn engine_chain_tip_matches_reference_with_every_strategy() {
         }
         assert_eq!(next, 61);
         println!(
-            "engine chain N = 4 {}: tip dev {dev:.2e}, {:?}",
+            "engine chain N = 4 {}: tip dev {dev:.2e}, term of (26) active {}, {:?}",
             strategy.name(),
+            bdf.jacobian().excitation_term_active(),
             bdf.stats()
         );
         assert!(dev < 1e-3, "{}: tip deviation {dev}", strategy.name());
