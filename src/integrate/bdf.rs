@@ -26,7 +26,7 @@
 #![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
 
 use super::ggl::Ggl;
-use super::jacobian::{FailureAction, JacobianStore, ReevalPolicy, Refresh};
+use super::jacobian::{thread_cpu_time, FailureAction, JacobianStore, ReevalPolicy, Refresh};
 use super::step_control::{initial_step_size, weighted_rms_norm};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use nalgebra::DMatrix;
@@ -86,6 +86,36 @@ pub struct Bdf {
     w: Vec<f64>,
     err: Vec<f64>,
     err2: Vec<f64>,
+    /// Where the CPU time goes (off unless [`Bdf::enable_profile`]).
+    #[serde(default)]
+    profile: Profile,
+}
+
+/// Thread CPU time spent in the parts of the BDF, seconds (see [`Bdf::enable_profile`]).
+/// `jacobian` is the full and partitioned Jacobian work without the LU, `lu` the
+/// factorizations, `solve` the back-substitutions, `residual` the residual evaluations of the
+/// predictor and the corrector; the rest of `total` is the integrator's own vector work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub enabled: bool,
+    pub total: f64,
+    pub residual: f64,
+    pub jacobian: f64,
+    pub lu: f64,
+    pub solve: f64,
+    /// Full evaluations by cause: initial, `α` change, slow convergence, corrector failure,
+    /// error-test failures, the cap on updates in a row (counted whether or not profiling).
+    pub full_by_reason: [u64; 6],
+}
+
+/// Adds the CPU time of a section to a profile counter when profiling is on.
+#[inline]
+fn clock(on: bool) -> f64 {
+    if on {
+        thread_cpu_time()
+    } else {
+        0.0
+    }
 }
 
 /// Outcome of one corrector solve.
@@ -140,7 +170,23 @@ impl Bdf {
             w: Vec::new(),
             err: Vec::new(),
             err2: Vec::new(),
+            profile: Profile::default(),
         }
+    }
+
+    /// Measure the thread CPU time per part of the step (residuals, Jacobians, LU,
+    /// back-substitutions) from now on; read it with [`Bdf::profile`]. Costs a few system calls
+    /// per Newton iteration.
+    pub fn enable_profile(&mut self) {
+        self.profile = Profile {
+            enabled: true,
+            ..Profile::default()
+        };
+    }
+
+    /// The measured breakdown (all zero unless [`Bdf::enable_profile`] was called).
+    pub fn profile(&self) -> &Profile {
+        &self.profile
     }
 
     /// The last accepted state (inherent, so calls need no system type).
@@ -406,7 +452,9 @@ impl Bdf {
             if m == 0 {
                 self.res.copy_from_slice(&self.g0);
             } else {
+                let c0 = clock(self.profile.enabled);
                 self.ggl.eval(sys, t_new, &self.y, &mut self.res)?;
+                self.profile.residual += clock(self.profile.enabled) - c0;
             }
             for i in 0..n2 {
                 self.res[i] += alpha * (self.corr[i] + self.psi[i]);
@@ -421,7 +469,9 @@ impl Bdf {
             for r in self.res.iter_mut() {
                 *r = -*r;
             }
+            let c0 = clock(self.profile.enabled);
             self.jac.solve(&mut self.res);
+            self.profile.solve += clock(self.profile.enabled) - c0;
             self.stats.newton_iters += 1;
             let mut s = 0.0;
             for i in 0..self.ny {
@@ -500,7 +550,11 @@ impl Bdf {
         t_new: f64,
         alpha: f64,
     ) -> Result<(), IntegrateError> {
-        self.jac.refresh(
+        let on = self.profile.enabled;
+        let c0 = clock(on);
+        let lu0 = self.jac.lu_seconds;
+        self.jac.profile = on;
+        let r = self.jac.refresh(
             kind,
             &mut self.ggl,
             sys,
@@ -509,7 +563,11 @@ impl Bdf {
             &self.g0,
             alpha,
             &mut self.stats,
-        )?;
+        );
+        let lu = self.jac.lu_seconds - lu0;
+        self.profile.lu += lu;
+        self.profile.jacobian += clock(on) - c0 - lu;
+        r?;
         self.rate_prev = None;
         Ok(())
     }
@@ -616,7 +674,9 @@ impl Bdf {
                 let wi = 1.0 / (atol + rtol * self.y_pred[i].abs());
                 self.w[i] = if i < n2 { wi } else { wi * h_step };
             }
+            let c0 = clock(self.profile.enabled);
             self.ggl.eval(sys, t_new, &self.y_pred, &mut self.g0)?;
+            self.profile.residual += clock(self.profile.enabled) - c0;
             let mut outcome = if self.g0.iter().all(|z| z.is_finite()) {
                 loop {
                     let reason = if self.jac.has_matrix() {
@@ -626,6 +686,12 @@ impl Bdf {
                     };
                     if let Some(reason) = reason {
                         let kind = self.jac.policy.choose(reason, self.jac.strategy);
+                        if kind != Refresh::Update {
+                            let capped = self.jac.policy.choose_uncapped(reason, self.jac.strategy)
+                                == Refresh::Update;
+                            self.profile.full_by_reason
+                                [if capped { 5 } else { reason as usize }] += 1;
+                        }
                         self.refresh(sys, kind, t_new, alpha)?;
                     }
                     let n = self.newton(sys, t_new, alpha, newton_tol)?;
@@ -634,7 +700,12 @@ impl Bdf {
                     }
                     self.stats.convergence_failures += 1;
                     match self.jac.policy.on_failure(self.jac.strategy) {
-                        FailureAction::Refresh(kind) => self.refresh(sys, kind, t_new, alpha)?,
+                        FailureAction::Refresh(kind) => {
+                            if kind != Refresh::Update {
+                                self.profile.full_by_reason[3] += 1;
+                            }
+                            self.refresh(sys, kind, t_new, alpha)?
+                        }
                         FailureAction::ReduceStep => break n,
                     }
                 }
@@ -823,7 +894,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
     }
 
     fn step(&mut self, sys: &mut S, t_limit: f64) -> Result<f64, IntegrateError> {
+        let c0 = clock(self.profile.enabled);
         let r = self.step_impl(sys, t_limit);
+        self.profile.total += clock(self.profile.enabled) - c0;
         self.stats.f_evals = self.ggl.evals;
         r
     }

@@ -10,7 +10,11 @@ rod i from the downward vertical: r_k = s + l sum_{j<=k} (sin a_j, -cos a_j). La
 
 Initial state: hanging straight down (a = 0) with the velocities of
 `test_systems::CartesianChain::consistent_state` (minimal-norm projection): all particles move
-with (0, sy'(0)), i.e. a_1' = -sx'(0)/l, the other rates zero.
+with (0, sy'(0)), i.e. a_1' = -sx'(0)/l, the other rates zero. This is also what the engine's
+assembly makes of `models/pendulum_chain.toml` "at rest" (the "projected" start; the test
+`pendulum_chain_assembles_with_consistent_velocities_for_the_moving_suspension` checks the
+engine against CartesianChain), so the reference serves both in tests/bdf.rs and
+benches/bdf_table2.rs.
 
 Integrated with DOP853 at rtol = atol = 1e-12; the printed difference to a second run (Radau
 at 1e-10 for N <= 8, where it is affordable; DOP853 at 1e-10 otherwise) bounds the reference's

@@ -1,0 +1,78 @@
+//! The text of `models/pendulum_chain.toml` for N particles (shared by `benches/bdf_table2.rs`
+//! and `tests/bdf.rs`, which checks it against the file for N = 16).
+
+use std::fmt::Write as _;
+
+/// `models/pendulum_chain.toml` for `n` particles; `sine`: the suspension as built-in motions
+/// (paper 003's excitation), else fed by the inputs `susp_x`, `susp_y` as in the file.
+pub fn chain_model_text(n: usize, sine: bool) -> String {
+    let mut s = String::new();
+    writeln!(
+        s,
+        "[model]\nname = \"pendulum_chain\"\n\
+         description = \"Chain of {n} pendulums (1 kg, 1 m rods) hanging from a moving suspension point (paper 003)\"\n\
+         gravity = [0.0, -9.81, 0.0]\n\n\
+         [experiment]\nstart = 0.0\nstop = 200.0\ntolerance = 1e-4\nstep = 0.1\n\n\
+         [solver]\nintegrator = \"bdf\"\njacobian = \"dense\"\nrtol = 1e-4\natol = 1e-6\n"
+    )
+    .unwrap();
+    if sine {
+        writeln!(
+            s,
+            "[[frames]]\nname = \"suspension\"\n\
+             position = [{{ type = \"sine\", offset = 2.0, amplitude = 0.3, frequency = 0.05 }}, \
+             {{ type = \"sine\", amplitude = 0.2, frequency = 0.05 }}, 0.0]\n"
+        )
+        .unwrap();
+    } else {
+        writeln!(
+            s,
+            "[[inputs]]\nname = \"susp_x\"\nunit = \"m\"\nstart = 2.0\n\
+             description = \"x position of the suspension point (paper: 2.0 + 0.3 sin(2 pi 0.05 t))\"\n\n\
+             [[inputs]]\nname = \"susp_y\"\nunit = \"m\"\nstart = 0.0\n\
+             description = \"y position of the suspension point (paper: 0.2 sin(2 pi 0.05 t))\"\n\n\
+             [[frames]]\nname = \"suspension\"\n\
+             position = [{{ input = \"susp_x\" }}, {{ input = \"susp_y\" }}, 0.0]\n\
+             description = \"The suspension point, moved by the inputs\"\n"
+        )
+        .unwrap();
+    }
+    for k in 1..=n {
+        writeln!(
+            s,
+            "[[bodies]]\nname = \"p{k}\"\ntype = \"particle\"\nmass = 1.0\nposition = [2.0, -{k}.0, 0.0]\n"
+        )
+        .unwrap();
+    }
+    for k in 1..=n {
+        let body1 = if k == 1 {
+            "suspension".to_string()
+        } else {
+            format!("p{}", k - 1)
+        };
+        writeln!(
+            s,
+            "[[joints]]\nname = \"rod{k}\"\ntype = \"distance\"\nbody1 = \"{body1}\"\nbody2 = \"p{k}\"\n\
+             point1 = [2.0, -{}.0, 0.0]\npoint2 = [2.0, -{k}.0, 0.0]\nlength = 1.0\n",
+            k - 1
+        )
+        .unwrap();
+    }
+    for k in 1..=n {
+        writeln!(
+            s,
+            "[[joints]]\nname = \"plane{k}\"\ntype = \"planar\"\nbody1 = \"ground\"\nbody2 = \"p{k}\"\n\
+             point = [2.0, -{k}.0, 0.0]\naxis = [0.0, 0.0, 1.0]\n"
+        )
+        .unwrap();
+    }
+    for c in ["x", "y"] {
+        writeln!(
+            s,
+            "[[outputs]]\nname = \"tip_{c}\"\ntype = \"position\"\nbody = \"p{n}\"\ncomponent = \"{c}\"\n\
+             description = \"{c} position of the last particle\"\n"
+        )
+        .unwrap();
+    }
+    s
+}
