@@ -85,7 +85,10 @@ impl Pattern {
         let mut col_ptr = vec![0; ncols + 1];
         let mut row_idx = Vec::with_capacity(sorted.len());
         for &(c, r) in &sorted {
-            assert!(r < nrows && c < ncols, "entry ({r}, {c}) outside {nrows}×{ncols}");
+            assert!(
+                r < nrows && c < ncols,
+                "entry ({r}, {c}) outside {nrows}×{ncols}"
+            );
             col_ptr[c + 1] += 1;
             row_idx.push(r);
         }
@@ -181,7 +184,10 @@ pub struct SparseLu {
 impl SparseLu {
     /// Prepare for matrices with this (square) pattern. The symbolic analysis runs here.
     pub fn new(pattern: Pattern) -> Result<Self, SparseError> {
-        assert_eq!(pattern.nrows, pattern.ncols, "sparse LU needs a square matrix");
+        assert_eq!(
+            pattern.nrows, pattern.ncols,
+            "sparse LU needs a square matrix"
+        );
         let mut lu = SparseLu {
             pattern,
             factors: None,
@@ -271,7 +277,10 @@ impl SparseLu {
     /// non-finite entries of `b` (callers check).
     pub fn solve(&mut self, b: &mut [f64]) {
         let n = self.pattern.nrows;
-        assert!(self.is_valid() && b.len() == n, "solve without a factorization");
+        assert!(
+            self.is_valid() && b.len() == n,
+            "solve without a factorization"
+        );
         let f = self.factors.as_mut().expect("valid implies factors");
         LuRef::new_unchecked(&f.symbolic, &f.numeric).solve_in_place_with_conj(
             Conj::No,
@@ -465,7 +474,10 @@ mod tests {
     }
 
     fn max_diff(a: &[f64], b: &[f64]) -> f64 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
     }
 
     #[test]
