@@ -75,8 +75,8 @@ fn spherical_chain() -> (System, MechState) {
 
 #[test]
 fn sparse_path_matches_dense_and_does_not_allocate_per_step() {
-    // 1. The engine's spherical chain (n_q + n_c = 88: below the automatic threshold, so
-    //    both paths are forced) and the hand-written chain: the two factorizations pivot
+    // 1. The engine's spherical chain (n_q + n_c = 88; both paths forced) and the
+    //    hand-written chain: the two factorizations pivot
     //    differently, and the quasi-Newton iteration stops once its correction is below
     //    1e-3 (atol + rtol |q|) ≈ 1e-7, so positions agree to that bound (in practice far
     //    better) and velocities, difference quotients (q1 − q0)/h, to it divided by h.

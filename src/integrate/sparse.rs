@@ -26,7 +26,7 @@ use thiserror::Error;
 /// Sizes at and above which the integrators use the sparse saddle-point path when the system
 /// offers [`SparseStructure`] (`n_q + n_c`). Below it the dense LU is faster (measured with
 /// `cargo bench --bench scaling`; see docs/engine.md).
-pub const SPARSE_THRESHOLD: usize = 120;
+pub const SPARSE_THRESHOLD: usize = 48;
 
 /// Which factorization an integrator uses for the saddle-point matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
