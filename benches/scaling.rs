@@ -88,6 +88,8 @@ struct Run {
     cpu: f64,
     steps: u64,
     t: f64,
+    /// Quasi-Newton iterations per accepted step (all sub-steps and rejected attempts).
+    iters_per_step: f64,
 }
 
 /// Integrate from `x0` until `t_end` or `max_steps`, timing the steps only.
@@ -102,10 +104,13 @@ fn run(sys0: &System, x0: &MechState, solver: SaddleSolver, t_end: f64, max_step
         hi.step(&mut sys, t_end).expect("step");
         steps += 1;
     }
+    let cpu = report::thread_cpu_time() - c0;
+    let stats = Integrator::<System>::stats(&hi);
     Run {
-        cpu: report::thread_cpu_time() - c0,
+        cpu,
         steps,
         t: Integrator::<System>::state(&hi).t,
+        iters_per_step: stats.newton_iters as f64 / stats.steps.max(1) as f64,
     }
 }
 
@@ -173,21 +178,22 @@ fn main() {
     );
     let _ = writeln!(
         table,
-        "| N | n_q | n_c | path | steps | t_end [s] | time/step [µs] | time per simulated s [ms] | engine eval [µs] |"
+        "| N | n_q | n_c | path | steps | Newton it./step | t_end [s] | time/step [µs] | time per simulated s [ms] | engine eval [µs] |"
     );
-    let _ = writeln!(table, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(table, "|---|---|---|---|---|---|---|---|---|---|");
     let mut per_step = Vec::new();
     for &n in &ns {
         let (sys, x0) = build(n);
         let te = t_end(n);
         let mut ts = Vec::new();
         let mut tsim = Vec::new();
-        let mut steps = 0;
+        let (mut steps, mut iters) = (0, 0.0);
         for _ in 0..runs {
             let r = run(&sys, &x0, SaddleSolver::Auto, te, u64::MAX);
             ts.push(r.cpu / r.steps as f64);
             tsim.push(r.cpu / r.t);
             steps = r.steps;
+            iters = r.iters_per_step;
         }
         let evals: Vec<f64> = (0..runs).map(|_| evaluation_time(&sys, &x0)).collect();
         let (m, lo, hi) = report::median_min_max(&ts);
@@ -196,7 +202,7 @@ fn main() {
         let sparse = SaddleSolver::Auto.use_sparse(sys.n_q() + sys.n_c(), true);
         per_step.push((n as f64, m));
         let line = format!(
-            "| {n} | {} | {} | {} | {steps} | {te} | {} ({}-{}) | {:.1} ({:.1}-{:.1}) | {} ({}-{}) |",
+            "| {n} | {} | {} | {} | {steps} | {iters:.1} | {te} | {} ({}-{}) | {:.1} ({:.1}-{:.1}) | {} ({}-{}) |",
             sys.n_q(),
             sys.n_c(),
             if sparse { "sparse" } else { "dense" },
