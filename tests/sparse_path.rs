@@ -125,4 +125,39 @@ fn sparse_path_matches_dense_and_does_not_allocate_per_step() {
     let steps = Integrator::<CartesianChain>::stats(&hi).steps - steps_before;
     assert!(steps > 100, "{steps} steps");
     assert_eq!(allocs, 0, "{allocs} allocations in {steps} steps");
+
+    // 3. The same with the engine (spherical chain, sparse path): its evaluations do not
+    //    allocate either.
+    let (mut sys, x0) = spherical_chain();
+    let mut hi = HalfImplicit::new(settings(), sys.n_q(), sys.n_c());
+    hi.set_saddle_solver(SaddleSolver::Sparse);
+    hi.initialize(&mut sys, &x0).unwrap();
+    assert!(hi.uses_sparse());
+    for _ in 0..20 {
+        hi.step(&mut sys, 1e3).unwrap();
+    }
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let steps_before = Integrator::<System>::stats(&hi).steps;
+    for _ in 0..200 {
+        hi.step(&mut sys, 1e3).unwrap();
+    }
+    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let steps = Integrator::<System>::stats(&hi).steps - steps_before;
+    assert_eq!(allocs, 0, "engine: {allocs} allocations in {steps} steps");
+
+    // 4. A serialized integrator (FMU state) carries no sparse factors; the restored copy
+    //    refactors and continues exactly like the original.
+    let bytes = postcard::to_stdvec(&hi).unwrap();
+    let mut restored: HalfImplicit = postcard::from_bytes(&bytes).unwrap();
+    let mut sys2 = sys.clone();
+    for _ in 0..10 {
+        hi.step(&mut sys, 1e3).unwrap();
+        restored.step(&mut sys2, 1e3).unwrap();
+    }
+    let (a, b) = (
+        Integrator::<System>::state(&hi),
+        Integrator::<System>::state(&restored),
+    );
+    assert_eq!(a.t, b.t);
+    assert_eq!(a.q, b.q);
 }
