@@ -180,6 +180,10 @@ pub struct System {
     snap: Snapshot,
     #[serde(skip)]
     scratch_lambda: Vec<f64>,
+    /// Sparse saddle-point workspace of [`System::accelerations`] on large models (patterns
+    /// analysed once; rebuilt when the active rows change or after deserialization).
+    #[serde(skip)]
+    saddle_cache: Option<Box<crate::integrate::sparse::SparseSaddle>>,
 }
 
 fn frame_vec(body: BodyRef, f: &LocalFrame, k: usize) -> QDef {
@@ -234,6 +238,7 @@ impl System {
             v0: Vec::new(),
             snap: Snapshot::default(),
             scratch_lambda: Vec::new(),
+            saddle_cache: None,
             spec,
         };
         sys.snap
@@ -957,6 +962,7 @@ impl System {
     }
 
     pub(crate) fn set_active_rows(&mut self, active: Vec<usize>, dropped: Vec<String>) {
+        self.saddle_cache = None;
         self.active = active;
         self.dropped = dropped;
     }
@@ -1316,13 +1322,21 @@ impl System {
             s.err(format!("singular saddle-point matrix at t = {t} (dependent constraints or a body without mass)"))
         };
         if crate::integrate::sparse::SaddleSolver::Auto.use_sparse(nq + nc, true) {
-            let mut sp = crate::integrate::sparse::SparseSaddle::for_system(self, nq, nc)
-                .map_err(|_| singular(self))?;
+            let mut sp = match self.saddle_cache.take() {
+                Some(sp) if sp.nq() == nq && sp.nc() == nc => sp,
+                _ => Box::new(
+                    crate::integrate::sparse::SparseSaddle::for_system(self, nq, nc)
+                        .map_err(|_| singular(self))?,
+                ),
+            };
             sp.evaluate(self, t, q);
-            sp.factor().map_err(|_| singular(self))?;
+            let ok = sp.factor().is_ok();
             let mut x: Vec<f64> = f.iter().chain(gamma.iter()).copied().collect();
-            sp.solve(&mut x);
-            if !x.iter().all(|v| v.is_finite()) {
+            if ok {
+                sp.solve(&mut x);
+            }
+            self.saddle_cache = Some(sp);
+            if !ok || !x.iter().all(|v| v.is_finite()) {
                 return Err(singular(self));
             }
             let lambda = x.split_off(nq);
