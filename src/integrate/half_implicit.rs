@@ -21,6 +21,7 @@
 #![allow(clippy::needless_range_loop)] // index loops are clearer in dense numerics
 
 use super::dense::{self, Lu};
+use super::sparse::{SaddleSolver, SparseSaddle};
 use super::step_control::{weighted_rms_norm, StepController};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use nalgebra::DMatrix;
@@ -29,18 +30,32 @@ use serde::{Deserialize, Serialize};
 /// Largest number of quasi-Newton iterations per step before the step is reduced.
 const MAX_ITERS: usize = 25;
 
+/// The matrix (12) and the blocks the residual needs: dense for small models, sparse (on the
+/// system's reported structure) for large ones.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Saddle {
+    /// Not chosen yet (sized at `initialize`, when the system is known).
+    Unset,
+    Dense {
+        m: DMatrix<f64>,
+        jac: DMatrix<f64>,
+        n: Lu,
+    },
+    Sparse(Box<SparseSaddle>),
+}
+
 /// One half-implicit step's workspace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Core {
     nq: usize,
     nc: usize,
-    m: DMatrix<f64>,
-    jac: DMatrix<f64>,
+    la: Saddle,
     f: Vec<f64>,
     phi: Vec<f64>,
-    n: Lu,
     rhs: Vec<f64>,
-    /// Whether `m`, `jac`, `f`, `n` belong to the start of the current attempt.
+    /// `q1 − q0 − h v0` (sparse residual product).
+    tmp: Vec<f64>,
+    /// Whether `la` and `f` belong to the start of the current attempt.
     start_ready: bool,
 }
 
@@ -49,14 +64,56 @@ impl Core {
         Core {
             nq,
             nc,
-            m: DMatrix::zeros(nq, nq),
-            jac: DMatrix::zeros(nc, nq),
+            la: Saddle::Unset,
             f: vec![0.0; nq],
             phi: vec![0.0; nc],
-            n: Lu::new(nq + nc),
             rhs: vec![0.0; nq + nc],
+            tmp: vec![0.0; nq],
             start_ready: false,
         }
+    }
+
+    /// Choose dense or sparse storage for this system (kept if already chosen alike).
+    fn configure<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        mode: SaddleSolver,
+    ) -> Result<(), IntegrateError> {
+        let (nq, nc) = (self.nq, self.nc);
+        let sparse = mode.use_sparse(nq + nc, sys.sparse_structure().is_some());
+        match (&self.la, sparse) {
+            (Saddle::Dense { .. }, false) | (Saddle::Sparse(_), true) => {}
+            (_, false) => {
+                self.la = Saddle::Dense {
+                    m: DMatrix::zeros(nq, nq),
+                    jac: DMatrix::zeros(nc, nq),
+                    n: Lu::new(nq + nc),
+                }
+            }
+            (_, true) => {
+                let s = sys.sparse_structure().expect("checked above");
+                let ss = SparseSaddle::for_system(s, nq, nc).map_err(|e| {
+                    IntegrateError::Settings(format!("sparse saddle-point matrix: {e}"))
+                })?;
+                self.la = Saddle::Sparse(Box::new(ss));
+            }
+        }
+        self.start_ready = false;
+        Ok(())
+    }
+
+    fn is_sparse(&self) -> bool {
+        matches!(self.la, Saddle::Sparse(_))
+    }
+
+    /// Whether (12) is factored at the start of the current attempt. The sparse factors are
+    /// not serialized, so a restored state refactors.
+    fn ready(&self) -> bool {
+        self.start_ready
+            && match &self.la {
+                Saddle::Sparse(s) => s.is_factored(),
+                _ => true,
+            }
     }
 
     /// Evaluate `M_n`, `f_n`, `Φq_n` at the step start and factor (12).
@@ -69,7 +126,6 @@ impl Core {
         v: &[f64],
     ) -> Result<(), IntegrateError> {
         let (nq, nc) = (self.nq, self.nc);
-        sys.mass_matrix(t, q, &mut self.m);
         sys.forces(t, q, v, &mut self.f);
         stats.f_evals += 1;
         if !dense::all_finite(&self.f) {
@@ -78,24 +134,74 @@ impl Core {
                 what: "forces".into(),
             });
         }
-        if nc > 0 {
-            sys.constraint_jacobian(t, q, &mut self.jac);
-        }
-        let a = &mut self.n.a;
-        a.fill(0.0);
-        a.view_mut((0, 0), (nq, nq)).copy_from(&self.m);
-        for i in 0..nc {
-            for j in 0..nq {
-                a[(nq + i, j)] = self.jac[(i, j)];
-                a[(j, nq + i)] = self.jac[(i, j)];
+        stats.lu += 1;
+        let singular = |what: String| IntegrateError::Singular {
+            t,
+            what: format!("matrix (12) [M Φqᵀ; Φq 0], {what}"),
+        };
+        match &mut self.la {
+            Saddle::Unset => {
+                return Err(IntegrateError::Settings(
+                    "half-implicit workspace used before initialize".into(),
+                ))
+            }
+            Saddle::Dense { m, jac, n } => {
+                sys.mass_matrix(t, q, m);
+                if nc > 0 {
+                    sys.constraint_jacobian(t, q, jac);
+                }
+                let a = &mut n.a;
+                a.fill(0.0);
+                a.view_mut((0, 0), (nq, nq)).copy_from(m);
+                for i in 0..nc {
+                    for j in 0..nq {
+                        a[(nq + i, j)] = jac[(i, j)];
+                        a[(j, nq + i)] = jac[(i, j)];
+                    }
+                }
+                n.factor().map_err(|k| singular(format!("pivot {k}")))?;
+            }
+            Saddle::Sparse(s) => {
+                let st = sys.sparse_structure().ok_or_else(|| {
+                    IntegrateError::Settings("system no longer reports its sparse structure".into())
+                })?;
+                s.evaluate(st, t, q);
+                s.factor().map_err(|e| singular(e.to_string()))?;
             }
         }
-        stats.lu += 1;
-        self.n.factor().map_err(|k| IntegrateError::Singular {
-            t,
-            what: format!("matrix (12) [M Φqᵀ; Φq 0], pivot {k}"),
-        })?;
         self.start_ready = true;
+        Ok(())
+    }
+
+    /// Accelerations and multipliers at the step start from the factored (12): the matrix
+    /// of the index-1 system `[M Φqᵀ; Φq 0][a; λ] = [f; γ]` (sparse path only; `prepare`
+    /// must have run at `(t, q, v)`).
+    fn accelerations<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        a: &mut [f64],
+        lambda: &mut [f64],
+    ) -> Result<(), IntegrateError> {
+        let nq = self.nq;
+        let Saddle::Sparse(s) = &mut self.la else {
+            unreachable!("dense start uses dense::Constrained");
+        };
+        self.rhs[..nq].copy_from_slice(&self.f);
+        if self.nc > 0 {
+            sys.acceleration_rhs(t, q, v, &mut self.rhs[nq..]);
+        }
+        s.solve(&mut self.rhs);
+        if !dense::all_finite(&self.rhs) {
+            return Err(IntegrateError::NonFinite {
+                t,
+                what: "accelerations".into(),
+            });
+        }
+        a.copy_from_slice(&self.rhs[..nq]);
+        lambda.copy_from_slice(&self.rhs[nq..]);
         Ok(())
     }
 
@@ -123,15 +229,32 @@ impl Core {
         let mut last_dq = f64::INFINITY;
         for _ in 0..MAX_ITERS {
             // e1 = M (q1 − q0 − h v0) + Φqᵀ λ̂ − h² f, e3 = Φ(q1, t1).
-            for i in 0..nq {
-                let mut s = -h * h * self.f[i];
-                for j in 0..nq {
-                    s += self.m[(i, j)] * (q1[j] - q0[j] - h * v0[j]);
+            match &self.la {
+                Saddle::Dense { m, jac, .. } => {
+                    for i in 0..nq {
+                        let mut s = -h * h * self.f[i];
+                        for j in 0..nq {
+                            s += m[(i, j)] * (q1[j] - q0[j] - h * v0[j]);
+                        }
+                        for k in 0..nc {
+                            s += jac[(k, i)] * lam_hat[k];
+                        }
+                        self.rhs[i] = -s;
+                    }
                 }
-                for k in 0..nc {
-                    s += self.jac[(k, i)] * lam_hat[k];
+                Saddle::Sparse(s) => {
+                    for i in 0..nq {
+                        self.tmp[i] = q1[i] - q0[i] - h * v0[i];
+                        self.rhs[i] = -h * h * self.f[i];
+                    }
+                    let e1 = &mut self.rhs[..nq];
+                    s.m_mul_add(&self.tmp, e1);
+                    s.jt_mul_add(lam_hat, e1);
+                    for x in e1.iter_mut() {
+                        *x = -*x;
+                    }
                 }
-                self.rhs[i] = -s;
+                Saddle::Unset => unreachable!("prepare ran"),
             }
             if nc > 0 {
                 sys.constraints(t1, q1, &mut self.phi);
@@ -147,7 +270,11 @@ impl Core {
             for k in 0..nc {
                 self.rhs[nq + k] = -self.phi[k];
             }
-            self.n.solve(&mut self.rhs);
+            match &mut self.la {
+                Saddle::Dense { n, .. } => n.solve(&mut self.rhs),
+                Saddle::Sparse(s) => s.solve(&mut self.rhs),
+                Saddle::Unset => unreachable!("prepare ran"),
+            }
             stats.newton_iters += 1;
             if !dense::all_finite(&self.rhs) {
                 return Ok(false);
@@ -183,6 +310,8 @@ pub struct HalfImplicit {
     y_old: Vec<f64>,
     y_new: Vec<f64>,
     err: Vec<f64>,
+    /// Dense or sparse saddle-point factorization.
+    saddle_solver: SaddleSolver,
     initialized: bool,
 }
 
@@ -216,8 +345,20 @@ impl HalfImplicit {
             y_old: vec![0.0; 2 * n_q],
             y_new: vec![0.0; 2 * n_q],
             err: vec![0.0; 2 * n_q],
+            saddle_solver: SaddleSolver::Auto,
             initialized: false,
         }
+    }
+
+    /// Choose the saddle-point factorization (takes effect at the next `initialize`). The
+    /// default picks the sparse LU for large systems that report their structure.
+    pub fn set_saddle_solver(&mut self, solver: SaddleSolver) {
+        self.saddle_solver = solver;
+    }
+
+    /// Whether the sparse path is in use (after `initialize`).
+    pub fn uses_sparse(&self) -> bool {
+        self.core.is_sparse()
     }
 
     /// Bounds on the last correction and on the constraint residual at convergence.
@@ -278,17 +419,27 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for HalfImplicit {
         self.state.v.copy_from_slice(&x.v);
         self.stats = Stats::default();
         self.ctrl = StepController::elementary();
+        self.core.configure(sys, self.saddle_solver)?;
+        self.mid.configure(sys, self.saddle_solver)?;
         // Multipliers and accelerations at the start (initial guess, first step size).
-        let mut ws = dense::Constrained::new(n, self.core.nc);
         let mut a = vec![0.0; n];
-        ws.accelerations(sys, x.t, &x.q, &x.v, &mut a, &mut self.state.lambda)?;
-        self.stats.f_evals += 1;
+        if self.core.is_sparse() {
+            // The index-1 matrix is (12) at the start: factor it once for both.
+            self.core.prepare(sys, &mut self.stats, x.t, &x.q, &x.v)?;
+            self.core
+                .accelerations(sys, x.t, &x.q, &x.v, &mut a, &mut self.state.lambda)?;
+        } else {
+            let mut ws = dense::Constrained::new(n, self.core.nc);
+            ws.accelerations(sys, x.t, &x.q, &x.v, &mut a, &mut self.state.lambda)?;
+            self.stats.f_evals += 1;
+        }
         self.y_old[..n].copy_from_slice(&x.q);
         self.y_old[n..].copy_from_slice(&x.v);
         self.y_new[..n].copy_from_slice(&x.v);
         self.y_new[n..].copy_from_slice(&a);
         self.h = dense::first_step(&self.settings, x.t, &self.y_old, &self.y_new, 1);
-        self.core.start_ready = false;
+        // The sparse start factorization is that of the first step (same t, q, v).
+        self.core.start_ready = self.core.is_sparse();
         self.initialized = true;
         Ok(())
     }
@@ -314,7 +465,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for HalfImplicit {
                 });
             }
             let t1 = dense::advance(t, p, t_limit);
-            if !self.core.start_ready {
+            if !self.core.ready() {
                 self.core
                     .prepare(sys, &mut self.stats, t, &self.state.q, &self.state.v)?;
             }

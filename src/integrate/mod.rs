@@ -17,6 +17,7 @@ pub mod local_linearization;
 pub mod newmark;
 pub mod rosenbrock;
 pub mod sdirk;
+pub mod sparse;
 pub mod step_control;
 pub mod system;
 pub mod test_systems;

@@ -18,6 +18,7 @@
 //! are slices of the right length; matrices are `DMatrix` of the right shape, which the
 //! implementation fully overwrites.
 
+use super::sparse::SparseStructure;
 use nalgebra::DMatrix;
 
 /// The core: mass matrix, forces and constraints. Every system implements this.
@@ -39,6 +40,13 @@ pub trait Mechanical {
     fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]);
     /// `γ(t, q, v) = −(Φ_q v)_q v − 2 Φ_qt v − Φ_tt`, length `n_c`.
     fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]);
+
+    /// The sparse structure of `M` and `Φq`, if the system reports it: integrators then use
+    /// sparse factorizations on large models (see `integrate::sparse`). `None` (the default):
+    /// dense only.
+    fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
+        None
+    }
 }
 
 /// Analytic derivatives of the forces (needed by implicit methods; the finite-difference

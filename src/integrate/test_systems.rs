@@ -1,6 +1,7 @@
 //! Small systems written by hand against the traits, with analytic everything: for testing
 //! integrators independently of the engine, and as an example of implementing the traits.
 
+use super::sparse::SparseStructure;
 use super::system::{ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks};
 use super::MechState;
 use nalgebra::{DMatrix, DVector};
@@ -138,6 +139,9 @@ impl Mechanical for CartesianChain {
     fn n_q(&self) -> usize {
         2 * self.n
     }
+    fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
+        Some(self)
+    }
     fn n_c(&self) -> usize {
         self.n
     }
@@ -186,6 +190,43 @@ impl Mechanical for CartesianChain {
         let (a, s) = (self.point(q, t, 1), self.suspension(t));
         let d = [a[0] - s[0][0], a[1] - s[0][1]];
         gamma[0] += d[0] * s[2][0] + d[1] * s[2][1];
+    }
+}
+
+/// `M` is diagonal; rod `k` couples particles `k − 1` and `k`.
+impl SparseStructure for CartesianChain {
+    fn mass_pattern(&mut self) -> Vec<(usize, usize)> {
+        (0..2 * self.n).map(|i| (i, i)).collect()
+    }
+    fn constraint_jacobian_pattern(&mut self) -> Vec<(usize, usize)> {
+        let mut out = Vec::with_capacity(4 * self.n);
+        for k in 1..=self.n {
+            out.push((k - 1, 2 * (k - 1)));
+            out.push((k - 1, 2 * (k - 1) + 1));
+            if k > 1 {
+                out.push((k - 1, 2 * (k - 2)));
+                out.push((k - 1, 2 * (k - 2) + 1));
+            }
+        }
+        out
+    }
+    fn mass_matrix_values(&mut self, _t: f64, _q: &[f64], vals: &mut [f64]) {
+        vals.fill(self.m);
+    }
+    fn constraint_jacobian_values(&mut self, t: f64, q: &[f64], vals: &mut [f64]) {
+        let mut n = 0;
+        for k in 1..=self.n {
+            let (a, b) = (self.point(q, t, k), self.point(q, t, k - 1));
+            let d = [a[0] - b[0], a[1] - b[1]];
+            vals[n] = d[0];
+            vals[n + 1] = d[1];
+            n += 2;
+            if k > 1 {
+                vals[n] = -d[0];
+                vals[n + 1] = -d[1];
+                n += 2;
+            }
+        }
     }
 }
 
@@ -435,5 +476,29 @@ mod tests {
         sys.constraint_time_derivative(0.0, &x.q, &mut phi_t);
         let res = &jac * DVector::from_vec(x.v.clone()) + DVector::from_vec(phi_t);
         assert!(res.norm() < 1e-12);
+    }
+
+    #[test]
+    fn chain_sparse_fills_equal_dense() {
+        let mut sys = CartesianChain::paper(4);
+        let t = 1.3;
+        let q: Vec<f64> = (0..8).map(|i| 0.7 * (i as f64).cos()).collect();
+        let s = sys.sparse_structure().unwrap();
+        let (mp, jp) = (s.mass_pattern(), s.constraint_jacobian_pattern());
+        let (mut mv, mut jv) = (vec![0.0; mp.len()], vec![0.0; jp.len()]);
+        s.mass_matrix_values(t, &q, &mut mv);
+        s.constraint_jacobian_values(t, &q, &mut jv);
+        let (mut md, mut jd) = (DMatrix::zeros(8, 8), DMatrix::zeros(4, 8));
+        sys.mass_matrix(t, &q, &mut md);
+        sys.constraint_jacobian(t, &q, &mut jd);
+        let (mut ms, mut js) = (DMatrix::zeros(8, 8), DMatrix::zeros(4, 8));
+        for (&(r, c), v) in mp.iter().zip(&mv) {
+            ms[(r, c)] += v;
+        }
+        for (&(r, c), v) in jp.iter().zip(&jv) {
+            js[(r, c)] += v;
+        }
+        assert_eq!(ms, md);
+        assert_eq!(js, jd);
     }
 }

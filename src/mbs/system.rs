@@ -8,12 +8,15 @@
 //! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
+mod sparse;
+
 use super::inputs::InputSignals;
 use super::kin::{eval_coord, raw_angle, Coord, CoordVal, LMat, Layout, QDef, Snapshot};
 use super::math::{g_mat, skew, wrap_pi};
 use super::motion::MotionSlot;
 use super::spec::*;
 use super::ModelError;
+use crate::integrate::sparse::SparseStructure;
 use crate::integrate::system::{
     ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks,
 };
@@ -177,6 +180,10 @@ pub struct System {
     snap: Snapshot,
     #[serde(skip)]
     scratch_lambda: Vec<f64>,
+    /// Sparse saddle-point workspace of [`System::accelerations`] on large models (patterns
+    /// analysed once; rebuilt when the active rows change or after deserialization).
+    #[serde(skip)]
+    saddle_cache: Option<Box<crate::integrate::sparse::SparseSaddle>>,
 }
 
 fn frame_vec(body: BodyRef, f: &LocalFrame, k: usize) -> QDef {
@@ -231,6 +238,7 @@ impl System {
             v0: Vec::new(),
             snap: Snapshot::default(),
             scratch_lambda: Vec::new(),
+            saddle_cache: None,
             spec,
         };
         sys.snap
@@ -954,6 +962,7 @@ impl System {
     }
 
     pub(crate) fn set_active_rows(&mut self, active: Vec<usize>, dropped: Vec<String>) {
+        self.saddle_cache = None;
         self.active = active;
         self.dropped = dropped;
     }
@@ -1014,6 +1023,9 @@ impl RowGrad {
 impl Mechanical for System {
     fn n_q(&self) -> usize {
         self.layout.n_q
+    }
+    fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
+        Some(self)
     }
     fn n_c(&self) -> usize {
         self.active.len()
@@ -1291,7 +1303,10 @@ impl System {
         self.scratch_lambda = lambda;
     }
 
-    /// Accelerations and multipliers from `[M Φqᵀ; Φq 0][a; λ] = [f; γ]` (dense LU).
+    /// Accelerations and multipliers from `[M Φqᵀ; Φq 0][a; λ] = [f; γ]`: dense LU for small
+    /// models, the sparse LU on the engine's structure from
+    /// [`SPARSE_THRESHOLD`](crate::integrate::sparse::SPARSE_THRESHOLD) unknowns on (the
+    /// dense `O(n³)` factorization would dominate there).
     pub fn accelerations(
         &mut self,
         t: f64,
@@ -1299,20 +1314,44 @@ impl System {
         v: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
         let (nq, nc) = (self.n_q(), self.n_c());
-        let mut m = DMatrix::zeros(nq, nq);
-        let mut jac = DMatrix::zeros(nc, nq);
         let mut f = vec![0.0; nq];
         let mut gamma = vec![0.0; nc];
-        self.mass_matrix(t, q, &mut m);
-        self.constraint_jacobian(t, q, &mut jac);
         self.forces(t, q, v, &mut f);
         self.acceleration_rhs(t, q, v, &mut gamma);
+        let singular = |s: &Self| {
+            s.err(format!("singular saddle-point matrix at t = {t} (dependent constraints or a body without mass)"))
+        };
+        if crate::integrate::sparse::SaddleSolver::Auto.use_sparse(nq + nc, true) {
+            let mut sp = match self.saddle_cache.take() {
+                Some(sp) if sp.nq() == nq && sp.nc() == nc => sp,
+                _ => Box::new(
+                    crate::integrate::sparse::SparseSaddle::for_system(self, nq, nc)
+                        .map_err(|_| singular(self))?,
+                ),
+            };
+            sp.evaluate(self, t, q);
+            let ok = sp.factor().is_ok();
+            let mut x: Vec<f64> = f.iter().chain(gamma.iter()).copied().collect();
+            if ok {
+                sp.solve(&mut x);
+            }
+            self.saddle_cache = Some(sp);
+            if !ok || !x.iter().all(|v| v.is_finite()) {
+                return Err(singular(self));
+            }
+            let lambda = x.split_off(nq);
+            return Ok((x, lambda));
+        }
+        let mut m = DMatrix::zeros(nq, nq);
+        let mut jac = DMatrix::zeros(nc, nq);
+        self.mass_matrix(t, q, &mut m);
+        self.constraint_jacobian(t, q, &mut jac);
         let mut a = DMatrix::zeros(nq + nc, nq + nc);
         a.view_mut((0, 0), (nq, nq)).copy_from(&m);
         a.view_mut((0, nq), (nq, nc)).copy_from(&jac.transpose());
         a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
         let rhs = DVector::from_iterator(nq + nc, f.iter().chain(gamma.iter()).copied());
-        let x = a.lu().solve(&rhs).ok_or_else(|| self.err(format!("singular saddle-point matrix at t = {t} (dependent constraints or a body without mass)")))?;
+        let x = a.lu().solve(&rhs).ok_or_else(|| singular(self))?;
         Ok((
             x.rows(0, nq).as_slice().to_vec(),
             x.rows(nq, nc).as_slice().to_vec(),
