@@ -107,7 +107,9 @@ pub fn run(p: &Problem, o: Ours, rtol: f64, cpu_cap: f64) -> RunResult {
     let (mut sys, x0, out_sys) = match (|| -> Result<_, String> {
         let mut sys = System::new(spec.clone()).map_err(|e| e.to_string())?;
         let x0 = sys.initial_state(0.0).map_err(|e| e.to_string())?;
-        let out_sys = System::new(spec.clone()).map_err(|e| e.to_string())?;
+        // Assembled like the integrator's (assembly fixes the active constraint rows).
+        let mut out_sys = System::new(spec.clone()).map_err(|e| e.to_string())?;
+        out_sys.initial_state(0.0).map_err(|e| e.to_string())?;
         Ok((sys, x0, out_sys))
     })() {
         Ok(x) => x,
@@ -179,7 +181,9 @@ pub fn run(p: &Problem, o: Ours, rtol: f64, cpu_cap: f64) -> RunResult {
         };
         while let Some(tr) = rec.pending(t) {
             herm.eval(tr, &mut qi, &mut vi);
-            out.project(tr, &mut qi, &mut vi, 1e-12, None);
+            if crate::solvers::project_outputs() {
+                out.project(tr, &mut qi, &mut vi, 1e-12, None);
+            }
             rec.record(&mut out.sys, tr, &qi, &vi);
         }
         std::mem::swap(&mut qa, &mut qb);
@@ -196,9 +200,7 @@ pub fn run(p: &Problem, o: Ours, rtol: f64, cpu_cap: f64) -> RunResult {
     res.cpu_s = cpu_time() - c0 - res.output_cpu_s;
     match status {
         Ok(()) if capped => {
-            res.message = format!(
-                "stopped at t = {ta} after {cpu_cap} s CPU (--max-run cap)"
-            )
+            res.message = format!("stopped at t = {ta} after {cpu_cap} s CPU (--max-run cap)")
         }
         Ok(()) => res.ok = true,
         Err(e) => res.message = e.to_string(),

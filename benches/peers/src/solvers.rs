@@ -277,7 +277,7 @@ pub fn run_cvode(p: &Problem, rtol: f64, atol: f64) -> RunResult {
     finish(res, &rec, p)
 }
 
-fn project_outputs() -> bool {
+pub fn project_outputs() -> bool {
     std::env::var("PEERS_NO_OUTPUT_PROJECTION").is_err()
 }
 

@@ -56,9 +56,8 @@ fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
     let path = args.get(1).ok_or("usage: fmu_body MODEL.toml [REPEATS]")?;
     let repeats: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(7);
-    let spec = Arc::new(
-        mbsfmu::mbs::load_model(std::path::Path::new(path)).map_err(|e| e.to_string())?,
-    );
+    let spec =
+        Arc::new(mbsfmu::mbs::load_model(std::path::Path::new(path)).map_err(|e| e.to_string())?);
     let table = Arc::new(VariableTable::from_spec(&spec));
     let vr = |n: &str| {
         table
