@@ -152,7 +152,7 @@ pub fn run(p: &Problem, o: Ours, rtol: f64, cpu_cap: f64) -> RunResult {
     let mut n_steps = 0u64;
     while status.is_ok() {
         n_steps += 1;
-        if n_steps % 64 == 0 && cpu_time() - c0 - res.output_cpu_s > cpu_cap {
+        if n_steps.is_multiple_of(64) && cpu_time() - c0 - res.output_cpu_s > cpu_cap {
             capped = true;
             break;
         }
