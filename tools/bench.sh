@@ -14,7 +14,7 @@
 #
 # Usage: tools/bench.sh [--quick] [--only LIST] [--problems LIST] [--repeats N] [--no-setup]
 #   --quick          dp, slider-crank and chain N = 4 only, 1 run per point (benches with
-#                    BENCH_QUICK=1, bdf_table2 at N = 12 only); about 5 min on a quiet 2-core machine
+#                    BENCH_QUICK=1, bdf_table2 at N = 12 only); about 100 s
 #   --only LIST      any of peers,exudyn,fmu,bdf_table2,scaling,suite_matrix,report (default all)
 #   --problems LIST  peers problems (dp,slider,chain4,chain8,chain16,chain32,chain64)
 #   --repeats N      runs per measured point (default 3; long points are run 3 times at most,
