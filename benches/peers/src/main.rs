@@ -9,6 +9,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod eval;
+mod ours;
 mod problems;
 mod solvers;
 
@@ -42,6 +43,8 @@ fn timing(mut xs: Vec<f64>) -> Timing {
 struct Row {
     problem: String,
     solver: String,
+    /// `BENCH_RUN_ID` of the `tools/bench.sh` invocation (ratios pair rows of one run).
+    run_id: String,
     rtol: f64,
     atol: f64,
     ok: bool,
@@ -56,6 +59,7 @@ struct Row {
     err_test_fails: i64,
     conv_fails: i64,
     projections: i64,
+    lu: i64,
     repeats: usize,
     wall: Timing,
     cpu: Timing,
@@ -63,20 +67,32 @@ struct Row {
     output_cpu_ms: f64,
 }
 
-fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) -> Row {
+fn measure(
+    p: &Problem,
+    solver: &str,
+    rtol: f64,
+    repeats: usize,
+    budget_s: f64,
+    cpu_cap: f64,
+) -> Row {
     let atol = rtol;
     let run = |_: usize| -> RunResult {
         match solver {
             "cvode_bdf" => solvers::run_cvode(p, rtol, atol),
             "ida_ggl" => solvers::run_ida(p, rtol, atol),
-            _ => unreachable!(),
+            other => match ours::parse(other) {
+                Some(o) => ours::run(p, o, rtol, cpu_cap),
+                None => panic!("unknown solver {other}"),
+            },
         }
     };
     let first = run(0);
     let mut walls = vec![first.wall_s];
     let mut cpus = vec![first.cpu_s];
-    // At least `repeats` runs, unless one run alone exceeds the budget (then 3).
-    let reps = if first.wall_s * repeats as f64 > budget_s {
+    // `repeats` runs, 3 when they would exceed the budget (CPU seconds), 1 when one run does.
+    let reps = if first.cpu_s > budget_s {
+        1
+    } else if first.cpu_s * repeats as f64 > budget_s {
         3.min(repeats)
     } else {
         repeats
@@ -116,6 +132,7 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
     Row {
         problem: p.name.clone(),
         solver: solver.into(),
+        run_id: std::env::var("BENCH_RUN_ID").unwrap_or_default(),
         rtol,
         atol,
         ok: first.ok,
@@ -130,6 +147,7 @@ fn measure(p: &Problem, solver: &str, rtol: f64, repeats: usize, budget_s: f64) 
         err_test_fails: first.err_test_fails,
         conv_fails: first.conv_fails,
         projections: first.projections,
+        lu: first.lu,
         repeats: walls.len(),
         wall: timing(walls),
         cpu: timing(cpus),
@@ -174,12 +192,15 @@ fn main() {
         .map(|s| s.parse().expect("--budget seconds"))
         .unwrap_or(60.0);
     let solvers: Vec<String> = get("--solvers")
-        .unwrap_or_else(|| "cvode_bdf,ida_ggl".into())
+        .unwrap_or_else(|| format!("cvode_bdf,ida_ggl,{OURS}"))
         .split(',')
         .map(String::from)
         .collect();
     let out = get("--out")
         .unwrap_or_else(|| format!("{}/results/sundials.json", env!("CARGO_MANIFEST_DIR")));
+    let max_run: f64 = get("--max-run")
+        .map(|s| s.parse().expect("--max-run seconds"))
+        .unwrap_or(20.0);
     let rtols_arg: Option<Vec<f64>> =
         get("--rtols").map(|s| s.split(',').map(|x| x.parse().expect("rtol")).collect());
 
@@ -224,14 +245,58 @@ fn main() {
                 .unwrap_or("")
                 .to_string(),
         );
+        // Ours sweep their own tolerance lists (their errors sit at other tolerances than
+        // CVODE's), from loose to tight; a solver whose run exceeds `--max-run` CPU seconds or
+        // whose error is already below 5e-6 is not tried at tighter tolerances on this problem,
+        // and a single run is stopped (reported as failed) after 3 × `--max-run` CPU seconds.
+        let mut too_slow: Vec<&str> = Vec::new();
         for &rtol in &p.rtols.clone() {
             for s in &solvers {
-                rows.push(measure(&p, s, rtol, repeats, budget));
+                if ours::parse(s).is_some() {
+                    continue;
+                }
+                rows.push(measure(&p, s, rtol, repeats, budget, f64::INFINITY));
+                write_report(&out, &load, &refs, &rows, &old);
+            }
+        }
+        for s in &solvers {
+            let Some(o) = ours::parse(s) else { continue };
+            let ours_rtols = rtols_arg
+                .clone()
+                .unwrap_or_else(|| ours_rtols(&p.name, o.method));
+            for &rtol in &ours_rtols {
+                if too_slow.contains(&s.as_str()) {
+                    break;
+                }
+                let row = measure(&p, s, rtol, repeats, budget, 3.0 * max_run);
+                // Tighter tolerances are not needed once the error is far below the 1e-4
+                // target, and not affordable once a run exceeds `--max-run`.
+                if row.cpu.median_ms > 1e3 * max_run || !row.ok || row.error < 5e-6 {
+                    too_slow.push(s.as_str());
+                }
+                rows.push(row);
                 write_report(&out, &load, &refs, &rows, &old);
             }
         }
     }
     eprintln!("wrote {out}");
+}
+
+/// Our integrators run by default: BDF with its best Jacobian strategy on these problems
+/// (see README), the one-step implicit methods, and Dormand–Prince as the explicit baseline.
+const OURS: &str = "ours_bdf_analytic,ours_rosenbrock_nystrom,ours_sdirk,ours_generalized_alpha,ours_half_implicit,ours_dopri5";
+
+/// Tolerances swept for our integrators.
+fn ours_rtols(problem: &str, method: mbsfmu::integrate::Method) -> Vec<f64> {
+    use mbsfmu::integrate::Method;
+    if matches!(method, Method::Dopri5 | Method::HalfImplicit) {
+        // Explicit / first order: long runs; the sweep stops at `--max-run` anyway.
+        vec![1e-3, 1e-4, 1e-5]
+    } else if problem.starts_with("pendulum_chain") {
+        vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7]
+    } else {
+        vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
+    }
 }
 
 fn write_report(out: &str, load: &str, refs: &[String], rows: &[Row], old: &[serde_json::Value]) {
@@ -246,10 +311,18 @@ fn write_report(out: &str, load: &str, refs: &[String], rows: &[Row], old: &[ser
         rows: vec![],
     };
     let mut v = serde_json::to_value(&report).unwrap();
-    let names: Vec<&str> = rows.iter().map(|r| r.problem.as_str()).collect();
+    // Rows of (problem, solver) pairs measured now replace the old ones.
+    let key = |r: &serde_json::Value| {
+        let g = |k: &str| r.get(k).and_then(|p| p.as_str()).unwrap_or("").to_string();
+        (g("problem"), g("solver"))
+    };
+    let names: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r.problem.clone(), r.solver.clone()))
+        .collect();
     let mut all: Vec<serde_json::Value> = old
         .iter()
-        .filter(|r| !names.contains(&r.get("problem").and_then(|p| p.as_str()).unwrap_or("")))
+        .filter(|r| !names.contains(&key(r)))
         .cloned()
         .collect();
     all.extend(rows.iter().map(|r| serde_json::to_value(r).unwrap()));

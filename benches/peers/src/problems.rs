@@ -328,6 +328,7 @@ pub fn slider_crank_spec() -> ModelSpec {
             unit: "N.m".into(),
             description: String::new(),
             quantity: OutputQuantity::DriverForce { driver: 0 },
+            scale: 1.0,
         },
         OutputSpec {
             name: "slider_x".into(),
@@ -338,6 +339,7 @@ pub fn slider_crank_spec() -> ModelSpec {
                 point: Vector3::zeros(),
                 component: 0,
             },
+            scale: 1.0,
         },
     ];
     s.bodies = vec![crank, rod, slider];

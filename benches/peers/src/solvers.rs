@@ -23,6 +23,8 @@ pub struct RunResult {
     pub err_test_fails: i64,
     pub conv_fails: i64,
     pub projections: i64,
+    /// LU factorizations (ours; SUNDIALS does not count them separately).
+    pub lu: i64,
     /// Max-abs error over the reference times.
     pub error: f64,
     pub wall_s: f64,
@@ -115,7 +117,7 @@ unsafe extern "C" fn ida_res(
 }
 
 /// Records observed values at the reference times as the solver passes them.
-struct Recorder<'p> {
+pub struct Recorder<'p> {
     p: &'p Problem,
     next: usize,
     err: f64,
@@ -123,7 +125,7 @@ struct Recorder<'p> {
 }
 
 impl<'p> Recorder<'p> {
-    fn new(p: &'p Problem) -> Self {
+    pub fn new(p: &'p Problem) -> Self {
         Recorder {
             p,
             next: 0,
@@ -131,7 +133,7 @@ impl<'p> Recorder<'p> {
             obs: Vec::new(),
         }
     }
-    fn record(&mut self, sys: &mut System, t: f64, q: &[f64], v: &[f64]) {
+    pub fn record(&mut self, sys: &mut System, t: f64, q: &[f64], v: &[f64]) {
         self.p.observable.observe(sys, t, q, v, &mut self.obs);
         let e = self
             .p
@@ -141,7 +143,7 @@ impl<'p> Recorder<'p> {
         self.next += 1;
     }
     /// Reference times up to `t` (within the run), or None when done.
-    fn pending(&self, t: f64) -> Option<f64> {
+    pub fn pending(&self, t: f64) -> Option<f64> {
         let tr = *self.p.reference.t.get(self.next)?;
         (tr <= t * (1.0 + 1e-14) && tr <= self.p.t_end).then_some(tr)
     }
@@ -275,11 +277,11 @@ pub fn run_cvode(p: &Problem, rtol: f64, atol: f64) -> RunResult {
     finish(res, &rec, p)
 }
 
-fn project_outputs() -> bool {
+pub fn project_outputs() -> bool {
     std::env::var("PEERS_NO_OUTPUT_PROJECTION").is_err()
 }
 
-fn finish(mut res: RunResult, rec: &Recorder, p: &Problem) -> RunResult {
+pub fn finish(mut res: RunResult, rec: &Recorder, p: &Problem) -> RunResult {
     res.error = rec.err;
     if res.ok && rec.next < p.reference.t.iter().filter(|&&t| t <= p.t_end).count() {
         res.ok = false;
