@@ -39,8 +39,8 @@ impl RefTable {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data")
             .join(name);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut lines = text.lines().filter(|l| !l.starts_with('#'));
         let header = lines
             .next()
@@ -105,7 +105,8 @@ fn cases() -> Vec<Case> {
             dt: 0.02,
             outputs: &["theta1"],
             scale: Some(1.0),
-            error_text: "max |Δθ1| [rad] every 0.02 s over 2 s (Radau 1e-12 in minimal coordinates)",
+            error_text:
+                "max |Δθ1| [rad] every 0.02 s over 2 s (Radau 1e-12 in minimal coordinates)",
             drives: &[],
         },
         Case {
@@ -116,7 +117,8 @@ fn cases() -> Vec<Case> {
             dt: 0.01,
             outputs: &["crank_torque"],
             scale: None,
-            error_text: "max |Δ crank_torque| / max |torque| every 0.01 s over 2 s, crank at 2π rad/s \
+            error_text:
+                "max |Δ crank_torque| / max |torque| every 0.01 s over 2 s, crank at 2π rad/s \
                          (closed form; zero degrees of freedom)",
             drives: &[|t| (2.0 * PI * t, 2.0 * PI)],
         },
@@ -128,7 +130,8 @@ fn cases() -> Vec<Case> {
             dt: 0.01,
             outputs: &["rotor_torque"],
             scale: None,
-            error_text: "max |Δ rotor_torque| / max |torque| every 0.01 s over 2 s, rotor at π rad/s \
+            error_text:
+                "max |Δ rotor_torque| / max |torque| every 0.01 s over 2 s, rotor at π rad/s \
                          (closed form; zero degrees of freedom)",
             drives: &[|t| (PI * t, PI)],
         },
@@ -140,7 +143,8 @@ fn cases() -> Vec<Case> {
             dt: 0.01,
             outputs: &["chassis_z", "wheel_z"],
             scale: Some(0.01),
-            error_text: "max(|Δchassis_z|, |Δwheel_z|) / 0.01 m (stamp amplitude) every 0.01 s over \
+            error_text:
+                "max(|Δchassis_z|, |Δwheel_z|) / 0.01 m (stamp amplitude) every 0.01 s over \
                          2 s, stamp 0.01 sin(2π·1.5 t) (exact linear solution)",
             drives: &[|t| {
                 let w = 2.0 * PI * 1.5;
@@ -298,7 +302,11 @@ fn run(case: &Case, p: &Prepared, method: Method, tol: f64, budget: f64) -> Outc
         }
         for &(o, c) in &p.pairs {
             let d = (out[o] - p.reference.at(c, tc)).abs() / p.scale;
-            err = if d.is_nan() { f64::INFINITY } else { err.max(d) };
+            err = if d.is_nan() {
+                f64::INFINITY
+            } else {
+                err.max(d)
+            };
         }
         if k < n {
             set_inputs(&mut sys, tc);
@@ -362,14 +370,19 @@ fn sweep(case: &Case, p: &Prepared, method: Method, budget: f64, repeats: usize)
             }
             Outcome::Failed(e) => last_problem = format!("tol {tol:.0e} failed: {e}"),
             Outcome::OverBudget { t, cpu } => {
-                last_problem = format!("tol {tol:.0e}: over the budget, t = {t:.3} after {cpu:.1} s");
+                last_problem =
+                    format!("tol {tol:.0e}: over the budget, t = {t:.3} after {cpu:.1} s");
                 break;
             }
         }
     }
     let mut why = String::from("not reached");
     if let Some((err, tol, cpu)) = best {
-        let _ = write!(why, ": best {err:.1e} at tol {tol:.0e} ({:.0} ms)", cpu * 1e3);
+        let _ = write!(
+            why,
+            ": best {err:.1e} at tol {tol:.0e} ({:.0} ms)",
+            cpu * 1e3
+        );
     }
     if !last_problem.is_empty() {
         let _ = write!(why, "; {last_problem}");
@@ -391,10 +404,7 @@ fn fmt_ms(s: f64) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let only: Vec<&String> = args
-        .iter()
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let only: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let (budget, repeats) = if quick { (1.5, 3) } else { (4.0, 5) };
     let all = cases();
     let selected: Vec<&Case> = all
