@@ -4,7 +4,7 @@
 //! reference is at most the model's target is kept, and is rerun a few times for the CPU time.
 //!
 //! ```text
-//! cargo bench --bench suite_matrix              # all models, 5 timing runs, ≈ 5 min
+//! cargo bench --bench suite_matrix              # all models, 5 timing runs, ≈ 5 min CPU
 //! cargo bench --bench suite_matrix -- --quick   # 3 timing runs, smaller time budget per run
 //! cargo bench --bench suite_matrix -- double_pendulum_stiff quarter_car   # some models only
 //! ```
@@ -351,6 +351,8 @@ fn sweep(case: &Case, p: &Prepared, method: Method, budget: f64, repeats: usize)
             Outcome::Done { err, cpu, stats } => {
                 if err <= TARGET {
                     let mut cpus = vec![cpu];
+                    // Long runs vary little relative to their length: fewer repeats.
+                    let repeats = if cpu > 1.0 { repeats.min(3) } else { repeats };
                     for _ in 1..repeats {
                         if let Outcome::Done { cpu, .. } = run(case, p, method, tol, 10.0 * budget)
                         {
@@ -405,7 +407,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let only: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let (budget, repeats) = if quick { (1.5, 3) } else { (4.0, 5) };
+    let (budget, repeats) = if quick { (1.5, 3) } else { (6.0, 5) };
     let all = cases();
     let selected: Vec<&Case> = all
         .iter()
@@ -419,8 +421,8 @@ fn main() {
          (below); `rtol = atol = tol` swept over half-decades 1e-2 … 1e-11 from loose to tight, \
          the first setting that meets the target is kept (so the achieved error is within about \
          a factor 3 of the target for first-order methods, closer for higher orders). CPU: this \
-         thread's CPU time of initialisation and run, median [min–max] of {repeats} runs; the \
-         machine was shared with other jobs. Budget {budget} s CPU per run. Jac: full Jacobian \
+         thread's CPU time of initialisation and run, median [min–max] of {repeats} runs (3 when a run \
+         takes over 1 s); the machine was shared with other jobs. Budget {budget} s CPU per run. Jac: full Jacobian \
          evaluations; f evals include the finite-difference Jacobian columns.\n",
         if quick { " -- --quick" } else { "" }
     );
