@@ -413,13 +413,15 @@ impl RosenbrockNystrom {
                 // involve, e.g. the chassis height of the quarter car, whose column picks up
                 // 1e-139 from a rotation left at round-off by a projection) must stay zero:
                 // scaled to unit norm it looked like the best pivot and made `Φu` singular.
-                let scale = if norm > f64::EPSILON * largest {
-                    1.0 / norm
-                } else {
-                    0.0
-                };
+                // (Division, not multiplication by 1/norm: near-ties between pivots must be
+                // broken as before, or partitions, and results, shift at round-off level.)
+                let keep = norm > f64::EPSILON * largest;
                 for i in 0..nc {
-                    self.elim[(i, j)] *= scale;
+                    if keep {
+                        self.elim[(i, j)] /= norm;
+                    } else {
+                        self.elim[(i, j)] = 0.0;
+                    }
                 }
             }
         }
