@@ -24,7 +24,10 @@ pub fn replace_section(path: &Path, name: &str, body: &str) -> Result<(), String
         ));
     };
     if e < b {
-        return Err(format!("{}: `{end}` comes before `{begin}`", path.display()));
+        return Err(format!(
+            "{}: `{end}` comes before `{begin}`",
+            path.display()
+        ));
     }
     let mut out = String::with_capacity(text.len() + body.len());
     out.push_str(&text[..b + begin.len()]);

@@ -403,14 +403,24 @@ impl RosenbrockNystrom {
         let (nq, nc) = (self.nq, self.nc);
         self.elim.copy_from(&self.jac);
         if equilibrate {
+            let col_norm = |m: &DMatrix<f64>, j: usize| {
+                (0..nc).map(|i| m[(i, j)] * m[(i, j)]).sum::<f64>().sqrt()
+            };
+            let largest = (0..nq).map(|j| col_norm(&self.elim, j)).fold(0.0, f64::max);
             for j in 0..nq {
-                let norm = (0..nc)
-                    .map(|i| self.elim[(i, j)] * self.elim[(i, j)])
-                    .sum::<f64>()
-                    .sqrt();
-                if norm > 0.0 {
-                    for i in 0..nc {
+                let norm = col_norm(&self.elim, j);
+                // A column that is zero up to round-off (a coordinate the constraints do not
+                // involve, e.g. the chassis height of the quarter car, whose column picks up
+                // 1e-139 from a rotation left at round-off by a projection) must stay zero:
+                // scaled to unit norm it looked like the best pivot and made `Φu` singular.
+                // (Division, not multiplication by 1/norm: near-ties between pivots must be
+                // broken as before, or partitions, and results, shift at round-off level.)
+                let keep = norm > f64::EPSILON * largest;
+                for i in 0..nc {
+                    if keep {
                         self.elim[(i, j)] /= norm;
+                    } else {
+                        self.elim[(i, j)] = 0.0;
                     }
                 }
             }
@@ -482,8 +492,12 @@ impl RosenbrockNystrom {
         let cond_plain = self.factor_phiu(t)?;
         self.alt_dep.clone_from(&self.part.dep);
         self.alt_ind.clone_from(&self.part.ind);
-        self.pivot(t, true)?;
-        let cond_eq = self.factor_phiu(t)?;
+        // Should the equilibrated choice still be singular in the unscaled Jacobian, the
+        // plain one (already known to be regular) is kept.
+        let cond_eq = match self.pivot(t, true) {
+            Ok(()) => self.factor_phiu(t).unwrap_or(f64::INFINITY),
+            Err(_) => f64::INFINITY,
+        };
         self.part.cond_ref = cond_eq;
         if cond_eq > 1.25 * cond_plain {
             std::mem::swap(&mut self.part.dep, &mut self.alt_dep);
