@@ -12,7 +12,7 @@
 
 use super::math::{b_mat, bt_w_jacobian, unwrap_near};
 use super::spec::{BodyKind, BodyRef};
-use nalgebra::{Matrix3, SMatrix, SVector, Vector3, Vector4};
+use nalgebra::{Matrix3, Matrix3x4, SMatrix, SVector, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
 
 /// Largest number of coordinates a scalar coordinate depends on: two rigid bodies.
@@ -148,20 +148,20 @@ impl Part {
         }
     }
 
-    /// `jac[:, l..] += J` for this part.
-    fn add_to_jac(&self, s: &Snapshot, l: usize, jac: &mut SMatrix<f64, 3, LOCAL>) {
+    /// This part's Jacobian block: `sign · [I 0]` on `r` (fourth column unused) or
+    /// `sign · B` on `p`.
+    fn jac_block(&self, s: &Snapshot) -> Matrix3x4<f64> {
         match self {
             Part::R { sign, .. } => {
+                let mut j = Matrix3x4::zeros();
                 for k in 0..3 {
-                    jac[(k, l + k)] += sign;
+                    j[(k, k)] = *sign;
                 }
+                j
             }
             Part::P {
                 sign, body, local, ..
-            } => {
-                let mut view = jac.fixed_view_mut::<3, 4>(0, l);
-                view += *sign * b_mat(&s.p[*body], local);
-            }
+            } => *sign * b_mat(&s.p[*body], local),
         }
     }
 }
@@ -625,11 +625,14 @@ pub fn eval_coord(
     }
     if let Some(hess) = hess {
         let h = h.as_ref().expect("Hessian blocks formed when asked for");
-        // Local Jacobians of the quantities (only here: the Hessian needs Jᵀ H J).
-        let mut jac = [SMatrix::<f64, 3, LOCAL>::zeros(); 4];
+        // Jacobian blocks of the quantities' parts (only here: the Hessian needs Jᵀ H J,
+        // formed block by block).
+        let mut jb = [[Matrix3x4::zeros(); 4]; 4];
         for m in 0..f.n {
-            for p in f.qs[m].parts.iter().flatten() {
-                p.add_to_jac(s, local_start(p.block().0), &mut jac[m]);
+            for (k, p) in f.qs[m].parts.iter().enumerate() {
+                if let Some(p) = p {
+                    jb[m][k] = p.jac_block(s);
+                }
             }
         }
         hess.fill(0.0);
@@ -639,7 +642,23 @@ pub fn eval_coord(
                 if hmn.iter().all(|x| *x == 0.0) {
                     continue;
                 }
-                *hess += jac[m].transpose() * hmn * jac[n];
+                for (a, pa) in f.qs[m].parts.iter().enumerate() {
+                    let Some(pa) = pa else { continue };
+                    let (ca, la) = pa.block();
+                    let la0 = local_start(ca);
+                    let jth = jb[m][a].transpose() * hmn;
+                    for (b, pb) in f.qs[n].parts.iter().enumerate() {
+                        let Some(pb) = pb else { continue };
+                        let (cb, lb) = pb.block();
+                        let lb0 = local_start(cb);
+                        let blk = jth * jb[n][b];
+                        for j in 0..lb {
+                            for i in 0..la {
+                                hess[(la0 + i, lb0 + j)] += blk[(i, j)];
+                            }
+                        }
+                    }
+                }
             }
             for p in f.qs[m].parts.iter().flatten() {
                 if let Part::P {
