@@ -12,7 +12,7 @@
 
 use super::math::{b_mat, bt_w_jacobian, unwrap_near};
 use super::spec::{BodyKind, BodyRef};
-use nalgebra::{Matrix3, SMatrix, SVector, Vector3, Vector4};
+use nalgebra::{Matrix3, Matrix3x4, SMatrix, SVector, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
 
 /// Largest number of coordinates a scalar coordinate depends on: two rigid bodies.
@@ -105,8 +105,10 @@ pub enum QDef {
     },
 }
 
-/// One body's contribution to a quantity's Jacobian: `sign · I` on `r`, or `sign · B(p, s')`
-/// on `p`.
+/// One body's contribution to a quantity's Jacobian: `sign · I` on `r`, or
+/// `sign · B(p, local)` on `p`. `B` is not stored (it would triple the size of every
+/// quantity, and most evaluations never need it): [`Part::add_jt`] and [`Part::add_to_jac`]
+/// form it from the snapshot where it is used.
 #[derive(Debug, Clone, Copy)]
 enum Part {
     R {
@@ -116,9 +118,52 @@ enum Part {
     P {
         col: usize,
         sign: f64,
+        body: usize,
         local: Vector3<f64>,
-        b: nalgebra::Matrix3x4<f64>,
     },
+}
+
+impl Part {
+    /// `(global start column, length)` of the block this part touches.
+    fn block(&self) -> (usize, usize) {
+        match self {
+            Part::R { col, .. } => (*col, 3),
+            Part::P { col, .. } => (*col, 4),
+        }
+    }
+
+    /// `out[l..] += Jᵀ w` for this part, its block starting at local index `l`.
+    fn add_jt(&self, s: &Snapshot, w: &Vector3<f64>, l: usize, out: &mut LVec) {
+        match self {
+            Part::R { sign, .. } => {
+                let mut view = out.fixed_rows_mut::<3>(l);
+                view += *sign * w;
+            }
+            Part::P {
+                sign, body, local, ..
+            } => {
+                let mut view = out.fixed_rows_mut::<4>(l);
+                view += *sign * (b_mat(&s.p[*body], local).transpose() * w);
+            }
+        }
+    }
+
+    /// This part's Jacobian block: `sign · [I 0]` on `r` (fourth column unused) or
+    /// `sign · B` on `p`.
+    fn jac_block(&self, s: &Snapshot) -> Matrix3x4<f64> {
+        match self {
+            Part::R { sign, .. } => {
+                let mut j = Matrix3x4::zeros();
+                for k in 0..3 {
+                    j[(k, k)] = *sign;
+                }
+                j
+            }
+            Part::P {
+                sign, body, local, ..
+            } => *sign * b_mat(&s.p[*body], local),
+        }
+    }
 }
 
 /// A quantity evaluated: value, velocity, convective acceleration, explicit time derivatives,
@@ -169,24 +214,29 @@ fn eval_point(
         BodyRef::Body(b) => {
             let o = layout.offsets[b];
             if layout.is_rigid(b) {
-                let bm = b_mat(&s.p[b], local);
-                let bd = if with_vel {
-                    b_mat(&s.pd[b], local)
+                // Without velocities the snapshot's rates are zero, and so are ẋ and the
+                // convective term.
+                let (xd, conv) = if with_vel {
+                    let bd = b_mat(&s.pd[b], local);
+                    (
+                        sign * (s.rd[b] + b_mat(&s.p[b], local) * s.pd[b]),
+                        sign * (bd * s.pd[b]),
+                    )
                 } else {
-                    nalgebra::Matrix3x4::zeros()
+                    (Vector3::zeros(), Vector3::zeros())
                 };
                 QVal {
                     x: sign * (s.r[b] + s.a[b] * local),
-                    xd: sign * (s.rd[b] + bm * s.pd[b]),
-                    conv: sign * (bd * s.pd[b]),
+                    xd,
+                    conv,
                     x_t: Vector3::zeros(),
                     parts: [
                         Some(Part::R { col: o, sign }),
                         Some(Part::P {
                             col: o + 3,
                             sign,
+                            body: b,
                             local: *local,
-                            b: bm,
                         }),
                         None,
                         None,
@@ -218,23 +268,25 @@ fn eval_vector(
             if !layout.is_rigid(b) {
                 return QVal::constant(*local);
             }
-            let bm = b_mat(&s.p[b], local);
-            let bd = if with_vel {
-                b_mat(&s.pd[b], local)
+            let (xd, conv) = if with_vel {
+                (
+                    b_mat(&s.p[b], local) * s.pd[b],
+                    b_mat(&s.pd[b], local) * s.pd[b],
+                )
             } else {
-                nalgebra::Matrix3x4::zeros()
+                (Vector3::zeros(), Vector3::zeros())
             };
             QVal {
                 x: s.a[b] * local,
-                xd: bm * s.pd[b],
-                conv: bd * s.pd[b],
+                xd,
+                conv,
                 x_t: Vector3::zeros(),
                 parts: [
                     Some(Part::P {
                         col: layout.offsets[b] + 3,
                         sign: 1.0,
+                        body: b,
                         local: *local,
-                        b: bm,
                     }),
                     None,
                     None,
@@ -345,103 +397,146 @@ impl CoordVal {
     }
 }
 
-/// Up to four quantities with the scalar's gradient and Hessian with respect to them.
+/// Hessian blocks `∂²ξ/∂x_m∂x_n` of a scalar with respect to its quantities.
+type HBlocks = [[Matrix3<f64>; 4]; 4];
+
+/// Up to four quantities with the scalar's value and gradient with respect to them. Filled in
+/// place by [`form`]; the Hessian blocks live apart (only formed when needed).
 struct QForm {
     qs: [QVal; 4],
     n: usize,
     val: f64,
     g: [Vector3<f64>; 4],
-    h: [[Matrix3<f64>; 4]; 4],
 }
 
 impl QForm {
-    fn new(qs: &[QVal], val: f64) -> QForm {
-        let mut arr = [qs[0]; 4];
-        arr[..qs.len()].copy_from_slice(qs);
+    fn empty() -> QForm {
         QForm {
-            qs: arr,
-            n: qs.len(),
-            val,
+            qs: [QVal::constant(Vector3::zeros()); 4],
+            n: 0,
+            val: 0.0,
             g: [Vector3::zeros(); 4],
-            h: [[Matrix3::zeros(); 4]; 4],
         }
     }
 }
 
 /// Gradient/Hessian of `a·b` placed at quantity indices `ia`, `ib`, scaled by `c`.
-fn add_dot(f: &mut QForm, c: f64, ia: usize, ib: usize) {
+fn add_dot(f: &mut QForm, h: Option<&mut HBlocks>, c: f64, ia: usize, ib: usize) {
     let (a, b) = (f.qs[ia].x, f.qs[ib].x);
     f.g[ia] += c * b;
     f.g[ib] += c * a;
-    f.h[ia][ib] += c * Matrix3::identity();
-    f.h[ib][ia] += c * Matrix3::identity();
+    if let Some(h) = h {
+        h[ia][ib] += c * Matrix3::identity();
+        h[ib][ia] += c * Matrix3::identity();
+    }
 }
 
-fn form(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], with_vel: bool) -> QForm {
+/// Evaluate the quantities of `coord` into `f`, then the scalar's value and gradient. The
+/// Hessian blocks are written into `h` (set to `Some`) when `want_h` or when a quantity
+/// moves explicitly in time (`∇ξ_t` needs them); otherwise `h` is left `None` and the 1 KB
+/// of blocks are never touched.
+#[allow(clippy::too_many_arguments)]
+fn form(
+    layout: &Layout,
+    s: &Snapshot,
+    coord: &Coord,
+    refs: &[f64],
+    with_vel: bool,
+    want_h: bool,
+    f: &mut QForm,
+    h: &mut Option<HBlocks>,
+) {
     let ev = |d: &QDef| eval_quantity(layout, s, d, with_vel);
     match coord {
         Coord::Dot(a, b) => {
-            let (qa, qb) = (ev(a), ev(b));
-            let mut f = QForm::new(&[qa, qb], qa.x.dot(&qb.x));
-            add_dot(&mut f, 1.0, 0, 1);
-            f
+            f.qs[0] = ev(a);
+            f.qs[1] = ev(b);
+            f.n = 2;
         }
-        Coord::Combo([(c1, a1, b1), (c2, a2, b2)]) => {
-            let q = [ev(a1), ev(b1), ev(a2), ev(b2)];
-            let val = c1 * q[0].x.dot(&q[1].x) + c2 * q[2].x.dot(&q[3].x);
-            let mut f = QForm::new(&q, val);
-            add_dot(&mut f, *c1, 0, 1);
-            add_dot(&mut f, *c2, 2, 3);
-            f
+        Coord::Combo([(_, a1, b1), (_, a2, b2)]) => {
+            f.qs[0] = ev(a1);
+            f.qs[1] = ev(b1);
+            f.qs[2] = ev(a2);
+            f.qs[3] = ev(b2);
+            f.n = 4;
         }
-        Coord::HalfSq(d) => {
-            let qd = ev(d);
-            let mut f = QForm::new(&[qd], 0.5 * qd.x.norm_squared());
-            f.g[0] = qd.x;
-            f.h[0][0] = Matrix3::identity();
-            f
+        Coord::HalfSq(d) | Coord::Norm(d) => {
+            f.qs[0] = ev(d);
+            f.n = 1;
         }
-        Coord::Norm(d) => {
-            let qd = ev(d);
-            let l = qd.x.norm().max(1e-300);
-            let u = qd.x / l;
-            let mut f = QForm::new(&[qd], l);
+        Coord::Angle { x1, y1, x2, .. } => {
+            f.qs[0] = ev(x1);
+            f.qs[1] = ev(y1);
+            f.qs[2] = ev(x2);
+            f.n = 3;
+        }
+    }
+    let need_h = want_h || f.qs[..f.n].iter().any(|q| q.x_t != Vector3::zeros());
+    let mut h = if need_h {
+        Some(h.insert([[Matrix3::zeros(); 4]; 4]))
+    } else {
+        None
+    };
+    let x = |m: usize| f.qs[m].x;
+    match coord {
+        Coord::Dot(..) => {
+            f.val = x(0).dot(&x(1));
+            add_dot(f, h, 1.0, 0, 1);
+        }
+        Coord::Combo([(c1, ..), (c2, ..)]) => {
+            f.val = c1 * x(0).dot(&x(1)) + c2 * x(2).dot(&x(3));
+            add_dot(f, h.as_deref_mut(), *c1, 0, 1);
+            add_dot(f, h, *c2, 2, 3);
+        }
+        Coord::HalfSq(_) => {
+            f.val = 0.5 * x(0).norm_squared();
+            f.g[0] = x(0);
+            if let Some(h) = h {
+                h[0][0] = Matrix3::identity();
+            }
+        }
+        Coord::Norm(_) => {
+            let l = x(0).norm().max(1e-300);
+            let u = x(0) / l;
+            f.val = l;
             f.g[0] = u;
-            f.h[0][0] = (Matrix3::identity() - u * u.transpose()) / l;
-            f
+            if let Some(h) = h {
+                h[0][0] = (Matrix3::identity() - u * u.transpose()) / l;
+            }
         }
-        Coord::Angle { x1, y1, x2, slot } => {
-            let q = [ev(x1), ev(y1), ev(x2)];
-            let (s_, c_) = (q[1].x.dot(&q[2].x), q[0].x.dot(&q[2].x));
+        Coord::Angle { slot, .. } => {
+            let (s_, c_) = (x(1).dot(&x(2)), x(0).dot(&x(2)));
             let r2 = (s_ * s_ + c_ * c_).max(1e-300);
-            let val = unwrap_near(s_.atan2(c_), refs[*slot]);
-            let mut f = QForm::new(&q, val);
+            f.val = unwrap_near(s_.atan2(c_), refs[*slot]);
             // θ(s, c): θ_s = c/r², θ_c = −s/r², θ_ss = −2cs/r⁴, θ_cc = 2cs/r⁴, θ_sc = (s²−c²)/r⁴.
             let (ts, tc) = (c_ / r2, -s_ / r2);
-            let r4 = r2 * r2;
-            let (tss, tcc, tsc) = (
-                -2.0 * c_ * s_ / r4,
-                2.0 * c_ * s_ / r4,
-                (s_ * s_ - c_ * c_) / r4,
-            );
             // ∇s: (0, x2, y1); ∇c: (x2, 0, x1), over quantities (x1, y1, x2).
-            let gs = [Vector3::zeros(), q[2].x, q[1].x];
-            let gc = [q[2].x, Vector3::zeros(), q[0].x];
+            let gs = [Vector3::zeros(), x(2), x(1)];
+            let gc = [x(2), Vector3::zeros(), x(0)];
             for m in 0..3 {
                 f.g[m] = ts * gs[m] + tc * gc[m];
-                for n in 0..3 {
-                    f.h[m][n] = tss * gs[m] * gs[n].transpose()
-                        + tcc * gc[m] * gc[n].transpose()
-                        + tsc * (gs[m] * gc[n].transpose() + gc[m] * gs[n].transpose());
-                }
             }
-            // Second derivatives of s and c themselves: H_s(y1,x2) = I, H_c(x1,x2) = I.
-            let i3 = Matrix3::identity();
-            f.h[1][2] += ts * i3;
-            f.h[2][1] += ts * i3;
-            f.h[0][2] += tc * i3;
-            f.h[2][0] += tc * i3;
-            f
+            if let Some(h) = h {
+                let r4 = r2 * r2;
+                let (tss, tcc, tsc) = (
+                    -2.0 * c_ * s_ / r4,
+                    2.0 * c_ * s_ / r4,
+                    (s_ * s_ - c_ * c_) / r4,
+                );
+                for m in 0..3 {
+                    for n in 0..3 {
+                        h[m][n] = tss * gs[m] * gs[n].transpose()
+                            + tcc * gc[m] * gc[n].transpose()
+                            + tsc * (gs[m] * gc[n].transpose() + gc[m] * gs[n].transpose());
+                    }
+                }
+                // Second derivatives of s and c themselves: H_s(y1,x2) = I, H_c(x1,x2) = I.
+                let i3 = Matrix3::identity();
+                h[1][2] += ts * i3;
+                h[2][1] += ts * i3;
+                h[0][2] += tc * i3;
+                h[2][0] += tc * i3;
+            }
         }
     }
 }
@@ -450,8 +545,11 @@ fn form(layout: &Layout, s: &Snapshot, coord: &Coord, refs: &[f64], with_vel: bo
 /// `refs` are the angle branch references. The coordinate-space Hessian is written into
 /// `hess` when given (kept out of the returned value: it is large, and most callers need only
 /// the gradient).
-// Quantity indices address several parallel arrays (values, Jacobians, gradient and Hessian
-// blocks); index loops read better than zipped iterators here.
+///
+/// Everything is accumulated body block by body block (`sign · I` or `sign · B`), never
+/// through full `3 × LOCAL` quantity Jacobians: those are mostly zeros.
+// Quantity indices address several parallel arrays (values, gradient and Hessian blocks);
+// index loops read better than zipped iterators here.
 #[allow(clippy::needless_range_loop)]
 pub fn eval_coord(
     layout: &Layout,
@@ -461,16 +559,25 @@ pub fn eval_coord(
     v: Option<&[f64]>,
     hess: Option<&mut LMat>,
 ) -> CoordVal {
-    let f = form(layout, s, coord, refs, v.is_some());
+    let with_vel = v.is_some();
+    let mut f = QForm::empty();
+    let mut h = None;
+    form(
+        layout,
+        s,
+        coord,
+        refs,
+        with_vel,
+        with_vel || hess.is_some(),
+        &mut f,
+        &mut h,
+    );
     // Local blocks, deduplicated.
     let mut blocks = [(0usize, 0usize); 4];
     let mut nb = 0;
     for q in &f.qs[..f.n] {
         for p in q.parts.iter().flatten() {
-            let (col, len) = match p {
-                Part::R { col, .. } => (*col, 3),
-                Part::P { col, .. } => (*col, 4),
-            };
+            let (col, len) = p.block();
             if !blocks[..nb].iter().any(|b| b.0 == col) {
                 blocks[nb] = (col, len);
                 nb += 1;
@@ -487,53 +594,71 @@ pub fn eval_coord(
         }
         unreachable!("block registered above")
     };
-    // Local Jacobians of the quantities.
-    let mut jac = [SMatrix::<f64, 3, LOCAL>::zeros(); 4];
-    for (m, q) in f.qs[..f.n].iter().enumerate() {
-        for p in q.parts.iter().flatten() {
-            match p {
-                Part::R { col, sign } => {
-                    let l = local_start(*col);
-                    for k in 0..3 {
-                        jac[m][(k, l + k)] += sign;
-                    }
-                }
-                Part::P { col, sign, b, .. } => {
-                    let l = local_start(*col);
-                    let mut view = jac[m].fixed_view_mut::<3, 4>(0, l);
-                    view += *sign * b;
-                }
-            }
-        }
-    }
     let mut grad = LVec::zeros();
     let mut grad_t = LVec::zeros();
     let (mut xi_t, mut rate, mut conv) = (0.0, 0.0, 0.0);
     for m in 0..f.n {
-        grad += jac[m].transpose() * f.g[m];
-        xi_t += f.g[m].dot(&f.qs[m].x_t);
-        rate += f.g[m].dot(&f.qs[m].xd);
-        conv += f.g[m].dot(&f.qs[m].conv);
-        for n in 0..f.n {
-            let hmn = &f.h[m][n];
-            if hmn.iter().all(|x| *x == 0.0) {
-                continue;
-            }
-            conv += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
-            if f.qs[m].x_t != Vector3::zeros() {
-                grad_t += jac[n].transpose() * (hmn.transpose() * f.qs[m].x_t);
+        let q = &f.qs[m];
+        for p in q.parts.iter().flatten() {
+            p.add_jt(s, &f.g[m], local_start(p.block().0), &mut grad);
+        }
+        xi_t += f.g[m].dot(&q.x_t);
+        rate += f.g[m].dot(&q.xd);
+        conv += f.g[m].dot(&q.conv);
+    }
+    if let Some(h) = &h {
+        for m in 0..f.n {
+            for n in 0..f.n {
+                let hmn = &h[m][n];
+                if hmn.iter().all(|x| *x == 0.0) {
+                    continue;
+                }
+                conv += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
+                if f.qs[m].x_t != Vector3::zeros() {
+                    let w = hmn.transpose() * f.qs[m].x_t;
+                    for p in f.qs[n].parts.iter().flatten() {
+                        p.add_jt(s, &w, local_start(p.block().0), &mut grad_t);
+                    }
+                }
             }
         }
     }
     if let Some(hess) = hess {
+        let h = h.as_ref().expect("Hessian blocks formed when asked for");
+        // Jacobian blocks of the quantities' parts (only here: the Hessian needs Jᵀ H J,
+        // formed block by block).
+        let mut jb = [[Matrix3x4::zeros(); 4]; 4];
+        for m in 0..f.n {
+            for (k, p) in f.qs[m].parts.iter().enumerate() {
+                if let Some(p) = p {
+                    jb[m][k] = p.jac_block(s);
+                }
+            }
+        }
         hess.fill(0.0);
         for m in 0..f.n {
             for n in 0..f.n {
-                let hmn = &f.h[m][n];
+                let hmn = &h[m][n];
                 if hmn.iter().all(|x| *x == 0.0) {
                     continue;
                 }
-                *hess += jac[m].transpose() * hmn * jac[n];
+                for (a, pa) in f.qs[m].parts.iter().enumerate() {
+                    let Some(pa) = pa else { continue };
+                    let (ca, la) = pa.block();
+                    let la0 = local_start(ca);
+                    let jth = jb[m][a].transpose() * hmn;
+                    for (b, pb) in f.qs[n].parts.iter().enumerate() {
+                        let Some(pb) = pb else { continue };
+                        let (cb, lb) = pb.block();
+                        let lb0 = local_start(cb);
+                        let blk = jth * jb[n][b];
+                        for j in 0..lb {
+                            for i in 0..la {
+                                hess[(la0 + i, lb0 + j)] += blk[(i, j)];
+                            }
+                        }
+                    }
+                }
             }
             for p in f.qs[m].parts.iter().flatten() {
                 if let Part::P {

@@ -1538,3 +1538,81 @@ impl System {
 }
 
 mod events;
+
+/// Timing harness for the per-row evaluation (not a correctness test):
+/// `cargo test --release --lib mbs::system::eval_timing -- --ignored --nocapture`.
+#[cfg(test)]
+mod eval_timing {
+    use super::System;
+    use crate::integrate::jacobian::thread_cpu_time;
+    use crate::integrate::system::{ConstraintHessians, ForceJacobians};
+    use crate::integrate::Mechanical;
+    use nalgebra::DMatrix;
+
+    fn report(file: &str, what: &str, runs: &mut [f64], sink: f64) {
+        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "{file} {what}: {:.2} us (min {:.2}, max {:.2}) [{sink:.3e}]",
+            runs[runs.len() / 2],
+            runs[0],
+            runs[runs.len() - 1]
+        );
+    }
+    use std::sync::Arc;
+
+    /// Thread CPU time of one GGL-residual-like batch (`forces`, `constraints`,
+    /// `constraint_jacobian`, `constraint_time_derivative`, `mass_matrix`), median/min/max
+    /// over runs of `reps` batches, in microseconds per batch.
+    #[test]
+    #[ignore]
+    fn engine_evaluation_timing() {
+        for (file, reps) in [
+            ("double_pendulum_stiff.toml", 20_000),
+            ("pendulum_chain.toml", 5_000),
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("models")
+                .join(file);
+            let spec = crate::mbs::load_model(&path).unwrap();
+            let mut sys = System::new(Arc::new(spec)).unwrap();
+            let x = sys.initial_state(0.0).unwrap();
+            let (nq, nc) = (sys.n_q(), sys.n_c());
+            println!("{file}: n_q {nq}, n_c {nc}");
+            let v: Vec<f64> = (0..nq).map(|i| 0.1 * (i as f64).cos()).collect();
+            let (mut f, mut phi, mut phi_t) = (vec![0.0; nq], vec![0.0; nc], vec![0.0; nc]);
+            let mut jac = DMatrix::zeros(nc, nq);
+            let mut m = DMatrix::zeros(nq, nq);
+            let mut runs = Vec::new();
+            let mut sink = 0.0;
+            for _ in 0..7 {
+                let c0 = thread_cpu_time();
+                for r in 0..reps {
+                    let t = 0.1 + 1e-9 * r as f64;
+                    sys.mass_matrix(t, &x.q, &mut m);
+                    sys.constraint_jacobian(t, &x.q, &mut jac);
+                    sys.forces(t, &x.q, &v, &mut f);
+                    sys.constraint_time_derivative(t, &x.q, &mut phi_t);
+                    sys.constraints(t, &x.q, &mut phi);
+                    sink += f[0] + phi[0] + phi_t[0] + jac[(0, 0)] + m[(0, 0)];
+                }
+                runs.push((thread_cpu_time() - c0) / reps as f64 * 1e6);
+            }
+            report(file, "residual batch", &mut runs, sink);
+            // The analytic Jacobian's second-derivative terms.
+            let lambda: Vec<f64> = (0..nc).map(|k| 1.0 + 0.1 * k as f64).collect();
+            let (mut dq, mut dv, mut h) = (m.clone(), m.clone(), m.clone());
+            let mut runs = Vec::new();
+            for _ in 0..7 {
+                let c0 = thread_cpu_time();
+                for r in 0..reps / 4 {
+                    let t = 0.1 + 1e-9 * r as f64;
+                    sys.force_jacobians(t, &x.q, &v, &mut dq, &mut dv);
+                    sys.constraint_force_jacobian(t, &x.q, &lambda, &mut h);
+                    sink += dq[(0, 0)] + h[(0, 0)];
+                }
+                runs.push((thread_cpu_time() - c0) / (reps / 4) as f64 * 1e6);
+            }
+            report(file, "Hessian batch", &mut runs, sink);
+        }
+    }
+}
