@@ -309,3 +309,19 @@ fn energy_is_conserved_with_event_location() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Paper 002's own method through the first contacts with event location (issue 4: its step
+/// size used to collapse to ~1e-11 s just before the first contact).
+#[test]
+fn local_linearization_runs_through_contacts() {
+    for rtol in [1e-6, 1e-8] {
+        let r = run(Method::LocalLinearization, rtol, true, 1.2)
+            .unwrap_or_else(|e| panic!("rtol {rtol}: {e}"));
+        println!(
+            "LL rtol {rtol:.0e}: {} events, {} steps, energy {:.2e}",
+            r.events.len(),
+            r.stats.steps,
+            r.energy
+        );
+    }
+}
