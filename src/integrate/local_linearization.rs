@@ -229,6 +229,8 @@ pub struct LocalLinearization {
     lam_tmp: Vec<f64>,
     jac_ready: bool,
     initialized: bool,
+    jalt: DMatrix<f64>,
+    kinks: Vec<usize>,
     /// Jacobian columns taken one-sided because a force kink lay within the difference step.
     pub kink_columns: u64,
 }
@@ -269,6 +271,8 @@ impl LocalLinearization {
             jac_ready: false,
             initialized: false,
             kink_columns: 0,
+            jalt: DMatrix::zeros(m, m),
+            kinks: Vec::with_capacity(m),
         }
     }
 
@@ -334,6 +338,79 @@ impl LocalLinearization {
         )
     }
 
+    /// `y` lies on a force kink (columns `kinks`, both one-sided differences in `jac`/`jalt`):
+    /// the step needs the Jacobian of the mode the motion enters, which depends on how the
+    /// coordinates move together (a ball-ball gap closes when the upper ball falls faster), so
+    /// pick the combination of sides that best predicts `f(y + τ ẏ) − f(y)` for a small `τ`.
+    fn choose_kink_sides<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        eps: f64,
+    ) -> Result<(), IntegrateError> {
+        let m = 2 * self.nq;
+        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        if speed == 0.0 {
+            self.kinks.clear();
+            return Ok(());
+        }
+        let tau = eps * self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs())) / speed;
+        for i in 0..m {
+            self.yp[i] = self.y0[i] + tau * self.f0[i];
+        }
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.lam_tmp,
+            sys,
+            t,
+            &self.yp,
+            &mut self.fp,
+            true,
+        )?;
+        // base = Σ over smooth columns of J τ ẏ; the kinked columns are added per combination.
+        for i in 0..m {
+            let mut b = 0.0;
+            for k in 0..m {
+                if !self.kinks.contains(&k) {
+                    b += self.jac[(i, k)] * tau * self.f0[k];
+                }
+            }
+            self.lerr[i] = b;
+        }
+        let nk = self.kinks.len().min(10);
+        let (mut best, mut best_mask) = (f64::INFINITY, 0usize);
+        for mask in 0..(1usize << nk) {
+            let mut res = 0.0;
+            for i in 0..m {
+                let mut p = self.lerr[i];
+                for (b, &k) in self.kinks.iter().enumerate() {
+                    let jk = if b < nk && mask & (1 << b) != 0 {
+                        self.jalt[(i, k)]
+                    } else {
+                        self.jac[(i, k)]
+                    };
+                    p += jk * tau * self.f0[k];
+                }
+                let r = self.fp[i] - self.f0[i] - p;
+                res += r * r;
+            }
+            if res < best {
+                best = res;
+                best_mask = mask;
+            }
+        }
+        for (b, &k) in self.kinks.iter().enumerate().take(nk) {
+            if best_mask & (1 << b) != 0 {
+                for i in 0..m {
+                    self.jac[(i, k)] = self.jalt[(i, k)];
+                }
+            }
+        }
+        self.kinks.clear();
+        Ok(())
+    }
+
     /// `f_y`, `f_t` at the step start by central differences (one-sided at force kinks).
     fn jacobians<S: MultibodySystem + ?Sized>(
         &mut self,
@@ -354,9 +431,10 @@ impl LocalLinearization {
             // error, and the step size collapsed to ~1e-11 s before every contact. So shrink d
             // until both sides agree (the Jacobian of y's own mode), and if they never do (y is
             // on the kink, as after a located contact), take the one-sided difference on the
-            // side the state moves to (sign of ẏ_k = f_k), with the full d.
+            // side the state moves to, with the full d.
+            // (The side is chosen in `choose_kink_sides` from the direction of motion.)
             let mut agreed = false;
-            for _ in 0..3 {
+            for _ in 0..5 {
                 self.col_perturbed(sys, t, k, d, true)?;
                 self.col_perturbed(sys, t, k, -d, false)?;
                 let mut dmax: f64 = 1.0;
@@ -379,12 +457,17 @@ impl LocalLinearization {
                 }
             } else {
                 self.kink_columns += 1;
-                let s = if self.f0[k] >= 0.0 { 1.0 } else { -1.0 };
-                self.col_perturbed(sys, t, k, s * d0, true)?;
+                self.col_perturbed(sys, t, k, d0, true)?;
+                self.col_perturbed(sys, t, k, -d0, false)?;
                 for i in 0..m {
-                    self.jac[(i, k)] = (self.fp[i] - self.f0[i]) / (s * d0);
+                    self.jac[(i, k)] = (self.fp[i] - self.f0[i]) / d0;
+                    self.jalt[(i, k)] = (self.f0[i] - self.fm[i]) / d0;
                 }
+                self.kinks.push(k);
             }
+        }
+        if !self.kinks.is_empty() {
+            self.choose_kink_sides(sys, t, eps3)?;
         }
         let dt = eps3 * t.abs().max(1.0);
         Self::rhs(
