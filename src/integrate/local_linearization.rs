@@ -229,6 +229,10 @@ pub struct LocalLinearization {
     lam_tmp: Vec<f64>,
     jac_ready: bool,
     initialized: bool,
+    jalt: DMatrix<f64>,
+    kinks: Vec<usize>,
+    /// Jacobian columns taken one-sided because a force kink lay within the difference step.
+    pub kink_columns: u64,
 }
 
 impl LocalLinearization {
@@ -266,6 +270,9 @@ impl LocalLinearization {
             lam_tmp: vec![0.0; n_c],
             jac_ready: false,
             initialized: false,
+            kink_columns: 0,
+            jalt: DMatrix::zeros(m, m),
+            kinks: Vec::with_capacity(m),
         }
     }
 
@@ -307,7 +314,104 @@ impl LocalLinearization {
         ws.accelerations(sys, t, q, v, dv, lam)
     }
 
-    /// `f_y`, `f_t` at the step start by central differences.
+    /// `f(t, y0 + d e_k)` into `fp` (`plus`) or `fm`.
+    fn col_perturbed<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        k: usize,
+        d: f64,
+        plus: bool,
+    ) -> Result<(), IntegrateError> {
+        self.yp.copy_from_slice(&self.y0);
+        self.yp[k] += d;
+        let out = if plus { &mut self.fp } else { &mut self.fm };
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.lam_tmp,
+            sys,
+            t,
+            &self.yp,
+            out,
+            true,
+        )
+    }
+
+    /// `y` lies on a force kink (columns `kinks`, both one-sided differences in `jac`/`jalt`):
+    /// the step needs the Jacobian of the mode the motion enters, which depends on how the
+    /// coordinates move together (a ball-ball gap closes when the upper ball falls faster), so
+    /// pick the combination of sides that best predicts `f(y + τ ẏ) − f(y)` for a small `τ`.
+    fn choose_kink_sides<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        eps: f64,
+    ) -> Result<(), IntegrateError> {
+        let m = 2 * self.nq;
+        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        if speed == 0.0 {
+            self.kinks.clear();
+            return Ok(());
+        }
+        let tau = eps * self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs())) / speed;
+        for i in 0..m {
+            self.yp[i] = self.y0[i] + tau * self.f0[i];
+        }
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.lam_tmp,
+            sys,
+            t,
+            &self.yp,
+            &mut self.fp,
+            true,
+        )?;
+        // base = Σ over smooth columns of J τ ẏ; the kinked columns are added per combination.
+        for i in 0..m {
+            let mut b = 0.0;
+            for k in 0..m {
+                if !self.kinks.contains(&k) {
+                    b += self.jac[(i, k)] * tau * self.f0[k];
+                }
+            }
+            self.lerr[i] = b;
+        }
+        let nk = self.kinks.len().min(10);
+        let (mut best, mut best_mask) = (f64::INFINITY, 0usize);
+        for mask in 0..(1usize << nk) {
+            let mut res = 0.0;
+            for i in 0..m {
+                let mut p = self.lerr[i];
+                for (b, &k) in self.kinks.iter().enumerate() {
+                    let jk = if b < nk && mask & (1 << b) != 0 {
+                        self.jalt[(i, k)]
+                    } else {
+                        self.jac[(i, k)]
+                    };
+                    p += jk * tau * self.f0[k];
+                }
+                let r = self.fp[i] - self.f0[i] - p;
+                res += r * r;
+            }
+            if res < best {
+                best = res;
+                best_mask = mask;
+            }
+        }
+        for (b, &k) in self.kinks.iter().enumerate().take(nk) {
+            if best_mask & (1 << b) != 0 {
+                for i in 0..m {
+                    self.jac[(i, k)] = self.jalt[(i, k)];
+                }
+            }
+        }
+        self.kinks.clear();
+        Ok(())
+    }
+
+    /// `f_y`, `f_t` at the step start by central differences (one-sided at force kinks).
     fn jacobians<S: MultibodySystem + ?Sized>(
         &mut self,
         sys: &mut S,
@@ -317,33 +421,53 @@ impl LocalLinearization {
         let eps3 = 6e-6;
         self.stats.jac_evals += 1;
         for k in 0..m {
-            let d = eps3 * self.y0[k].abs().max(1.0);
-            self.yp.copy_from_slice(&self.y0);
-            self.yp[k] += d;
-            Self::rhs(
-                &mut self.ws,
-                &mut self.stats,
-                &mut self.lam_tmp,
-                sys,
-                t,
-                &self.yp,
-                &mut self.fp,
-                true,
-            )?;
-            self.yp[k] -= 2.0 * d;
-            Self::rhs(
-                &mut self.ws,
-                &mut self.stats,
-                &mut self.lam_tmp,
-                sys,
-                t,
-                &self.yp,
-                &mut self.fm,
-                true,
-            )?;
-            for i in 0..m {
-                self.jac[(i, k)] = (self.fp[i] - self.fm[i]) / (2.0 * d);
+            let d0 = eps3 * self.y0[k].abs().max(1.0);
+            let mut d = d0;
+            // One-sided differences D± = ±(f(y ± d e_k) − f(y)) / d; their mean is the central
+            // difference. Where a force has a kink within d of y (a penalty contact about to
+            // open or close, gap < d), D+ and D− differ by the contact stiffness and the mean
+            // is half a stiffness that neither side of the kink has: the step's linearization
+            // is then wrong by O(k h) even for tiny h, the estimate (30)-(31) sees it as
+            // error, and the step size collapsed to ~1e-11 s before every contact. So shrink d
+            // until both sides agree (the Jacobian of y's own mode), and if they never do (y is
+            // on the kink, as after a located contact), take the one-sided difference on the
+            // side the state moves to, with the full d.
+            // (The side is chosen in `choose_kink_sides` from the direction of motion.)
+            let mut agreed = false;
+            for _ in 0..5 {
+                self.col_perturbed(sys, t, k, d, true)?;
+                self.col_perturbed(sys, t, k, -d, false)?;
+                let mut dmax: f64 = 1.0;
+                let mut diff: f64 = 0.0;
+                for i in 0..m {
+                    let dp = (self.fp[i] - self.f0[i]) / d;
+                    let dm = (self.f0[i] - self.fm[i]) / d;
+                    dmax = dmax.max(dp.abs()).max(dm.abs());
+                    diff = diff.max((dp - dm).abs());
+                }
+                if diff <= 1e-3 * dmax {
+                    agreed = true;
+                    break;
+                }
+                d *= 1e-2;
             }
+            if agreed {
+                for i in 0..m {
+                    self.jac[(i, k)] = (self.fp[i] - self.fm[i]) / (2.0 * d);
+                }
+            } else {
+                self.kink_columns += 1;
+                self.col_perturbed(sys, t, k, d0, true)?;
+                self.col_perturbed(sys, t, k, -d0, false)?;
+                for i in 0..m {
+                    self.jac[(i, k)] = (self.fp[i] - self.f0[i]) / d0;
+                    self.jalt[(i, k)] = (self.f0[i] - self.fm[i]) / d0;
+                }
+                self.kinks.push(k);
+            }
+        }
+        if !self.kinks.is_empty() {
+            self.choose_kink_sides(sys, t, eps3)?;
         }
         let dt = eps3 * t.abs().max(1.0);
         Self::rhs(
