@@ -9,6 +9,8 @@
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
 mod sparse;
+mod output_derivs;
+pub use output_derivs::InputDerivatives;
 
 use super::inputs::InputSignals;
 use super::kin::{eval_coord, raw_angle, Coord, CoordVal, LMat, Layout, QDef, Snapshot};
