@@ -1455,6 +1455,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn analytic_output_input_jacobian_matches_the_differenced_oracle() {
+        for m in ["slider_crank", "four_link", "quarter_car_rig", "pendulum_chain"] {
+            let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("models/{m}.toml"));
+            let spec = Arc::new(crate::mbs::load_model(&f).unwrap());
+            let table = Arc::new(VariableTable::from_spec(&spec));
+            let engine = crate::mbs::system::System::new(spec.clone()).unwrap();
+            let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
+            sim.setup_experiment(Some(1e-6), 0.0, None).unwrap();
+            sim.initialize().unwrap();
+            let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+            let ins: Vec<u32> = spec.inputs.iter().map(|i| vr(&i.name)).collect();
+            let outs: Vec<u32> = spec.outputs.iter().map(|o| vr(&o.name)).collect();
+            // A few samples in the history, so the rebuilt segment has a slope and curvature.
+            for k in 1..=3 {
+                let t = 0.01 * k as f64;
+                for (j, &v) in ins.iter().enumerate() {
+                    let u0 = spec.inputs[j].start;
+                    sim.set_real(v, u0 + 0.002 * (k * k) as f64, SetPhase::Stepping)
+                        .unwrap();
+                }
+                sim.advance_to(t, None).unwrap();
+            }
+            let an = sim.output_input_jacobian(&outs, &ins).unwrap();
+            let fd = sim.output_input_jacobian_differenced(&outs, &ins).unwrap();
+            let scale = fd.amax();
+            for (a, d) in an.iter().zip(fd.iter()) {
+                let tol = 1e-6 * d.abs().max(1e-3 * scale).max(1e-9);
+                assert!((a - d).abs() <= tol, "{m}: analytic {a} vs differenced {d}");
+            }
+        }
+    }
+
+    #[test]
     fn history_segment_reproduces_a_quadratic_exactly() {
         let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
         let mut inp = InputState::default();
