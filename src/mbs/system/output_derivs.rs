@@ -449,7 +449,7 @@ mod tests {
             let n_out = sys.n_outputs();
             let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
             let mut nonzero = 0;
-            for j in 0..n_in {
+            for (j, an_j) in an.iter().enumerate() {
                 let saved = sys.inputs().segments[j];
                 let base = saved.eval(x.t);
                 for c in 0..3 {
@@ -467,7 +467,7 @@ mod tests {
                     let fd: Vec<f64> = (0..n_out).map(|k| (yp[k] - ym[k]) / (2.0 * h)).collect();
                     let scale = fd.iter().fold(0.0f64, |m, v| m.max(v.abs()));
                     for k in 0..n_out {
-                        let (a, d) = (an[j][c][k], fd[k]);
+                        let (a, d) = (an_j[c][k], fd[k]);
                         if d.is_nan() && a.is_nan() {
                             continue;
                         }
