@@ -1456,9 +1456,14 @@ mod tests {
 
     #[test]
     fn analytic_output_input_jacobian_matches_the_differenced_oracle() {
-        for m in ["slider_crank", "four_link", "quarter_car_rig", "pendulum_chain"] {
-            let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("models/{m}.toml"));
+        for m in [
+            "slider_crank",
+            "four_link",
+            "quarter_car_rig",
+            "pendulum_chain",
+        ] {
+            let f =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("models/{m}.toml"));
             let spec = Arc::new(crate::mbs::load_model(&f).unwrap());
             let table = Arc::new(VariableTable::from_spec(&spec));
             let engine = crate::mbs::system::System::new(spec.clone()).unwrap();

@@ -8,8 +8,8 @@
 //! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
-mod sparse;
 mod output_derivs;
+mod sparse;
 pub use output_derivs::InputDerivatives;
 
 use super::inputs::InputSignals;
