@@ -64,6 +64,13 @@ pub trait Engine:
         q: &[f64],
         v: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>), ModelError>;
+    /// Per input in `inputs`: the derivatives of every output with respect to the input's
+    /// value, rate and second rate at `x.t`, at the fixed state `x`.
+    fn output_input_derivatives(
+        &mut self,
+        x: &MechState,
+        inputs: &[usize],
+    ) -> Result<Vec<crate::mbs::system::InputDerivatives>, ModelError>;
 }
 
 impl Engine for crate::mbs::system::System {
@@ -89,6 +96,13 @@ impl Engine for crate::mbs::system::System {
         v: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
         crate::mbs::system::System::accelerations(self, t, q, v)
+    }
+    fn output_input_derivatives(
+        &mut self,
+        x: &MechState,
+        inputs: &[usize],
+    ) -> Result<Vec<crate::mbs::system::InputDerivatives>, ModelError> {
+        crate::mbs::system::System::output_input_derivatives(self, x, inputs)
     }
 }
 
@@ -1026,17 +1040,74 @@ impl<E: Engine> Simulation<E> {
     /// `(t, u)` and rebuild the input's segment (module documentation): the value, and through
     /// the reconstruction also `u̇` and `ü` at `t`, are affine in `u`, so a kinematic driver's
     /// reaction changes through `ü` (the `Φ_tt` term of the saddle-point system) and a moving
-    /// frame's force elements through `u` and `u̇`. The derivative of the segment with respect
-    /// to `u` is exact (the rebuild is linear in the sample); the engine's response to it is
-    /// taken by central differences of the outputs along that one direction per input (exact
-    /// up to round-off where the outputs are affine in the segment, as reactions and
-    /// accelerations are). The state `(q, v)` is held fixed: outputs that are functions of the
-    /// state (positions, angles, velocities) have zero derivative.
+    /// frame's force elements through `u` and `u̇`. The chain rule combines the segment
+    /// rebuild's derivative `d(u, u̇, ü)/du` (exact: the rebuild is affine in the sample) with
+    /// the engine's derivatives of the outputs with respect to `(u, u̇, ü)`
+    /// ([`Engine::output_input_derivatives`]: one factorization of the saddle-point matrix,
+    /// analytic for drivers and actuators, central differences of the direct partials only
+    /// for inputs that move a frame). The state `(q, v)` is held fixed: outputs that are
+    /// functions of the state (positions, angles, velocities) have zero derivative.
     pub fn output_input_jacobian(
         &mut self,
         unknowns: &[u32],
         knowns: &[u32],
     ) -> Result<nalgebra::DMatrix<f64>, CosimError> {
+        let (rows, cols) = self.derivative_indices(unknowns, knowns)?;
+        self.ensure_state()?;
+        self.refresh_inputs();
+        let x = self.st.x.clone().expect("state ensured");
+        let der = self.st.engine.output_input_derivatives(&x, &cols)?;
+        let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
+        for (c, &j) in cols.iter().enumerate() {
+            let ds = rebuild_derivative(&self.st.inputs[j], x.t);
+            for (r, &i) in rows.iter().enumerate() {
+                jac[(r, c)] = (0..3).map(|k| der[c][k][i] * ds[k]).sum();
+            }
+        }
+        Ok(jac)
+    }
+
+    /// The same Jacobian as [`Simulation::output_input_jacobian`] by one central difference
+    /// of the outputs per input along the rebuilt segment: an independent oracle for tests.
+    pub fn output_input_jacobian_differenced(
+        &mut self,
+        unknowns: &[u32],
+        knowns: &[u32],
+    ) -> Result<nalgebra::DMatrix<f64>, CosimError> {
+        let (rows, cols) = self.derivative_indices(unknowns, knowns)?;
+        self.ensure_state()?;
+        self.refresh_inputs();
+        let x = self.st.x.clone().expect("state ensured");
+        let t = x.t;
+        let n_out = self.st.outputs.len();
+        let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
+        let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
+        for (c, &j) in cols.iter().enumerate() {
+            let inp = &self.st.inputs[j];
+            let u = inp.value;
+            let d = f64::EPSILON.cbrt() * u.abs().max(1.0);
+            let (sp, sm) = (rebuilt_segment(inp, t, d), rebuilt_segment(inp, t, -d));
+            let saved = self.st.engine.inputs_mut().segments[j];
+            self.st.engine.inputs_mut().segments[j] = sp;
+            let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
+            self.st.engine.inputs_mut().segments[j] = sm;
+            let rm = self.st.engine.evaluate_outputs(&x, &mut ym);
+            self.st.engine.inputs_mut().segments[j] = saved;
+            rp?;
+            rm?;
+            for (r, &i) in rows.iter().enumerate() {
+                jac[(r, c)] = (yp[i] - ym[i]) / (2.0 * d);
+            }
+        }
+        Ok(jac)
+    }
+
+    /// Output and input indices of the value references of a derivative request.
+    fn derivative_indices(
+        &self,
+        unknowns: &[u32],
+        knowns: &[u32],
+    ) -> Result<(Vec<usize>, Vec<usize>), CosimError> {
         let mut rows = Vec::with_capacity(unknowns.len());
         for &vr in unknowns {
             match self.var(vr)?.kind {
@@ -1059,38 +1130,7 @@ impl<E: Engine> Simulation<E> {
                 }
             }
         }
-        self.ensure_state()?;
-        self.refresh_inputs();
-        let x = self.st.x.clone().expect("state ensured");
-        let t = x.t;
-        let n_out = self.st.outputs.len();
-        let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
-        let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
-        for (c, &j) in cols.iter().enumerate() {
-            let inp = &self.st.inputs[j];
-            let u = inp.value;
-            // The segment the FMU would build after the importer set `u + s` at `t`.
-            let rebuilt = |s: f64| {
-                let mut probe = inp.clone();
-                probe.value = u + s;
-                record_sample(&mut probe.history, t, u + s);
-                segment_for(&probe, t)
-            };
-            let d = f64::EPSILON.cbrt() * u.abs().max(1.0);
-            let (sp, sm) = (rebuilt(d), rebuilt(-d));
-            let saved = self.st.engine.inputs_mut().segments[j];
-            self.st.engine.inputs_mut().segments[j] = sp;
-            let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
-            self.st.engine.inputs_mut().segments[j] = sm;
-            let rm = self.st.engine.evaluate_outputs(&x, &mut ym);
-            self.st.engine.inputs_mut().segments[j] = saved;
-            rp?;
-            rm?;
-            for (r, &i) in rows.iter().enumerate() {
-                jac[(r, c)] = (yp[i] - ym[i]) / (2.0 * d);
-            }
-        }
-        Ok(jac)
+        Ok((rows, cols))
     }
 
     // ---- state ----
@@ -1377,6 +1417,26 @@ fn record_sample(history: &mut Vec<(f64, f64)>, t: f64, u: f64) {
 
 /// The segment at `t` for one input: Taylor from FMI 2 derivatives, otherwise the polynomial
 /// through the history samples (the last of which is at `t`).
+/// The segment the FMU would build after the importer set `value + s` at `t`.
+fn rebuilt_segment(inp: &InputState, t: f64, s: f64) -> InputSegment {
+    let mut probe = inp.clone();
+    probe.value = inp.value + s;
+    record_sample(&mut probe.history, t, inp.value + s);
+    segment_for(&probe, t)
+}
+
+/// `d(u, u̇, ü)(t)/du` of the segment rebuilt after setting the input to `u` at `t`. The
+/// rebuild is affine in the sample, so a central difference with a step of the value's own
+/// size is exact up to round-off.
+fn rebuild_derivative(inp: &InputState, t: f64) -> [f64; 3] {
+    let d = inp.value.abs().max(1.0);
+    let (p, m) = (
+        rebuilt_segment(inp, t, d).eval(t),
+        rebuilt_segment(inp, t, -d).eval(t),
+    );
+    [0, 1, 2].map(|k| (p[k] - m[k]) / (2.0 * d))
+}
+
 fn segment_for(inp: &InputState, t: f64) -> InputSegment {
     let u = inp.value;
     if inp.derivs.iter().any(Option::is_some) {
@@ -1393,6 +1453,45 @@ fn segment_for(inp: &InputState, t: f64) -> InputSegment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn analytic_output_input_jacobian_matches_the_differenced_oracle() {
+        for m in [
+            "slider_crank",
+            "four_link",
+            "quarter_car_rig",
+            "pendulum_chain",
+        ] {
+            let f =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("models/{m}.toml"));
+            let spec = Arc::new(crate::mbs::load_model(&f).unwrap());
+            let table = Arc::new(VariableTable::from_spec(&spec));
+            let engine = crate::mbs::system::System::new(spec.clone()).unwrap();
+            let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
+            sim.setup_experiment(Some(1e-6), 0.0, None).unwrap();
+            sim.initialize().unwrap();
+            let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+            let ins: Vec<u32> = spec.inputs.iter().map(|i| vr(&i.name)).collect();
+            let outs: Vec<u32> = spec.outputs.iter().map(|o| vr(&o.name)).collect();
+            // A few samples in the history, so the rebuilt segment has a slope and curvature.
+            for k in 1..=3 {
+                let t = 0.01 * k as f64;
+                for (j, &v) in ins.iter().enumerate() {
+                    let u0 = spec.inputs[j].start;
+                    sim.set_real(v, u0 + 0.002 * (k * k) as f64, SetPhase::Stepping)
+                        .unwrap();
+                }
+                sim.advance_to(t, None).unwrap();
+            }
+            let an = sim.output_input_jacobian(&outs, &ins).unwrap();
+            let fd = sim.output_input_jacobian_differenced(&outs, &ins).unwrap();
+            let scale = fd.amax();
+            for (a, d) in an.iter().zip(fd.iter()) {
+                let tol = 1e-6 * d.abs().max(1e-3 * scale).max(1e-9);
+                assert!((a - d).abs() <= tol, "{m}: analytic {a} vs differenced {d}");
+            }
+        }
+    }
 
     #[test]
     fn history_segment_reproduces_a_quadratic_exactly() {
