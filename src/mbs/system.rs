@@ -1320,44 +1320,20 @@ impl System {
         let mut gamma = vec![0.0; nc];
         self.forces(t, q, v, &mut f);
         self.acceleration_rhs(t, q, v, &mut gamma);
-        let singular = |s: &Self| {
-            s.err(format!("singular saddle-point matrix at t = {t} (dependent constraints or a body without mass)"))
-        };
-        if crate::integrate::sparse::SaddleSolver::Auto.use_sparse(nq + nc, true) {
-            let mut sp = match self.saddle_cache.take() {
-                Some(sp) if sp.nq() == nq && sp.nc() == nc => sp,
-                _ => Box::new(
-                    crate::integrate::sparse::SparseSaddle::for_system(self, nq, nc)
-                        .map_err(|_| singular(self))?,
-                ),
-            };
-            sp.evaluate(self, t, q);
-            let ok = sp.factor().is_ok();
-            let mut x: Vec<f64> = f.iter().chain(gamma.iter()).copied().collect();
-            if ok {
-                sp.solve(&mut x);
-            }
+        let mut fac = self.factor_saddle(t, q)?;
+        let mut x: Vec<f64> = f.iter().chain(gamma.iter()).copied().collect();
+        let ok = fac.solve(&mut x);
+        if let output_derivs::Factored::Sparse(sp) = fac {
             self.saddle_cache = Some(sp);
-            if !ok || !x.iter().all(|v| v.is_finite()) {
-                return Err(singular(self));
-            }
-            let lambda = x.split_off(nq);
-            return Ok((x, lambda));
         }
-        let mut m = DMatrix::zeros(nq, nq);
-        let mut jac = DMatrix::zeros(nc, nq);
-        self.mass_matrix(t, q, &mut m);
-        self.constraint_jacobian(t, q, &mut jac);
-        let mut a = DMatrix::zeros(nq + nc, nq + nc);
-        a.view_mut((0, 0), (nq, nq)).copy_from(&m);
-        a.view_mut((0, nq), (nq, nc)).copy_from(&jac.transpose());
-        a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
-        let rhs = DVector::from_iterator(nq + nc, f.iter().chain(gamma.iter()).copied());
-        let x = a.lu().solve(&rhs).ok_or_else(|| singular(self))?;
-        Ok((
-            x.rows(0, nq).as_slice().to_vec(),
-            x.rows(nq, nc).as_slice().to_vec(),
-        ))
+        if !ok {
+            return Err(self.err(format!(
+                "singular saddle-point matrix at t = {t} (dependent constraints or a body \
+                 without mass)"
+            )));
+        }
+        let lambda = x.split_off(nq);
+        Ok((x, lambda))
     }
 
     pub fn n_outputs(&self) -> usize {

@@ -24,14 +24,16 @@
 use super::*;
 use crate::integrate::sparse::{SaddleSolver, SparseSaddle};
 
-/// The saddle-point matrix at `(t, q)`, factored once.
-enum Factored {
+/// The saddle-point matrix at `(t, q)`, factored once (also used by
+/// [`System::accelerations`]).
+pub(super) enum Factored {
     Dense(nalgebra::LU<f64, nalgebra::Dyn, nalgebra::Dyn>),
     Sparse(Box<SparseSaddle>),
 }
 
 impl Factored {
-    fn solve(&mut self, x: &mut [f64]) -> bool {
+    /// Solve in place; false when singular or not finite.
+    pub(super) fn solve(&mut self, x: &mut [f64]) -> bool {
         match self {
             Factored::Dense(lu) => {
                 let mut b = DVector::from_column_slice(x);
@@ -62,7 +64,10 @@ impl System {
         })
     }
 
-    fn factor_saddle(&mut self, t: f64, q: &[f64]) -> Result<Factored, ModelError> {
+    /// `[M Φqᵀ; Φq 0]` at `(t, q)`: dense LU for small models, the sparse LU (its symbolic
+    /// analysis kept in `saddle_cache`) from the sparse threshold on. Give a sparse
+    /// factorization back to the cache when done.
+    pub(super) fn factor_saddle(&mut self, t: f64, q: &[f64]) -> Result<Factored, ModelError> {
         let (nq, nc) = (self.n_q(), self.n_c());
         let singular = |s: &Self| {
             s.err(format!(
