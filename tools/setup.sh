@@ -6,7 +6,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 need_apt=()
-[ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need_apt+=(libclang-dev)
+# libclang proper (libclang.so*, libclang-NN.so*), not libclang-cpp.so*, which some images ship
+# alone and which clang-sys (bindgen) rightly ignores.
+have_libclang=$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+    /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* 2>/dev/null | head -n 1 || true)
+[ -n "$have_libclang" ] || need_apt+=(libclang-dev)
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
