@@ -109,6 +109,11 @@ pub struct EventLocator {
     g: Vec<f64>,
     t_g: f64,
     have_g: bool,
+    /// The event the previous accepted step was located on (it ended within `gap_tol` of that
+    /// contact's surface, on the new side). Only then is a switch of the same contact right at
+    /// the start of the next step a repeat of the located one; a step that merely ended close
+    /// to a surface without crossing it has located nothing.
+    located_last: Option<usize>,
     /// A located step is kept when `|g| ≤ gap_tol` at its end (length units of the model).
     pub gap_tol: f64,
     /// Restart the method at every located event (default): its step-size history (and a
@@ -174,6 +179,7 @@ impl EventLocator {
             g: Vec::new(),
             t_g: f64::NAN,
             have_g: false,
+            located_last: None,
             gap_tol: gap_tol.abs().max(1e-15),
             restart_after_event: true,
             stats: EventStats::default(),
@@ -185,6 +191,7 @@ impl EventLocator {
     /// was changed from outside); they are evaluated again at the next step.
     pub fn reset(&mut self) {
         self.have_g = false;
+        self.located_last = None;
     }
 
     fn size(&mut self, n: usize, nq: usize) {
@@ -198,6 +205,7 @@ impl EventLocator {
         if self.g.len() != n {
             self.g.resize(n, 0.0);
             self.have_g = false;
+            self.located_last = None;
         }
     }
 
@@ -377,9 +385,7 @@ impl EventLocator {
             }
         }
         if !found {
-            self.g.copy_from_slice(&self.ws.g_new);
-            self.t_g = t1;
-            return Ok(StepOutcome::Step(t1));
+            return Ok(self.plain_step(t1));
         }
 
         // Bracket [a, b] of end times of one step from t0: no switch at a, a switch at b (for
@@ -401,14 +407,10 @@ impl EventLocator {
         }
         let (mut fa, mut fb) = (self.ws.g_a[k], self.ws.g_b[k]);
         let mut side = 0i8;
-        if self.g[k].abs() <= self.gap_tol {
-            // The contact switched (again) right at the start of the step, where the previous
-            // step ended on its surface: nothing to locate, keep the step.
-            if s_b == 1.0 {
-                self.g.copy_from_slice(&self.ws.g_new);
-                self.t_g = t1;
-                return Ok(StepOutcome::Step(t1));
-            }
+        if self.located_last == Some(k) && self.g[k].abs() <= self.gap_tol && s_b == 1.0 {
+            // The contact switched back right at the start of the step, where the previous step
+            // was located on its surface (rounding-level chatter): nothing new to locate.
+            return Ok(self.plain_step(t1));
         }
         let t_tol = 4.0 * f64::EPSILON * t1.abs().max(1.0);
         // Shortest step from t0 worth trying (the methods refuse steps below ~16 eps t).
@@ -438,9 +440,7 @@ impl EventLocator {
             if !crossed && t < tau {
                 // The method could not take a step as long as asked: an ordinary step that
                 // stays before every event; the next call continues the search from there.
-                self.g.copy_from_slice(&ws.g_new);
-                self.t_g = t;
-                return Ok(StepOutcome::Step(t));
+                return Ok(self.plain_step(t));
             }
             if crossed {
                 b = t;
@@ -513,9 +513,7 @@ impl EventLocator {
             sys.event_functions(t, &integ.state().q, &mut self.ws.g_new);
             if !(0..n).any(|i| switched(self.g[i], self.ws.g_new[i])) {
                 // The interpolant's switch was not confirmed by the method: ordinary step.
-                self.g.copy_from_slice(&self.ws.g_new);
-                self.t_g = t;
-                return Ok(StepOutcome::Step(t));
+                return Ok(self.plain_step(t));
             }
             b = t;
             if !switched(self.g[k], self.ws.g_new[k]) {
@@ -527,11 +525,20 @@ impl EventLocator {
         Ok(self.finish(k, b))
     }
 
+    /// The accepted step ends at `t` before or without any event (values at `t` in `ws.g_new`).
+    fn plain_step(&mut self, t: f64) -> StepOutcome {
+        self.g.copy_from_slice(&self.ws.g_new);
+        self.t_g = t;
+        self.located_last = None;
+        StepOutcome::Step(t)
+    }
+
     /// The accepted step ends at `t` on event `k` (values at `t` in `ws.g_new`).
     fn finish(&mut self, k: usize, t: f64) -> StepOutcome {
         let begins = self.g[k] >= 0.0;
         self.g.copy_from_slice(&self.ws.g_new);
         self.t_g = t;
+        self.located_last = Some(k);
         self.stats.events += 1;
         StepOutcome::Event(Event {
             t,
