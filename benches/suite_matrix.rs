@@ -4,7 +4,7 @@
 //! reference is at most the model's target is kept, and is rerun a few times for the CPU time.
 //!
 //! ```text
-//! cargo bench --bench suite_matrix              # all models, ≈ 5 min CPU (wall more on a loaded machine)
+//! cargo bench --bench suite_matrix              # all models, ≈ 6 min CPU (wall more on a loaded machine)
 //! cargo bench --bench suite_matrix -- --quick   # 3 timing runs, smaller time budget per run
 //! cargo bench --bench suite_matrix -- double_pendulum_stiff quarter_car   # some models only
 //! ```
@@ -12,9 +12,9 @@
 //! CPU time is this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) of initialisation plus the
 //! run to the horizon (outputs evaluated at every sample point), so other load on the machine
 //! only counts through caches. References (tests/data, tools/references/README.md) are
-//! independent of the engine: minimal-coordinate scipy solutions at 1e-12, closed-form
-//! kinematics, or exact linear solutions. Writes the `suite_matrix` section of
-//! docs/benchmarks.md (only when every model ran).
+//! independent of the engine: scipy solutions at 1e-12 in minimal coordinates (or, for the
+//! spherical chain, in the bar axes), closed-form kinematics, or exact linear solutions.
+//! Writes the `suite_matrix` section of docs/benchmarks.md (only when every model ran).
 
 #[path = "common/report.rs"]
 mod report;
@@ -91,6 +91,11 @@ struct Case {
     /// Inputs in model order, each given in closed form (cubic Hermite segment per sample
     /// interval: value and slope continuous, so the state stays consistent).
     drives: &'static [Drive],
+    /// `max_step` for the local linearization (the only per-method setting): it is exact inside
+    /// a linear contact mode, so without a bound below the shortest contact a step can carry a
+    /// ball through a whole contact (or through the other ball), which no estimate at the step
+    /// ends sees (docs/integrators.md).
+    ll_max_step: Option<f64>,
 }
 
 const TARGET: f64 = 1e-4;
@@ -108,6 +113,7 @@ fn cases() -> Vec<Case> {
             error_text:
                 "max |Δθ1| [rad] every 0.02 s over 2 s (Radau 1e-12 in minimal coordinates)",
             drives: &[],
+            ll_max_step: None,
         },
         Case {
             name: "slider_crank",
@@ -121,6 +127,7 @@ fn cases() -> Vec<Case> {
                 "max |Δ crank_torque| / max |torque| every 0.01 s over 2 s, crank at 2π rad/s \
                          (closed form; zero degrees of freedom)",
             drives: &[|t| (2.0 * PI * t, 2.0 * PI)],
+            ll_max_step: None,
         },
         Case {
             name: "four_link",
@@ -134,6 +141,7 @@ fn cases() -> Vec<Case> {
                 "max |Δ rotor_torque| / max |torque| every 0.01 s over 2 s, rotor at π rad/s \
                          (closed form; zero degrees of freedom)",
             drives: &[|t| (PI * t, PI)],
+            ll_max_step: None,
         },
         Case {
             name: "quarter_car",
@@ -150,6 +158,7 @@ fn cases() -> Vec<Case> {
                 let w = 2.0 * PI * 1.5;
                 (0.01 * (w * t).sin(), 0.01 * w * (w * t).cos())
             }],
+            ll_max_step: None,
         },
         Case {
             name: "pendulum_chain",
@@ -171,6 +180,7 @@ fn cases() -> Vec<Case> {
                     (0.2 * (w * t).sin(), 0.2 * w * (w * t).cos())
                 },
             ],
+            ll_max_step: None,
         },
         Case {
             name: "bouncing_balls",
@@ -183,6 +193,21 @@ fn cases() -> Vec<Case> {
             error_text: "max(|Δy1|, |Δy2|) [m] every 0.01 s over 1 s, through 5 contacts \
                          without event location (piecewise exact)",
             drives: &[],
+            ll_max_step: Some(2e-3),
+        },
+        Case {
+            name: "spherical_chain",
+            file: "spherical_chain.toml",
+            reference: "spherical_chain.csv",
+            horizon: 2.0,
+            dt: 0.02,
+            outputs: &["tip_x", "tip_y", "tip_z"],
+            scale: Some(1.0),
+            error_text: "max(|Δtip_x|, |Δtip_y|, |Δtip_z|) [m] every 0.02 s over 2 s, 8 bars on \
+                         spherical joints spinning at 1 rad/s about their axes, oblique gravity \
+                         (DOP853 1e-12 in the bar axes)",
+            drives: &[],
+            ll_max_step: None,
         },
     ]
 }
@@ -260,12 +285,15 @@ fn run(case: &Case, p: &Prepared, method: Method, tol: f64, budget: f64) -> Outc
             sys.inputs_mut().segments[i] = hermite(*u, t0, t0 + case.dt);
         }
     };
-    let settings = Settings {
+    let mut settings = Settings {
         method,
         rtol: tol,
         atol: tol,
         ..Settings::default()
     };
+    if let (Method::LocalLinearization, Some(h)) = (method, case.ll_max_step) {
+        settings.max_step = h;
+    }
     let mut out = vec![0.0; p.spec.outputs.len()];
     let start = report::thread_cpu_time();
     set_inputs(&mut sys, 0.0);
@@ -468,6 +496,14 @@ fn main() {
                 Cell::NotReached { why } => {
                     format!("| {} | | | | | | | | {why} |", method.name())
                 }
+            };
+            let line = match (method, case.ll_max_step) {
+                (Method::LocalLinearization, Some(h)) => line.replacen(
+                    method.name(),
+                    &format!("{} (max step {h:.0e} s)", method.name()),
+                    1,
+                ),
+                _ => line,
             };
             println!("{}: {line}", case.name);
             let _ = writeln!(md, "{line}");

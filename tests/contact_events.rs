@@ -269,7 +269,7 @@ const ENERGY_BOUNDS: [(Method, f64, bool); 11] = [
     (Method::Bdf, 1e-3, false),
     (Method::RosenbrockNystrom, 2e-5, false),
     (Method::WMethod, 2e-6, true),
-    (Method::Sdirk, 5e-4, true),
+    (Method::Sdirk, 1e-3, false),
     (Method::Trapezoidal, 1e-9, true),
     (Method::Newmark, 5e-2, false),
     (Method::Hht, 1e-2, false),

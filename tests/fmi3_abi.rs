@@ -836,11 +836,12 @@ fn intermediate_update_callback_improves_accuracy() {
     };
     // Measured with callbacks at accepted steps only (before stage times were added), same
     // runs: bdf 8.5e-4 / 3.7e-6, rosenbrock_nystrom 7.5e-4 / 1.2e-6, sdirk 1.1e-4 / 2.2e-7 at
-    // rtol 1e-4 / 1e-8. The bounds at rtol 1e-4 sit between those and the stage-time path.
+    // rtol 1e-4 / 1e-8. The bounds at rtol 1e-4 sit between those and the stage-time path
+    // (sdirk 6.8e-5 since its error estimate includes the step end and takes fewer steps here).
     let bound = |name: &str| match name {
         "bdf" => 4e-4,
         "rosenbrock_nystrom" => 3e-4,
-        _ => 6e-5,
+        _ => 9e-5,
     };
     for (name, method) in [("bdf", 1), ("rosenbrock_nystrom", 2), ("sdirk", 4)] {
         for rtol in [1e-4, 1e-8] {

@@ -378,7 +378,8 @@ fn statistics_are_pinned() {
         (Method::Newmark, [88, 6, 408]),
         (Method::Hht, [244, 0, 771]),
         (Method::GeneralizedAlpha, [244, 0, 778]),
-        (Method::Sdirk, [271, 0, 1940]),
+        // SDIRK's estimate includes f at the step end since 2026-11-24 (was [271, 0, 1940]).
+        (Method::Sdirk, [244, 0, 1821]),
         (Method::RosenbrockNystrom, [105, 16, 1401]),
         (Method::WMethod, [2496, 1, 11247]),
         (Method::LocalLinearization, [2690, 0, 53801]),

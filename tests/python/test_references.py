@@ -27,6 +27,7 @@ import four_link as fl  # noqa: E402
 import pendulum_chain as pc  # noqa: E402
 import quarter_car as qc  # noqa: E402
 import slider_crank as sc  # noqa: E402
+import spherical_chain as sph  # noqa: E402
 
 
 def cross(u, v):
@@ -387,6 +388,184 @@ def test_bouncing_balls_vs_event_integrator():
         z_ivp[idx] = zz
     assert np.abs(z_ivp[:, :2] - z_exact[:, :2]).max() < 1e-8
     assert len(events) >= 10
+
+
+# ---------------------------------------------------------------- spherical chain
+
+
+def skew(w):
+    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+
+
+def quat_matrix(q):
+    """Rotation matrix of a unit quaternion (w, x, y, z)."""
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+class NewtonEulerChain:
+    """The same bars as rigid bodies, written independently of spherical_chain.py's equations:
+    centre r, velocity v, quaternion q (body -> global), global angular velocity w per bar; body
+    axis -y, joints at body (0, +L/2, 0) (upper) and (0, -L/2, 0) (lower). Per evaluation one
+    linear system for the centre accelerations a_i, angular accelerations al_i and the joint
+    forces F_k (on bar k from above; bar k-1 gets -F_k):
+        m a_i = m g + F_i - F_{i+1}
+        J_i al_i + w_i x J_i w_i = u_i x F_i - l_i x F_{i+1}      (u_i, l_i: joint points - centre)
+        a_k + al_k x u_k + w_k x (w_k x u_k) = a_{k-1} + al_{k-1} x l_{k-1} + w_{k-1} x (w_{k-1} x l_{k-1})
+    (ground: right-hand side 0), and q' = (0, w)/2 * q."""
+
+    def __init__(self, n, g=sph.G * sph.G_DIR):
+        self.n, self.g = n, np.asarray(g)
+        self.jb = np.diag([sph.I_T, sph.I_A, sph.I_T])
+        self.up, self.lo = np.array([0, sph.L / 2, 0]), np.array([0, -sph.L / 2, 0])
+
+    def unpack(self, y):
+        n = self.n
+        return (
+            y[: 3 * n].reshape(n, 3),
+            y[3 * n : 6 * n].reshape(n, 3),
+            y[6 * n : 10 * n].reshape(n, 4),
+            y[10 * n :].reshape(n, 3),
+        )
+
+    def accelerations(self, q, w):
+        n = self.n
+        rot = [quat_matrix(qi) for qi in q]
+        jg = [r @ self.jb @ r.T for r in rot]
+        up, lo = [r @ self.up for r in rot], [r @ self.lo for r in rot]
+        ia = lambda i: slice(3 * i, 3 * i + 3)
+        il = lambda i: slice(3 * n + 3 * i, 3 * n + 3 * i + 3)
+        jf = lambda k: slice(6 * n + 3 * k, 6 * n + 3 * k + 3)
+        k_mat, b = np.zeros((9 * n, 9 * n)), np.zeros(9 * n)
+        for i in range(n):
+            r1, r2, r3 = slice(3 * i, 3 * i + 3), slice(3 * n + 3 * i, 3 * n + 3 * i + 3), jf(i)
+            k_mat[r1, ia(i)] = sph.MASS * np.eye(3)
+            k_mat[r1, jf(i)] = -np.eye(3)
+            k_mat[r2, il(i)] = jg[i]
+            k_mat[r2, jf(i)] = -skew(up[i])
+            if i + 1 < n:
+                k_mat[r1, jf(i + 1)] = np.eye(3)
+                k_mat[r2, jf(i + 1)] = skew(lo[i])
+            b[r1] = sph.MASS * self.g
+            b[r2] = -np.cross(w[i], jg[i] @ w[i])
+            k_mat[r3, ia(i)] = np.eye(3)
+            k_mat[r3, il(i)] = -skew(up[i])
+            b[r3] = -np.cross(w[i], np.cross(w[i], up[i]))
+            if i > 0:
+                k_mat[r3, ia(i - 1)] = -np.eye(3)
+                k_mat[r3, il(i - 1)] = skew(lo[i - 1])
+                b[r3] += np.cross(w[i - 1], np.cross(w[i - 1], lo[i - 1]))
+        x = np.linalg.solve(k_mat, b)
+        return x[: 3 * n].reshape(n, 3), x[3 * n : 6 * n].reshape(n, 3)
+
+    def rhs(self, t, y):
+        _, v, q, w = self.unpack(y)
+        a, al = self.accelerations(q, w)
+        qd = [0.5 * np.concatenate([[-wi @ qi[1:]], qi[0] * wi + np.cross(wi, qi[1:])]) for wi, qi in zip(w, q)]
+        return np.concatenate([v.ravel(), a.ravel(), np.ravel(qd), al.ravel()])
+
+    def state(self, e, ed, spin):
+        """Rigid-body state for axes e_i, rates e_i' and axial spins (rotation about e arbitrary)."""
+        from scipy.spatial.transform import Rotation
+
+        chain = sph.Chain(self.n)
+        quats = []
+        for ei in e:
+            rot, _ = Rotation.align_vectors([ei], [[0.0, -1.0, 0.0]])
+            x, y, z, w = rot.as_quat()
+            quats.append([w, x, y, z])
+        w = np.cross(e, ed) + np.asarray(spin)[:, None] * e
+        return np.concatenate([(chain.a @ e).ravel(), (chain.a @ ed).ravel(), np.ravel(quats), w.ravel()])
+
+    def axes(self, y):
+        _, _, q, _ = self.unpack(y)
+        return np.array([quat_matrix(qi) @ np.array([0.0, -1.0, 0.0]) for qi in q])
+
+
+def random_axes(rng, n):
+    e = rng.normal(size=(n, 3))
+    e /= np.linalg.norm(e, axis=1)[:, None]
+    ed = rng.normal(size=(n, 3))
+    ed -= np.sum(ed * e, axis=1)[:, None] * e
+    return e, ed
+
+
+def test_spherical_chain_accelerations_vs_newton_euler():
+    """e_i'' from the axis equations = al_i x e_i + w_i x (w_i x e_i) from Newton-Euler, at random
+    states with fast spins (the gyroscopic term matters); the reversed spin does not agree."""
+    rng = np.random.default_rng(7)
+    n = 3
+    ne = NewtonEulerChain(n)
+    for _ in range(5):
+        e, ed = random_axes(rng, n)
+        spin = rng.uniform(-20, 20, n)
+        y = ne.state(e, ed, spin)
+        _, _, q, w = ne.unpack(y)
+        assert np.abs(ne.axes(y) - e).max() < 1e-14
+        _, al = ne.accelerations(q, w)
+        edd_ne = np.cross(al, e) + np.cross(w, np.cross(w, e))
+        edd, _ = sph.Chain(n, spin=spin).accelerations(e, ed)
+        assert np.abs(edd - edd_ne).max() < 1e-11 * (1 + np.abs(edd).max())
+        edd_rev, _ = sph.Chain(n, spin=-spin).accelerations(e, ed)
+        assert np.abs(edd_rev - edd_ne).max() > 1e-3
+
+
+def test_spherical_chain_vs_newton_euler_integration():
+    """Two bars from a random state with spins 20 and -15 rad/s over 2 s: the axis equations
+    and a quaternion Newton-Euler integration agree (tip, axes; 4e-11), the axial spins w_i . e_i
+    stay constant in Newton-Euler, and reversing the spins would be seen (0.15)."""
+    rng = np.random.default_rng(5)
+    n = 2
+    e, ed = random_axes(rng, n)
+    spin = np.array([20.0, -15.0])
+    t = np.linspace(0, 2, 41)
+    chain = sph.Chain(n, spin=spin)
+    ne = NewtonEulerChain(n)
+    a = chain.solve(t, y0=np.concatenate([e.ravel(), ed.ravel()]))
+    b = solve_ivp(ne.rhs, (0, 2), ne.state(e, ed, spin), "DOP853", t_eval=t, rtol=1e-12, atol=1e-12)
+    assert b.success
+    e_a = np.array([chain.split(y)[0] for y in a.y.T])
+    e_b = np.array([ne.axes(y) for y in b.y.T])
+    assert np.abs(e_a - e_b).max() < 2e-10  # measured 4e-11
+    assert np.abs(e_a.sum(axis=1) - e_b.sum(axis=1)).max() < 2e-10  # the tip (L = 1)
+    spins = np.array([np.sum(ne.unpack(y)[3] * ne.axes(y), axis=1) for y in b.y.T])
+    assert np.abs(spins - spin).max() < 1e-9
+    rev = sph.Chain(n, spin=-spin)
+    c = rev.solve(t, y0=np.concatenate([e.ravel(), ed.ravel()]))
+    e_c = np.array([rev.split(y)[0] for y in c.y.T])
+    assert np.abs(e_c - e_b).max() > 1e-3
+
+
+def test_spherical_chain_energy_and_unit_axes():
+    """The committed table: energy constant to 1e-10 J (of 295 J), |e_i| = 1 to 1e-12, and the
+    chain really swings (the tip moves by more than 4 m) out of its initial vertical line."""
+    d, _, _ = load("spherical_chain.csv")
+    assert np.abs(d["energy"] - d["energy"][0]).max() < 1e-10
+    assert d["unit_err"].max() < 1e-12
+    assert np.ptp(d["tip_x"]) > 4.0 and np.ptp(d["tip_z"]) > 2.0
+    for i in range(1, 9):
+        norm = np.sqrt(d[f"e{i}_x"] ** 2 + d[f"e{i}_y"] ** 2 + d[f"e{i}_z"] ** 2)
+        assert np.abs(norm - 1).max() < 1e-12
+    tip = sum(np.stack([d[f"e{i}_x"], d[f"e{i}_y"], d[f"e{i}_z"]]) for i in range(1, 9))
+    assert np.abs(tip - np.stack([d["tip_x"], d["tip_y"], d["tip_z"]])).max() < 1e-12
+    # energy at t = 0 by hand: spin energy 8 I_a / 2, centres at y = -(i - 1/2)
+    e0 = 8 * sph.I_A / 2 - sph.G / np.sqrt(1.13) * sum(i - 0.5 for i in range(1, 9))
+    assert d["energy"][0] == pytest.approx(e0, abs=1e-10)  # 14 digits of 295 J
+
+
+def test_spherical_chain_tolerance_sweep_agrees():
+    """The committed file against a 10x tighter run (rtol 1e-13, atol 1e-14): 1e-12 m at the tip."""
+    d, data, _ = load("spherical_chain.csv")
+    chain = sph.Chain(8)
+    b = chain.table(chain.solve(d["t"], rtol=1e-13, atol=1e-14))
+    assert np.abs(b[:, 1:4] - data[:, 1:4]).max() < 1e-12
+    assert np.abs(b[:, 6:] - data[:, 6:]).max() < 1e-11
 
 
 # ---------------------------------------------------------------- data cannot go stale

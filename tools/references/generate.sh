@@ -46,3 +46,6 @@ run $r/quarter_car.py --t-end 5 --dt 0.01 --out $d/quarter_car.csv
 
 # Bouncing balls (paper 002), 5 s, with the contact instants.
 run $r/bouncing_balls.py --t-end 5 --dt 0.001 --out $d/bouncing_balls.csv --events $d/bouncing_balls_events.csv
+
+# Spherical chain: 8 bars spinning at 1 rad/s about their axes, oblique gravity, 2 s.
+run $r/spherical_chain.py --t-end 2 --dt 0.01 --out $d/spherical_chain.csv
