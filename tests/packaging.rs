@@ -1194,6 +1194,76 @@ fn cli_user_errors_exit_1_and_name_the_file() {
     );
 }
 
+/// `mbsfmu simulate --set solver.rtol=X` takes effect: the model's experiment tolerance stands in
+/// for an importer's tolerance (which overrides `solver.rtol`) only when the user has not set
+/// `solver.rtol` (it used to override the command line silently). θ1 of the stiff double pendulum
+/// at 0.5 s against the independent reference (Radau 1e-12, tests/data), same `atol`, two `rtol`.
+#[test]
+fn cli_simulate_set_solver_rtol_wins_over_the_experiment_tolerance() {
+    let dir = temp_dir("rtol");
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/double_pendulum_stiff.toml"
+    );
+    let reference = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/double_pendulum_stiff.csv"
+    ))
+    .unwrap();
+    let mut lines = reference.lines().filter(|l| !l.starts_with('#'));
+    let col = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|h| h.trim() == "theta1")
+        .unwrap();
+    let theta_ref = lines
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.trim().parse::<f64>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .find(|r| (r[0] - 0.5).abs() < 1e-9)
+        .unwrap()[col];
+    let theta1_at_end = |rtol: &str| -> f64 {
+        let out = dir.join(format!("dp_{rtol}.csv"));
+        let (code, _, err) = mbsfmu(&[
+            "simulate",
+            model,
+            "--stop",
+            "0.5",
+            "--step",
+            "0.05",
+            "--set",
+            "solver.atol=1e-12",
+            "--set",
+            &format!("solver.rtol={rtol}"),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let mut lines = text.lines();
+        let col = lines
+            .next()
+            .unwrap()
+            .split(',')
+            .position(|h| h.trim() == "theta1")
+            .unwrap();
+        let last = lines.last().unwrap();
+        last.split(',').nth(col).unwrap().trim().parse().unwrap()
+    };
+    let loose = (theta1_at_end("1e-3") - theta_ref).abs();
+    let tight = (theta1_at_end("1e-10") - theta_ref).abs();
+    println!("theta1(0.5 s) error: rtol 1e-3 {loose:.2e}, rtol 1e-10 {tight:.2e}");
+    assert!(tight < 1e-7, "rtol 1e-10: {tight:e}");
+    assert!(
+        loose > 100.0 * tight,
+        "rtol 1e-3: {loose:e} vs 1e-10: {tight:e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A second, independent reader: the fmi-schema crate (strict about unknown attributes and
 /// elements) parses both versions and sees the same names, tokens, flags and counts.
 #[test]

@@ -137,20 +137,21 @@ impl CoSimulation for InProcess {
 
 /// Create a co-simulation instance of `spec` at `start` with `parameters` (value per
 /// `ModelSpec::parameters`), solver overrides `solver` (`(name, value)` of `solver.*`
-/// variables; enumerations by their item value) and tolerance `tol`.
+/// variables; enumerations by their item value) and the experiment's tolerance `tol`, which
+/// overrides `solver.rtol` as an importer's would (`None`: keep `solver.rtol`).
 pub fn instantiate(
     spec: &ModelSpec,
     parameters: &[f64],
     solver: &[(String, f64)],
     start: f64,
-    tol: f64,
+    tol: Option<f64>,
 ) -> CliResult<Box<dyn CoSimulation>> {
     let spec = Arc::new(spec.clone());
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = System::new(spec.clone()).map_err(|e| CliError::User(e.to_string()))?;
     let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
     let user = |e: mbsfmu::cosim::CosimError| CliError::User(e.to_string());
-    sim.setup_experiment(Some(tol), start, None).map_err(user)?;
+    sim.setup_experiment(tol, start, None).map_err(user)?;
     for (v, value) in table.variables.iter().filter_map(|v| match v.kind {
         VarKind::Parameter(i) => Some((v, parameters[i])),
         _ => None,
@@ -396,7 +397,14 @@ pub fn run(a: &SimulateArgs) -> CliResult {
             .collect::<CliResult<_>>()?
     };
     let (params, solver) = apply_sets(&spec, &a.set)?;
-    let mut sim = instantiate(&spec, &params, &solver, start, e.tolerance)?;
+    // The model's experiment tolerance plays the importer's tolerance (it overrides
+    // solver.rtol), unless the user sets solver.rtol on the command line.
+    let tol = if solver.iter().any(|(n, _)| n == "solver.rtol") {
+        None
+    } else {
+        Some(e.tolerance)
+    };
+    let mut sim = instantiate(&spec, &params, &solver, start, tol)?;
     let wall = Instant::now();
     let rows = run_loop(
         sim.as_mut(),
