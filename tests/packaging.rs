@@ -1,6 +1,8 @@
 //! The packager: modelDescription.xml for a small hand-built model checked attribute by
 //! attribute (FMI 2 and FMI 3), the token, the reader round trip, and the FMU layout.
 
+mod common;
+use common::closed_form::RefTable;
 use mbsfmu::description::package::{build_fmu, PackageOptions};
 use mbsfmu::description::token::model_token;
 use mbsfmu::description::xml::{FmiVersion, ModelDescription};
@@ -1205,26 +1207,12 @@ fn cli_simulate_set_solver_rtol_wins_over_the_experiment_tolerance() {
         env!("CARGO_MANIFEST_DIR"),
         "/models/double_pendulum_stiff.toml"
     );
-    let reference = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/double_pendulum_stiff.csv"
-    ))
-    .unwrap();
-    let mut lines = reference.lines().filter(|l| !l.starts_with('#'));
-    let col = lines
-        .next()
-        .unwrap()
-        .split(',')
-        .position(|h| h.trim() == "theta1")
-        .unwrap();
-    let theta_ref = lines
-        .map(|l| {
-            l.split(',')
-                .map(|x| x.trim().parse::<f64>().unwrap())
-                .collect::<Vec<_>>()
-        })
-        .find(|r| (r[0] - 0.5).abs() < 1e-9)
-        .unwrap()[col];
+    let reference = RefTable::load("double_pendulum_stiff.csv").unwrap();
+    let theta_ref = reference.column("theta1").unwrap()[reference
+        .times()
+        .iter()
+        .position(|t| (t - 0.5).abs() < 1e-9)
+        .unwrap()];
     let theta1_at_end = |rtol: &str| -> f64 {
         let out = dir.join(format!("dp_{rtol}.csv"));
         let (code, _, err) = mbsfmu(&[
@@ -1242,16 +1230,13 @@ fn cli_simulate_set_solver_rtol_wins_over_the_experiment_tolerance() {
             out.to_str().unwrap(),
         ]);
         assert_eq!(code, 0, "{err}");
-        let text = std::fs::read_to_string(&out).unwrap();
-        let mut lines = text.lines();
-        let col = lines
-            .next()
+        // The CLI's CSV names its first column `time`, the reference format `t`.
+        let text = std::fs::read_to_string(&out)
             .unwrap()
-            .split(',')
-            .position(|h| h.trim() == "theta1")
-            .unwrap();
-        let last = lines.last().unwrap();
-        last.split(',').nth(col).unwrap().trim().parse().unwrap()
+            .replacen("time", "t", 1);
+        let table = RefTable::parse(&out, &text).unwrap();
+        let theta1 = table.column("theta1").unwrap();
+        *theta1.last().unwrap()
     };
     let loose = (theta1_at_end("1e-3") - theta_ref).abs();
     let tight = (theta1_at_end("1e-10") - theta_ref).abs();
