@@ -338,6 +338,7 @@ fn run(case: &Case, p: &Prepared, method: Method, tol: f64, budget: f64) -> Outc
         }
         if k < n {
             set_inputs(&mut sys, tc);
+            Integrator::<System>::rhs_changed(&mut integ);
         }
     }
     let cpu = report::thread_cpu_time() - start;

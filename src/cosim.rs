@@ -838,6 +838,7 @@ impl<E: Engine> Simulation<E> {
             self.st.reinit = true;
         }
         let x0 = self.st.x.clone().expect("initialized");
+        let restarted = self.st.reinit;
         if self.st.reinit {
             // Restart from the current state with a fresh method object (its history and
             // Jacobians belong to the old parameters or the old inputs); the statistics so far
@@ -854,6 +855,11 @@ impl<E: Engine> Simulation<E> {
             self.st.reinit = false;
         }
         let integ = self.st.integrator.as_mut().expect("initialized");
+        if !restarted {
+            // The new segments change the right-hand side at t0 (u'' jumps between segments):
+            // derivatives the method carried over from its last step are stale.
+            <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
+        }
         // Segments at the last accepted time, and the importer's answers at stage times of
         // this communication step.
         let mut base = self.st.engine.inputs_mut().segments.clone();
@@ -909,6 +915,7 @@ impl<E: Engine> Simulation<E> {
                             }
                         }
                         base.copy_from_slice(&signals.segments);
+                        <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
                         t_n = t;
                         stage_samples.retain(|&(ts, _)| ts > t);
                     }

@@ -98,6 +98,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for AnyIntegrator {
     fn set_settings(&mut self, settings: Settings) {
         dispatch!(self, i => Integrator::<S>::set_settings(i, settings))
     }
+    fn rhs_changed(&mut self) {
+        dispatch!(self, i => Integrator::<S>::rhs_changed(i))
+    }
 }
 
 #[cfg(test)]

@@ -228,6 +228,8 @@ pub struct LocalLinearization {
     lerr: Vec<f64>,
     lam_tmp: Vec<f64>,
     jac_ready: bool,
+    /// `f0` belongs to the right-hand side before [`Integrator::rhs_changed`].
+    rhs_stale: bool,
     initialized: bool,
     jalt: DMatrix<f64>,
     kinks: Vec<usize>,
@@ -269,6 +271,7 @@ impl LocalLinearization {
             lerr: vec![0.0; m],
             lam_tmp: vec![0.0; n_c],
             jac_ready: false,
+            rhs_stale: false,
             initialized: false,
             kink_columns: 0,
             jalt: DMatrix::zeros(m, m),
@@ -530,6 +533,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
         )?;
         self.h = dense::first_step(&self.settings, x.t, &self.y0, &self.f0, 1);
         self.jac_ready = false;
+        self.rhs_stale = false;
         self.initialized = true;
         Ok(())
     }
@@ -542,6 +546,24 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
         let m = 2 * n;
         let t = self.state.t;
         let fixed = self.settings.fixed_step.is_some();
+        if self.rhs_stale {
+            // New inputs: f0 (the linearization point, and the base of the Jacobian's one-sided
+            // differences, which a stale f0 turned into "kinks" in every column) again.
+            self.y0[..n].copy_from_slice(&self.state.q);
+            self.y0[n..].copy_from_slice(&self.state.v);
+            Self::rhs(
+                &mut self.ws,
+                &mut self.stats,
+                &mut self.state.lambda,
+                sys,
+                t,
+                &self.y0,
+                &mut self.f0,
+                false,
+            )?;
+            self.rhs_stale = false;
+            self.jac_ready = false;
+        }
         if !self.jac_ready {
             self.y0[..n].copy_from_slice(&self.state.q);
             self.y0[n..].copy_from_slice(&self.state.v);
@@ -671,6 +693,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
             method: Method::LocalLinearization,
             ..settings
         };
+    }
+    fn rhs_changed(&mut self) {
+        self.rhs_stale = true;
     }
 }
 

@@ -267,4 +267,10 @@ pub trait Integrator<S: MultibodySystem + ?Sized> {
     fn method(&self) -> Method;
     /// Settings may change between steps (tolerances from the importer).
     fn set_settings(&mut self, settings: Settings);
+    /// The right-hand side changed at the current point while the state did not: new input
+    /// segments at a communication point (the driven accelerations `u''` jump between C¹
+    /// segments). A method that carries derivatives from the end of the last step into the
+    /// next (`f(t_n, y_n)`, start-of-step data) evaluates them again before its next step.
+    /// Methods that evaluate everything at the start of each step need nothing (the default).
+    fn rhs_changed(&mut self) {}
 }

@@ -262,6 +262,8 @@ pub struct RosenbrockNystrom {
     y_old: Vec<f64>,
     y_new: Vec<f64>,
     err: Vec<f64>,
+    /// Start-of-step data belong to the right-hand side before [`Integrator::rhs_changed`].
+    rhs_stale: bool,
     initialized: bool,
 }
 
@@ -355,6 +357,7 @@ impl RosenbrockNystrom {
             y_old: vec![0.0; 2 * nd],
             y_new: vec![0.0; 2 * nd],
             err: vec![0.0; 2 * nd],
+            rhs_stale: false,
             initialized: false,
         }
     }
@@ -908,6 +911,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
             &self.y_new,
             self.tab.embedded_order,
         );
+        self.rhs_stale = false;
         self.initialized = true;
         Ok(())
     }
@@ -920,6 +924,12 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
         let t = self.state.t;
         let fixed = self.settings.fixed_step.is_some();
         let q_emb = self.tab.embedded_order;
+        if self.rhs_stale {
+            // New inputs: f0, H0, M̂0 at the current state again (the W-method keeps its
+            // Jacobian, which may be approximate; Rosenbrock forms a new one every step).
+            self.start_data(sys)?;
+            self.rhs_stale = false;
+        }
         if !self.jac_ready {
             self.jacobians(sys)?;
         }
@@ -1066,6 +1076,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
             method: self.method,
             ..settings
         };
+    }
+    fn rhs_changed(&mut self) {
+        self.rhs_stale = true;
     }
 }
 

@@ -78,6 +78,8 @@ pub struct Sdirk {
     jac: DMatrix<f64>,
     g: Lu,
     rhs: Vec<f64>,
+    /// `f0` belongs to the right-hand side before [`Integrator::rhs_changed`].
+    rhs_stale: bool,
     initialized: bool,
 }
 
@@ -121,6 +123,7 @@ impl Sdirk {
             jac: DMatrix::zeros(nc, nq),
             g: Lu::new(nq),
             rhs: vec![0.0; nq],
+            rhs_stale: false,
             initialized: false,
         }
     }
@@ -342,6 +345,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Sdirk {
         self.y0[..n].copy_from_slice(&x.q);
         self.y0[n..].copy_from_slice(&x.v);
         self.h = dense::first_step(&self.settings, x.t, &self.y0, &self.f0, 2);
+        self.rhs_stale = false;
         self.initialized = true;
         Ok(())
     }
@@ -361,6 +365,20 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Sdirk {
         };
         self.y0[..n].copy_from_slice(&self.state.q);
         self.y0[n..].copy_from_slice(&self.state.v);
+        if self.rhs_stale {
+            // New inputs: f_0 (stage predictor, error estimate) again.
+            self.stats.f_evals += 1;
+            self.ws.accelerations(
+                sys,
+                t,
+                &self.state.q,
+                &self.state.v,
+                &mut self.f0[n..],
+                &mut self.state.lambda,
+            )?;
+            self.f0[..n].copy_from_slice(&self.state.v);
+            self.rhs_stale = false;
+        }
         let mut h_try = self.h;
         let mut failures = 0u32;
         let mut formed_for = f64::NAN;
@@ -472,5 +490,8 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Sdirk {
             method: Method::Sdirk,
             ..settings
         };
+    }
+    fn rhs_changed(&mut self) {
+        self.rhs_stale = true;
     }
 }
