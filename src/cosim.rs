@@ -609,6 +609,30 @@ impl<E: Engine> Simulation<E> {
         })
     }
 
+    /// Settings that will likely give wrong results on this model, each with what to change.
+    /// Not errors: the importer may know better (the FMI layer logs them as warnings at the end
+    /// of initialization, the CLI prints them).
+    pub fn advisories(&self) -> Vec<String> {
+        let s = self.effective_settings();
+        let mut out = Vec::new();
+        if s.method == Method::LocalLinearization
+            && self.has_events()
+            && s.max_step == 0.0
+            && s.fixed_step.is_none()
+        {
+            out.push(
+                "solver.integrator = local_linearization on a model with contacts and \
+                 solver.max_step = 0 (unbounded): the method is exact inside a linear contact \
+                 mode, so its error estimate lets one step span a whole contact, which neither \
+                 the estimate nor the event location sees. Set solver.max_step below the \
+                 shortest contact duration (about π·sqrt(m/k) for a linear penalty contact of \
+                 stiffness k on a mass m; 2e-3 s for models/bouncing_balls.toml)."
+                    .to_string(),
+            );
+        }
+        out
+    }
+
     /// Statistics cumulative since initialization.
     pub fn stats(&self) -> Stats {
         let mut s = self.st.stats_base;
@@ -1460,6 +1484,46 @@ fn segment_for(inp: &InputState, t: f64) -> InputSegment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The advisory about the local linearization on contact models appears exactly when the
+    /// method, contacts and an unbounded step come together.
+    #[test]
+    fn advisories_name_the_local_linearization_step_bound_on_contact_models() {
+        let sim_for = |model: &str, settings: &[(&str, f64)]| {
+            let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("models/{model}.toml"));
+            let spec = Arc::new(crate::mbs::load_model(&f).unwrap());
+            let table = Arc::new(VariableTable::from_spec(&spec));
+            let engine = crate::mbs::system::System::new(spec.clone()).unwrap();
+            let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
+            for (name, value) in settings {
+                let v = table.by_name(name).unwrap();
+                match v.var_type {
+                    crate::description::VarType::Float64 => {
+                        sim.set_real(v.value_reference, *value, SetPhase::Setup)
+                    }
+                    _ => sim.set_integer(v.value_reference, *value as i64, SetPhase::Setup),
+                }
+                .unwrap();
+            }
+            sim
+        };
+        let ll = 1 + Method::ALL
+            .iter()
+            .position(|m| *m == Method::LocalLinearization)
+            .unwrap() as i64;
+        let ll = ll as f64;
+        let w = sim_for("bouncing_balls", &[("solver.integrator", ll)]).advisories();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("solver.max_step"), "{}", w[0]);
+        let bounded = [("solver.integrator", ll), ("solver.max_step", 2e-3)];
+        assert!(sim_for("bouncing_balls", &bounded).advisories().is_empty());
+        assert!(sim_for("bouncing_balls", &[]).advisories().is_empty());
+        let no_contacts = [("solver.integrator", ll)];
+        assert!(sim_for("double_pendulum_stiff", &no_contacts)
+            .advisories()
+            .is_empty());
+    }
 
     #[test]
     fn analytic_output_input_jacobian_matches_the_differenced_oracle() {

@@ -1249,6 +1249,39 @@ fn cli_simulate_set_solver_rtol_wins_over_the_experiment_tolerance() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `mbsfmu simulate` tells the user when a setting will likely give wrong results: the local
+/// linearization on a contact model without a step bound.
+#[test]
+fn cli_simulate_warns_about_local_linearization_without_max_step_on_contacts() {
+    let dir = temp_dir("llwarn");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/bouncing_balls.toml");
+    let out = dir.join("bb.csv");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            model,
+            "--stop",
+            "0.05",
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            "solver.integrator=local_linearization",
+        ];
+        args.extend_from_slice(extra);
+        mbsfmu(&args)
+    };
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning:") && err.contains("solver.max_step"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--set", "solver.max_step=2e-3"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning:"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A second, independent reader: the fmi-schema crate (strict about unknown attributes and
 /// elements) parses both versions and sees the same names, tokens, flags and counts.
 #[test]

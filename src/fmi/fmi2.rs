@@ -234,6 +234,9 @@ pub unsafe extern "C" fn fmi2ExitInitializationMode(c: fmi2Component) -> fmi2Sta
                     .map_err(|e| Fail::computation(e.to_string()))?;
                 core.state = st::STEP;
                 core.last_successful_time = core.sim.time();
+                for w in core.sim.advisories() {
+                    inst.log(Status::Warning, &format!("fmi2ExitInitializationMode: {w}"));
+                }
                 inst.log_event(&format!("initialized at t = {}", core.sim.time()));
                 Ok(Status::Ok)
             },

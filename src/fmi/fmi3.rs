@@ -327,6 +327,9 @@ pub unsafe extern "C" fn fmi3ExitInitializationMode(instance: fmi3Instance) -> f
                     st::STEP
                 };
                 core.last_successful_time = core.sim.time();
+                for w in core.sim.advisories() {
+                    inst.log(Status::Warning, &format!("fmi3ExitInitializationMode: {w}"));
+                }
                 inst.log_event(&format!("initialized at t = {}", core.sim.time()));
                 Ok(Status::Ok)
             },

@@ -72,6 +72,9 @@ impl InProcess {
     fn ensure_initialized(&mut self) -> Result<(), String> {
         if !self.initialized {
             self.sim.initialize().map_err(|e| e.to_string())?;
+            for w in self.sim.advisories() {
+                eprintln!("warning: {w}");
+            }
             self.initialized = true;
         }
         Ok(())
