@@ -1508,11 +1508,11 @@ mod tests {
             }
             sim
         };
-        let ll = 1 + Method::ALL
+        // The enumeration item of `solver.integrator` (1-based, in `Method::ALL` order).
+        let ll = (1 + Method::ALL
             .iter()
             .position(|m| *m == Method::LocalLinearization)
-            .unwrap() as i64;
-        let ll = ll as f64;
+            .unwrap()) as f64;
         let w = sim_for("bouncing_balls", &[("solver.integrator", ll)]).advisories();
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("solver.max_step"), "{}", w[0]);
