@@ -172,11 +172,10 @@ impl Ggl {
         let (o3, o4) = rest.split_at_mut(nc);
         self.prepare_mass(sys, t, q)?;
         sys.forces(t, q, v, &mut self.f);
-        sys.constraint_time_derivative(t, q, &mut self.phi_t);
-        sys.constraints(t, q, &mut self.phi);
         match (&mut self.sparse, sys.sparse_structure()) {
             (Some(sp), Some(ss)) => {
-                ss.constraint_jacobian_values(t, q, &mut sp.j_vals);
+                // Φ, Φ_q and Φ_t in one pass over the constraint rows.
+                ss.constraint_values(t, q, &mut self.phi, &mut sp.j_vals, &mut self.phi_t);
                 // The same sums as the dense loops below, in the same order per column (rows
                 // ascending), without the structural zeros.
                 o1.fill(0.0);
@@ -193,6 +192,8 @@ impl Ggl {
                 }
             }
             _ => {
+                sys.constraint_time_derivative(t, q, &mut self.phi_t);
+                sys.constraints(t, q, &mut self.phi);
                 sys.constraint_jacobian(t, q, &mut self.phi_q);
                 for j in 0..nq {
                     let c = self.phi_q.column(j);

@@ -307,6 +307,20 @@ pub trait SparseStructure {
     fn mass_matrix_values(&mut self, t: f64, q: &[f64], vals: &mut [f64]);
     /// Values of `Φq(q, t)` in the order of [`SparseStructure::constraint_jacobian_pattern`].
     fn constraint_jacobian_values(&mut self, t: f64, q: &[f64], vals: &mut [f64]);
+    /// `Φ(q, t)`, the values of `Φq` (pattern order) and `Φ_t` together, bit for bit what
+    /// [`Mechanical::constraints`](super::Mechanical::constraints),
+    /// [`SparseStructure::constraint_jacobian_values`] and
+    /// [`Mechanical::constraint_time_derivative`](super::Mechanical::constraint_time_derivative)
+    /// give: a residual needs all three at the same `(t, q)`, and a system that evaluates each
+    /// constraint row's kinematics once for the three saves two passes.
+    fn constraint_values(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac_vals: &mut [f64],
+        phi_t: &mut [f64],
+    );
 }
 
 /// The saddle-point matrix `[M Φqᵀ; Φq 0]` on the sparse patterns of a [`SparseStructure`],

@@ -228,6 +228,18 @@ impl SparseStructure for CartesianChain {
             }
         }
     }
+    fn constraint_values(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac_vals: &mut [f64],
+        phi_t: &mut [f64],
+    ) {
+        self.constraints(t, q, phi);
+        self.constraint_jacobian_values(t, q, jac_vals);
+        self.constraint_time_derivative(t, q, phi_t);
+    }
 }
 
 impl ForceJacobians for CartesianChain {

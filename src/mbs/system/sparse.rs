@@ -65,20 +65,48 @@ impl SparseStructure for System {
         self.load(t, q, None);
         let mut n = 0;
         for &i in &self.active {
-            match self.row_eval(&self.rows[i], t, None, q).1 {
-                RowGrad::Quat(_, p) => {
-                    vals[n..n + 4].copy_from_slice(p.as_slice());
-                    n += 4;
-                }
-                RowGrad::Coord(cv) => {
-                    for (l, _) in cv.columns() {
-                        vals[n] = cv.grad[l];
-                        n += 1;
-                    }
-                }
-            }
+            let grad = self.row_eval(&self.rows[i], t, None, q).1;
+            n = put_row_grad(&grad, vals, n);
         }
         debug_assert_eq!(n, vals.len());
+    }
+
+    fn constraint_values(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac_vals: &mut [f64],
+        phi_t: &mut [f64],
+    ) {
+        // One `row_eval` per row gives value, gradient and time derivative together.
+        self.load(t, q, None);
+        let mut n = 0;
+        for (k, &i) in self.active.iter().enumerate() {
+            let (value, grad, rate, _) = self.row_eval(&self.rows[i], t, None, q);
+            phi[k] = value;
+            phi_t[k] = rate;
+            n = put_row_grad(&grad, jac_vals, n);
+        }
+        debug_assert_eq!(n, jac_vals.len());
+    }
+}
+
+/// A row's gradient into `vals` from position `n` in pattern order; returns the next position.
+fn put_row_grad(grad: &RowGrad, vals: &mut [f64], n: usize) -> usize {
+    match grad {
+        RowGrad::Quat(_, p) => {
+            vals[n..n + 4].copy_from_slice(p.as_slice());
+            n + 4
+        }
+        RowGrad::Coord(cv) => {
+            let mut n = n;
+            for (l, _) in cv.columns() {
+                vals[n] = cv.grad[l];
+                n += 1;
+            }
+            n
+        }
     }
 }
 
@@ -135,6 +163,18 @@ mod tests {
             }
             assert_eq!(ms, md, "{}: mass matrix", path.display());
             assert_eq!(js, jd, "{}: constraint Jacobian", path.display());
+            // The one-pass call equals the three separate ones bit for bit.
+            let (mut phi1, mut phi_t1, mut jv1) = (vec![0.0; nc], vec![0.0; nc], jv.clone());
+            jv1.fill(f64::NAN);
+            let s: &mut dyn SparseStructure = sys.sparse_structure().unwrap();
+            s.constraint_values(t, &q, &mut phi1, &mut jv1, &mut phi_t1);
+            let (mut phi, mut phi_t) = (vec![0.0; nc], vec![0.0; nc]);
+            sys.constraints(t, &q, &mut phi);
+            sys.constraint_time_derivative(t, &q, &mut phi_t);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&phi1), bits(&phi), "{}: Φ", path.display());
+            assert_eq!(bits(&jv1), bits(&jv), "{}: Φq values", path.display());
+            assert_eq!(bits(&phi_t1), bits(&phi_t), "{}: Φ_t", path.display());
             // The patterns are no denser than needed for a tree: O(bodies), not n_q².
             let (p, _) = Pattern::from_entries(nc, nq, &jp);
             assert!(
