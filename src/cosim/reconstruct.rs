@@ -175,6 +175,7 @@ fn smooth_segment(
     // How far a smooth continuation may leave the samples' range: as far as the quadratic
     // goes inside the step (a peak between samples), weighted by the smoothness.
     let excess = quadratic_excess(&q, t, h, lo, hi);
+    let (lo0, hi0) = (lo, hi);
     let (lo, hi) = (lo - w * excess, hi + w * excess);
     let raw_target = w * e_end + (1.0 - w) * r_end;
     let mut target = raw_target.clamp(lo, hi);
@@ -196,11 +197,15 @@ fn smooth_segment(
     if !target.is_finite() || !slope.is_finite() {
         (target, slope) = (u, 0.0);
     }
-    // Keep C¹ unless the carried slope would take the segment outside the range.
+    // Keep C¹ unless a step (the newest sample off the trend) meets a carried slope that
+    // would take the segment outside the samples' range. A sample that fits the trend keeps
+    // C¹ always: near a peak, or while the start-up's slope settles, the segment may leave
+    // the range by about the quadratic's own excursion.
     let seg = hermite(t, h, p, d, target, slope);
     let (smin, smax) = cubic_range(&seg, t, h);
-    let margin = 1e-3 * (hi - lo).max(0.0) + 1e-12 * hi.abs().max(lo.abs());
-    if smax > hi.max(p) + margin || smin < lo.min(p) - margin {
+    let margin = 1e-3 * (hi0 - lo0).max(0.0) + 1e-12 * hi0.abs().max(lo0.abs());
+    let step_like = w_now < 0.5;
+    if step_like && (smax > hi0.max(p) + margin || smin < lo0.min(p) - margin) {
         let delta = (target - p) / h;
         d = if delta == 0.0 || d / delta < 0.0 {
             0.0
@@ -426,6 +431,39 @@ mod tests {
                 );
             }
             inp.committed = Some(seg);
+        }
+    }
+
+    /// On smooth signals (sines with 12 or more samples per period, offsets, slow ramps) the
+    /// smooth mode never breaks C¹: no input jump, so no restart of a multistep method.
+    #[test]
+    fn smooth_mode_stays_c1_on_smooth_signals() {
+        for (offset, amp, omega, h) in [
+            (2.0, 0.02, 3.0, 0.1),
+            (0.0, 0.02, 3.0, 0.1),
+            (0.0, 1.0, 5.0, 0.1),
+            (0.0, 0.01, 9.42, 0.005),
+            (0.0, 0.01, 9.42, 0.001),
+            (0.5, 0.2, 20.0, 0.01),
+        ] {
+            let f = |t: f64| offset + amp * (omega * t).sin();
+            let mut inp = InputState::new(f(0.0));
+            for k in 0..400 {
+                let t = k as f64 * h;
+                inp.value = f(t);
+                inp.record(t, inp.value);
+                let seg = inp.segment(Reconstruction::Smooth, t, h);
+                if let Some(c) = inp.committed {
+                    let (a, b) = (c.eval(t), seg.eval(t));
+                    let scale = amp * omega;
+                    assert!(
+                        (a[0] - b[0]).abs() <= 1e-15 * offset.abs().max(amp)
+                            && (a[1] - b[1]).abs() <= 1e-9 * scale,
+                        "offset {offset} amp {amp} omega {omega} h {h}, step {k}: {a:?} -> {b:?}"
+                    );
+                }
+                inp.committed = Some(seg);
+            }
         }
     }
 

@@ -154,9 +154,9 @@ def test_a_sampled_step_stays_between_its_levels(tools, tmp_path, mode, version)
     assert abs(post[-1] - 0.02) < 1e-9
 
 
-# Max errors over 5 s at H = 5 ms against the exact solution, per mode (measured, see the
+# Max errors over 0.5 .. 5 s at H = 5 ms against the exact solution, per mode (measured, see the
 # docs table; the bounds are about 1.5x the measurement): chassis, wheel (m).
-SINE_BOUNDS = {"hold": 2e-3, "linear": 2e-3, "smooth": 2e-5}
+SINE_BOUNDS = {"hold": 6e-4, "linear": 1.2e-3, "smooth": 3e-5}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -169,13 +169,24 @@ def test_quarter_car_sine_per_mode_against_the_exact_solution(tools, tmp_path, m
     rows = run_rig(s, lambda t: [0.01 * math.sin(w * t)], h, 5.0, ["chassis_z", "wheel_z", "post_seen"])
     restarts = s.stat("stats.restarts")
     s.close()
-    keep = np.isclose(np.mod(rows[:, 0] + 1e-9, 0.01), 0.0, atol=1e-7)
-    t = rows[keep, 0]
-    err_c = np.abs(rows[keep, 1] - np.interp(t, ref[:, 0], ref[:, 2])).max()
-    err_w = np.abs(rows[keep, 2] - np.interp(t, ref[:, 0], ref[:, 3])).max()
-    err_u = np.abs(rows[:, 3] - 0.01 * np.sin(w * rows[:, 0])).max()
-    print(f"\nquarter car sine H = 5 ms, {mode}: chassis {err_c:.2e} m, wheel {err_w:.2e} m, "
-          f"post at communication points {err_u:.2e} m, restarts {restarts}")
+    on_grid = np.isclose(np.mod(rows[:, 0] + 1e-9, 0.01), 0.0, atol=1e-7)
+
+    def errors(window):
+        keep = on_grid & window
+        t = rows[keep, 0]
+        return (
+            np.abs(rows[keep, 1] - np.interp(t, ref[:, 0], ref[:, 2])).max(),
+            np.abs(rows[keep, 2] - np.interp(t, ref[:, 0], ref[:, 3])).max(),
+            np.abs(rows[keep, 3] - 0.01 * np.sin(w * t)).max(),
+        )
+
+    # The FMU starts at rest and learns the input's slope from its samples: the first steps
+    # lag (start-up), which the damped rig forgets within about 0.3 s.
+    start = errors(rows[:, 0] < 0.5)
+    err_c, err_w, err_u = errors(rows[:, 0] >= 0.5)
+    print(f"\nquarter car sine H = 5 ms, {mode}: t >= 0.5 s: chassis {err_c:.2e} m, wheel "
+          f"{err_w:.2e} m, post {err_u:.2e} m; t < 0.5 s: chassis {start[0]:.2e} m, wheel "
+          f"{start[1]:.2e} m, post {start[2]:.2e} m; restarts {restarts}")
     assert err_c < SINE_BOUNDS[mode] and err_w < SINE_BOUNDS[mode]
 
 
