@@ -13,7 +13,8 @@
 //! (default 3; one run when a run takes longer than 20 s). A run is stopped after 60 s of CPU.
 //!
 //! Run: `cargo build --release --lib && cargo bench --bench rig` (writes the `rig` section of
-//! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case.
+//! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case; `BENCH_METHODS=bdf,sdirk` and
+//! `BENCH_CASES=chain,slider` select (and then print instead of writing the docs).
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -379,7 +380,15 @@ fn main() {
         std::env::var("BENCH_RUN_ID").unwrap_or_else(|_| "manual".into()),
         repeats
     ));
+    let only_cases: Option<Vec<String>> = std::env::var("BENCH_CASES")
+        .ok()
+        .map(|v| v.split(',').map(str::to_string).collect());
     for case in cases(quick) {
+        if let Some(o) = &only_cases {
+            if !o.iter().any(|x| case.name.starts_with(x.as_str())) {
+                continue;
+            }
+        }
         let u = Unpacked::new(&case.name.replace([' ', '='], "_"), &case.model);
         md.push_str(&format!(
             "**{}**, H = {} ms, {} s, rtol {}:\n\n| integrator | CPU s median (min–max) | \
@@ -432,7 +441,7 @@ fn main() {
         }
         md.push('\n');
     }
-    if !quick && only.is_none() {
+    if !quick && only.is_none() && only_cases.is_none() {
         if let Err(e) = replace_section(&benchmarks_md(), "rig", &md) {
             eprintln!("{e}");
         }

@@ -1289,6 +1289,12 @@ struct StageSampled<'a, E: Engine> {
     current: f64,
 }
 
+/// Stage times within this of the accepted time, or of an earlier request, reuse that
+/// segment (the integrators' finite differences in time never reach the importer).
+fn stage_resolution(t: f64) -> f64 {
+    1e-5 * t.abs().max(1.0)
+}
+
 /// At most this many stage answers are kept (a step's stages plus a few from rejected tries).
 const STAGE_SAMPLES_KEPT: usize = 16;
 
@@ -1302,7 +1308,7 @@ impl<E: Engine> StageSampled<'_, E> {
         self.current = t;
         let segments = &mut self.engine.inputs_mut().segments;
         segments.copy_from_slice(self.base);
-        let sigma = 1e-5 * t.abs().max(1.0);
+        let sigma = stage_resolution(t);
         if !(t > self.t_n + sigma && t <= self.t_end + sigma) {
             return;
         }
