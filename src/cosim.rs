@@ -815,8 +815,21 @@ impl<E: Engine> Simulation<E> {
         // own; only a multistep history cannot carry a jump.
         let multistep = self.effective_settings().method.is_multistep();
         let settings = self.effective_settings();
+        // Segments that continue the last ones in value and slope (the smooth mode) cannot
+        // move a driven position or velocity: no need to evaluate the constraints.
+        let continued = self
+            .st
+            .inputs
+            .iter()
+            .zip(&self.st.engine.inputs_mut().segments)
+            .all(|(inp, seg)| {
+                inp.committed.is_some_and(|c| {
+                    let (a, b) = (c.eval(t0), seg.eval(t0));
+                    a[0] == b[0] && a[1] == b[1]
+                })
+            });
         let jumped = match &self.st.x {
-            Some(x) if multistep && !self.st.reinit => {
+            Some(x) if multistep && !self.st.reinit && !continued => {
                 input_jump(&mut self.st.engine, &settings, x)
             }
             _ => None,
