@@ -6,11 +6,12 @@
 //!    combination of earlier rows are dropped and reported; rows that are redundant but
 //!    *inconsistent* (the residual stays) are an error naming them.
 //! 3. Velocities: minimal-norm projection onto `Φ_q v + Φ_t = 0`.
-//! 4. Static equilibrium (`initial = "static"`): Newton on `f(q, 0) − Φ_qᵀ λ = 0, Φ = 0`.
+//! 4. Static equilibrium (`initial = "static"`): `f(q, 0) − Φ_qᵀ λ = 0, Φ = 0` by the scaled,
+//!    globalized solver of `mbs::statics`.
 
 use super::system::System;
 use super::ModelError;
-use crate::integrate::system::{ConstraintHessians, ForceJacobians, Mechanical};
+use crate::integrate::system::Mechanical;
 use crate::integrate::MechState;
 use nalgebra::{DMatrix, DVector};
 
@@ -221,61 +222,13 @@ pub fn project_velocities(
     Ok(())
 }
 
-/// Newton on `[f(q,0) − Φ_qᵀλ; Φ(q)] = 0` with a backtracking line search.
+/// Static equilibrium by the scaled, globalized solver of [`super::statics`].
 fn static_equilibrium(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
-    let (nq, nc) = (sys.n_q(), sys.n_c());
-    let zeros = vec![0.0; nq];
-    let mut f = vec![0.0; nq];
-    let mut phi = vec![0.0; nc];
-    let mut jac = DMatrix::zeros(nc, nq);
-    let residual = |sys: &mut System,
-                    q: &[f64],
-                    lambda: &DVector<f64>,
-                    f: &mut Vec<f64>,
-                    phi: &mut Vec<f64>,
-                    jac: &mut DMatrix<f64>|
-     -> DVector<f64> {
-        sys.forces(t, q, &zeros, f);
-        sys.constraints(t, q, phi);
-        sys.constraint_jacobian(t, q, jac);
-        let r1 = DVector::from_column_slice(f) - jac.transpose() * lambda;
-        DVector::from_iterator(nq + nc, r1.iter().copied().chain(phi.iter().copied()))
-    };
-    // λ from least squares on the force balance at the start.
-    sys.forces(t, q, &zeros, &mut f);
-    sys.constraint_jacobian(t, q, &mut jac);
-    let mut lambda = pinv_solve(&jac.transpose(), &DVector::from_column_slice(&f));
-    let force_scale = f.iter().map(|x| x.abs()).fold(1.0, f64::max);
-    let mut dfq = DMatrix::zeros(nq, nq);
-    let mut dfv = DMatrix::zeros(nq, nq);
-    let mut hess = DMatrix::zeros(nq, nq);
-    for _ in 0..100 {
-        let r = residual(sys, q, &lambda, &mut f, &mut phi, &mut jac);
-        let rn = r.amax();
-        if rn < 1e-10 * force_scale {
-            return Ok(());
-        }
-        sys.force_jacobians(t, q, &zeros, &mut dfq, &mut dfv);
-        sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut hess);
-        let mut a = DMatrix::zeros(nq + nc, nq + nc);
-        a.view_mut((0, 0), (nq, nq)).copy_from(&(&dfq - &hess));
-        a.view_mut((0, nq), (nq, nc)).copy_from(&(-jac.transpose()));
-        a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
-        let dx = pinv_solve(&a, &(-&r));
-        let mut step = 1.0;
-        let (q_old, l_old) = (q.to_vec(), lambda.clone());
-        loop {
-            for i in 0..nq {
-                q[i] = q_old[i] + step * dx[i];
-            }
-            lambda = &l_old + step * dx.rows(nq, nc);
-            let r_new = residual(sys, q, &lambda, &mut f, &mut phi, &mut jac).amax();
-            if r_new < rn || step < 1e-3 {
-                break;
-            }
-            step *= 0.5;
-        }
+    match super::statics::solve_static(sys, t, q) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(fail(
+            sys,
+            format!("static equilibrium not found at t = {t}: {}", e.message),
+        )),
     }
-    let r = residual(sys, q, &lambda, &mut f, &mut phi, &mut jac);
-    Err(fail(sys, format!("static equilibrium not found at t = {t}: the force residual stays at {:.3e} (is the model statically determined? a free body or an unsupported mechanism has no equilibrium)", r.amax())))
 }

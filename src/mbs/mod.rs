@@ -12,6 +12,7 @@ pub mod math;
 pub mod model_file;
 pub mod motion;
 pub mod spec;
+pub mod statics;
 pub mod system;
 pub mod table;
 
