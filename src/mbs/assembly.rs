@@ -119,10 +119,10 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
     let (phi, _) = all_rows(sys, t, q);
     let mut worst: Vec<(f64, usize)> = phi.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // Always name the largest ones (a consistent model in mm fails with residuals of any size).
     let names: Vec<String> = worst
         .iter()
         .take(4)
-        .filter(|w| w.0 > 1e-9)
         .map(|w| format!("{} (residual {:.3e})", sys.all_row_label(w.1), w.0))
         .collect();
     Err(fail(sys, format!("the model cannot be assembled at t = {t}: the constraints have no common solution near the initial positions; largest residuals: {}", names.join("; "))))
@@ -166,8 +166,9 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         .collect();
     sys.set_active_rows(keep, dropped);
     sys.track_angles(&q, t0);
+    let mut static_iterations = None;
     if sys.spec().initialization == super::spec::Initialization::Static {
-        static_equilibrium(sys, t0, &mut q)?;
+        static_iterations = Some(static_equilibrium(sys, t0, &mut q)?);
         v.iter_mut().for_each(|x| *x = 0.0);
     }
     project_velocities(sys, t0, &q, &mut v)?;
@@ -190,6 +191,8 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         max_position_change: maxdiff(&q, &q_given),
         max_velocity_change: maxdiff(&v, &v_given),
         final_residual: phi.iter().fold(0.0, |m, x| m.max(x.abs())),
+        body_moves: body_moves(sys, &q_given, &q),
+        static_iterations,
     });
     Ok(MechState {
         t: t0,
@@ -222,10 +225,37 @@ pub fn project_velocities(
     Ok(())
 }
 
-/// Static equilibrium by the scaled, globalized solver of [`super::statics`].
-fn static_equilibrium(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
+/// Per body: translation of the centre and rotation angle between two configurations.
+fn body_moves(sys: &System, from: &[f64], to: &[f64]) -> Vec<(String, f64, f64)> {
+    let layout = sys.layout();
+    sys.spec()
+        .bodies
+        .iter()
+        .enumerate()
+        .map(|(b, body)| {
+            let o = layout.offsets[b];
+            let dr = (0..3).map(|k| (to[o + k] - from[o + k]).powi(2)).sum::<f64>().sqrt();
+            let angle = if layout.is_rigid(b) {
+                // Rotation between unit quaternions: 2 acos|p0·p1|.
+                let dot: f64 = (3..7).map(|k| from[o + k] * to[o + k]).sum();
+                2.0 * dot.abs().min(1.0).acos()
+            } else {
+                0.0
+            };
+            (body.name.clone(), dr, angle)
+        })
+        .collect()
+}
+
+/// Static equilibrium by the scaled, globalized solver of [`super::statics`]; returns its
+/// (iterations, relaxation steps).
+fn static_equilibrium(
+    sys: &mut System,
+    t: f64,
+    q: &mut [f64],
+) -> Result<(usize, usize), ModelError> {
     match super::statics::solve_static(sys, t, q) {
-        Ok(_) => Ok(()),
+        Ok(s) => Ok((s.iterations, s.relaxation_steps)),
         Err(e) => Err(fail(
             sys,
             format!("static equilibrium not found at t = {t}: {}", e.message),

@@ -48,6 +48,11 @@ pub struct AssemblyReport {
     pub max_velocity_change: f64,
     /// Residual after assembly (positions).
     pub final_residual: f64,
+    /// Per body (file order): how far initialization moved it from the file's position,
+    /// `(name, translation of the centre in m, rotation angle in rad)`.
+    pub body_moves: Vec<(String, f64, f64)>,
+    /// Static equilibrium iterations (Newton and relaxation steps), when it was solved.
+    pub static_iterations: Option<(usize, usize)>,
 }
 
 /// Who owns a constraint row (for messages, reactions and outputs).
