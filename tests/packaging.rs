@@ -72,6 +72,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
         }],
         drivers: vec![],
         forces: vec![ForceSpec {
+            static_preload: false,
             name: "spring".into(),
             kind: ForceKind::SpringDamper {
                 body1: BodyRef::Ground,

@@ -166,6 +166,7 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         .collect();
     sys.set_active_rows(keep, dropped);
     sys.track_angles(&q, t0);
+    preloads_from_equilibrium(sys, t0, &q)?;
     let mut static_iterations = None;
     if sys.spec().initialization == super::spec::Initialization::Static {
         static_iterations = Some(static_equilibrium(sys, t0, &mut q)?);
@@ -261,4 +262,90 @@ fn static_equilibrium(
             format!("static equilibrium not found at t = {t}: {}", e.message),
         )),
     }
+}
+
+/// `static_preload`: a constant force along the coordinate of every marked force term such
+/// that the assembled (design) position is a static equilibrium. Unknowns: the preloads `p`
+/// and the multipliers `λ` of `f(q, 0) + G p − Φ_qᵀ λ = 0` (`G` = the terms' coordinate
+/// gradients), a linear least-squares problem at the fixed `q`. The rule: the solution must be
+/// unique, i.e. the marked terms' directions independent of each other and of the constraint
+/// reactions (two springs in parallel, or a bushing component a joint already holds, are
+/// refused); and exact (the marked elements must be able to hold every unbalanced direction).
+fn preloads_from_equilibrium(sys: &mut System, t: f64, q: &[f64]) -> Result<(), ModelError> {
+    let marked = sys.preload_terms();
+    if marked.is_empty() {
+        return Ok(());
+    }
+    let (nq, nc, nt) = (sys.n_q(), sys.n_c(), sys.n_terms());
+    sys.set_presets(vec![(0.0, 0.0); nt]);
+    let m = marked.len();
+    let mut a = DMatrix::zeros(nq, nc + m);
+    let mut jac = DMatrix::zeros(nc, nq);
+    sys.constraint_jacobian(t, q, &mut jac);
+    a.view_mut((0, 0), (nq, nc)).copy_from(&(-jac.transpose()));
+    let mut col = vec![0.0; nq];
+    let mut refs = Vec::with_capacity(m);
+    for (k, &(i, _)) in marked.iter().enumerate() {
+        refs.push(sys.term_direction(i, t, q, &mut col));
+        a.column_mut(nc + k).copy_from_slice(&col);
+    }
+    let mut f0 = vec![0.0; nq];
+    sys.forces(t, q, &vec![0.0; nq], &mut f0);
+    let b = -DVector::from_vec(f0);
+    // Unit columns: rank decisions independent of units and sizes.
+    let norms: Vec<f64> = (0..nc + m)
+        .map(|j| a.column(j).norm().max(1e-300))
+        .collect();
+    let mut scaled = a.clone();
+    for (j, n) in norms.iter().enumerate() {
+        scaled.column_mut(j).scale_mut(1.0 / n);
+    }
+    let (_, dependent) = independent_rows(&scaled.transpose());
+    let mut names: Vec<&str> = dependent
+        .iter()
+        .filter(|&&j| j >= nc)
+        .map(|&j| marked[j - nc].1.as_str())
+        .collect();
+    names.dedup();
+    if !names.is_empty() {
+        return Err(fail(sys, format!(
+            "static_preload: the preloads are not determined uniquely: {} act(s) along a motion that a joint or another marked element already takes up (two marked springs in parallel, or a bushing component a joint holds); unmark it (`static_preload = false`) or give its preload explicitly",
+            names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let svd = scaled.svd(true, true);
+    let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+    let y = svd
+        .solve(&b, 1e-12 * smax.max(1e-300))
+        .map_err(|e| fail(sys, format!("static_preload: {e}")))?;
+    let x: Vec<f64> = y.iter().zip(&norms).map(|(v, n)| v / n).collect();
+    let xv = DVector::from_column_slice(&x);
+    let r = &a * &xv - &b;
+    let scale = b.amax().max(a.amax() * xv.amax()).max(1e-300);
+    if r.amax() > 1e-9 * scale {
+        let mut worst: Vec<(f64, usize)> = r.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
+        worst.sort_by(|p, q| q.0.total_cmp(&p.0));
+        let labels: Vec<String> = worst
+            .iter()
+            .take(3)
+            .map(|w| {
+                format!(
+                    "{} ({:.3e})",
+                    super::statics::CoordinateInfo::coordinate_label(sys, w.1),
+                    w.0
+                )
+            })
+            .collect();
+        return Err(fail(sys, format!(
+            "static_preload: the marked elements ({}) cannot hold the design position: a force remains along {}; mark an element that acts along that motion",
+            marked.iter().map(|m| format!("`{}`", m.1)).collect::<Vec<_>>().join(", "),
+            labels.join(", ")
+        )));
+    }
+    let mut presets = vec![(0.0, 0.0); nt];
+    for (k, &(i, _)) in marked.iter().enumerate() {
+        presets[i] = (x[nc + k], refs[k]);
+    }
+    sys.set_presets(presets);
+    Ok(())
 }

@@ -386,6 +386,8 @@ pub struct RawForce {
     pub table: Option<S<String>>,
     pub free_length: Option<S<Num>>,
     pub actuator: Option<S<RawMotionValue>>,
+    /// Preload from equilibrium (spring-dampers, rotational springs, bushings).
+    pub static_preload: Option<S<bool>>,
     // Rotational spring-damper, bushing.
     pub joint: Option<S<String>>,
     pub point: Option<NumList>,
@@ -479,6 +481,7 @@ present_keys!(
         table,
         free_length,
         actuator,
+        static_preload,
         joint,
         point,
         axis,

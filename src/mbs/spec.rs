@@ -295,6 +295,11 @@ pub enum ForceKind {
 pub struct ForceSpec {
     pub name: String,
     pub kind: ForceKind,
+    /// `static_preload = true`: a constant force (torque) along each of the element's
+    /// coordinates is computed at initialization so that the design position is the static
+    /// equilibrium (see `mbs::assembly`).
+    #[serde(default)]
+    pub static_preload: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -145,6 +145,12 @@ struct ForceTerm {
     law: Law,
     /// Index of the force element in the spec.
     element: usize,
+    /// Constant generalized force along the coordinate from `static_preload` (0 otherwise),
+    /// and the coordinate's value where it was computed (energy reference).
+    #[serde(default)]
+    preset: f64,
+    #[serde(default)]
+    preset_ref: f64,
 }
 
 /// The multibody system. Plain data: `Clone + Serialize` (FMU state copies it).
@@ -182,6 +188,10 @@ pub struct System {
     output_coords: Vec<Option<Coord>>,
     /// Joint normal reaction per joint, from the last accepted step (friction).
     joint_normal: Vec<f64>,
+    /// Per force term: preload from equilibrium and its reference coordinate value (empty when
+    /// no element has `static_preload`).
+    #[serde(default)]
+    presets: Vec<(f64, f64)>,
     q0: Vec<f64>,
     v0: Vec<f64>,
     snap: Snapshot,
@@ -241,6 +251,7 @@ impl System {
             joint_coords: Vec::new(),
             output_coords: Vec::new(),
             joint_normal: vec![0.0; spec.joints.len()],
+            presets: Vec::new(),
             q0: Vec::new(),
             v0: Vec::new(),
             snap: Snapshot::default(),
@@ -565,6 +576,8 @@ impl System {
                             actuator,
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
                 ForceKind::RotationalSpringDamper {
@@ -592,6 +605,8 @@ impl System {
                             actuator,
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
                 ForceKind::Bushing {
@@ -616,6 +631,8 @@ impl System {
                                 rest: f64::NAN,
                             },
                             element: fi,
+                            preset: 0.0,
+                            preset_ref: 0.0,
                         });
                     }
                     // Small relative rotations about frame-1 axes: θx = ½(z1·y2 − y1·z2), ...
@@ -630,6 +647,8 @@ impl System {
                                 rest: f64::NAN,
                             },
                             element: fi,
+                            preset: 0.0,
+                            preset_ref: 0.0,
                         });
                     }
                 }
@@ -682,6 +701,8 @@ impl System {
                             c: pv(damping),
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
                 ForceKind::PrismaticFriction { joint, mu, v_reg } => {
@@ -699,6 +720,8 @@ impl System {
                             joint: *joint,
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
             }
@@ -741,6 +764,14 @@ impl System {
         self.motions = motions;
         self.frame_motions = frame_motions;
         self.rows = rows;
+        // Preloads from equilibrium survive parameter changes (they are recomputed only at
+        // initialization).
+        if self.presets.len() == terms.len() {
+            for (tm, &(p, r)) in terms.iter_mut().zip(&self.presets) {
+                tm.preset = p;
+                tm.preset_ref = r;
+            }
+        }
         self.terms = terms;
         self.joint_coords = joint_coords;
         self.output_coords = output_coords;
@@ -849,6 +880,63 @@ impl System {
     // ----- forces -----
 
     /// Scalar law value and its partial derivatives `(F, ∂F/∂ξ, ∂F/∂ξ̇)`.
+    /// The law of force term `i` plus its preload from equilibrium.
+    fn term_law(&self, i: usize, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
+        let tm = &self.terms[i];
+        let (f, a, b) = self.law(&tm.law, xi, rate, t);
+        (f + tm.preset, a, b)
+    }
+
+    /// Force terms with `static_preload` (their elements marked), in term order, with the
+    /// element name: the unknowns of the preload computation.
+    pub(crate) fn preload_terms(&self) -> Vec<(usize, String)> {
+        self.terms
+            .iter()
+            .enumerate()
+            .filter(|(_, tm)| self.spec.forces[tm.element].static_preload)
+            .map(|(i, tm)| (i, self.spec.forces[tm.element].name.clone()))
+            .collect()
+    }
+
+    /// The generalized force of a unit preload on term `i` at `q` (its coordinate gradient).
+    pub(crate) fn term_direction(&mut self, i: usize, t: f64, q: &[f64], out: &mut [f64]) -> f64 {
+        self.load(t, q, None);
+        out.fill(0.0);
+        let cv = self.coord(&self.terms[i].coord, None);
+        for (l, g) in cv.columns() {
+            out[g] += cv.grad[l];
+        }
+        cv.val
+    }
+
+    pub(crate) fn n_terms(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// Set the preloads (per term, with their reference coordinate values); kept across
+    /// parameter changes.
+    pub(crate) fn set_presets(&mut self, presets: Vec<(f64, f64)>) {
+        for (tm, &(p, r)) in self.terms.iter_mut().zip(&presets) {
+            tm.preset = p;
+            tm.preset_ref = r;
+        }
+        self.presets = presets;
+    }
+
+    /// The preload of force element `e` from equilibrium: the spring tension (N), torque
+    /// (N m), or for a bushing the 6 components (force on body 2 along frame-1 axes, then
+    /// torques); empty if the element has none.
+    pub fn element_preload(&self, e: usize) -> Vec<f64> {
+        self.terms
+            .iter()
+            .filter(|tm| tm.element == e && self.spec.forces[e].static_preload)
+            .map(|tm| match tm.law {
+                Law::Spring { .. } => -tm.preset,
+                _ => tm.preset,
+            })
+            .collect()
+    }
+
     fn law(&self, law: &Law, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
         match law {
             Law::Spring {
@@ -1073,7 +1161,7 @@ impl Mechanical for System {
         }
         for i in 0..self.terms.len() {
             let cv = self.coord(&self.terms[i].coord, Some(v));
-            let (force, _, _) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
+            let (force, _, _) = self.term_law(i, cv.val, cv.rate, t);
             if force != 0.0 {
                 for (l, g) in cv.columns() {
                     f[g] += force * cv.grad[l];
@@ -1137,7 +1225,7 @@ impl ForceJacobians for System {
         }
         for i in 0..self.terms.len() {
             let cv = self.coord_hessian(&self.terms[i].coord, Some(v), &mut hess);
-            let (force, f_xi, f_rate) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
+            let (force, f_xi, f_rate) = self.term_law(i, cv.val, cv.rate, t);
             if force == 0.0 && f_xi == 0.0 && f_rate == 0.0 {
                 continue;
             }
@@ -1464,7 +1552,7 @@ impl System {
                 continue;
             }
             let cv = self.term_value(i, Some(v));
-            let (f, _, _) = self.law(&tm.law, cv.val, cv.rate, t);
+            let (f, _, _) = self.term_law(i, cv.val, cv.rate, t);
             vals.push(match tm.law {
                 Law::Spring { .. } => -f,
                 _ => f,
@@ -1514,7 +1602,7 @@ impl System {
                     }
                 }
                 Law::Friction { .. } => 0.0,
-            };
+            } - self.terms[i].preset * (cv.val - self.terms[i].preset_ref);
         }
         e
     }

@@ -34,6 +34,17 @@ fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
         "  initial state: constraint residual {:.3e} as given, {:.3e} after assembly; positions moved by up to {:.3e}, velocities by up to {:.3e}\n",
         r.initial_residual, r.final_residual, r.max_position_change, r.max_velocity_change
     ));
+    for (e, f) in spec.forces.iter().enumerate() {
+        let p = sys.element_preload(e);
+        if !p.is_empty() {
+            let values: Vec<String> = p.iter().map(|v| format!("{v:.6e}")).collect();
+            s.push_str(&format!(
+                "  static_preload: `{}` preload {} (tension/torque added so that the design position is the equilibrium)\n",
+                f.name,
+                values.join(", ")
+            ));
+        }
+    }
     if let Some((iterations, relaxation)) = r.static_iterations {
         s.push_str(&format!(
             "  static equilibrium found ({iterations} iterations, {relaxation} of them relaxation steps); the bodies moved from the file's positions by:\n"

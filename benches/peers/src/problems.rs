@@ -138,6 +138,7 @@ pub fn double_pendulum_spec() -> ModelSpec {
     ];
     s.forces = vec![
         ForceSpec {
+            static_preload: false,
             name: "spring1".into(),
             kind: ForceKind::RotationalSpringDamper {
                 body1: BodyRef::Ground,
@@ -151,6 +152,7 @@ pub fn double_pendulum_spec() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "spring2".into(),
             kind: ForceKind::RotationalSpringDamper {
                 body1: BodyRef::Body(0),
