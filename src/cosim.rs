@@ -630,6 +630,8 @@ impl<E: Engine> Simulation<E> {
                     .to_string(),
             );
         }
+        // Plausibility warnings from loading the model (unit slips, bodies nothing holds).
+        out.extend(self.spec.warnings.iter().cloned());
         out
     }
 

@@ -331,6 +331,7 @@ fn kitchen_sink() -> ModelSpec {
         forces,
         outputs: vec![],
         source_files: vec![],
+        warnings: vec![],
     }
 }
 

@@ -120,6 +120,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
             },
         ],
         source_files,
+        warnings: vec![],
     }
 }
 

@@ -98,7 +98,18 @@ fn gauss_newton(
 fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
     let q_start = q.to_vec();
     let zero = DVector::zeros(sys.all_rows_count());
-    if gauss_newton(sys, t, q, &zero, 1.0, POS_TOL) {
+    // The tolerance is relative to the model's size (a model in mm has residuals 1000 times
+    // those of the same model in m, round-off included).
+    let scale = {
+        let layout = sys.layout();
+        layout
+            .offsets
+            .iter()
+            .flat_map(|&o| q[o..o + 3].iter())
+            .fold(1.0f64, |m, x| m.max(x.abs()))
+    };
+    let pos_tol = POS_TOL * scale;
+    if gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
         return Ok(());
     }
     let mut stages = 2;
@@ -108,7 +119,7 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
         let r0 = all_rows(sys, t, q).0;
         let ok = (1..=stages).all(|k| {
             let s = k as f64 / stages as f64;
-            let tol = if k == stages { POS_TOL } else { 1e-8 };
+            let tol = if k == stages { pos_tol } else { 1e-8 * scale };
             gauss_newton(sys, t, q, &r0, s, tol)
         });
         if ok {

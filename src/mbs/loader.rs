@@ -180,6 +180,9 @@ struct Resolver<'a> {
     force_index: HashMap<String, usize>,
     force_specs: Vec<ForceSpec>,
     source_files: Vec<PathBuf>,
+    /// Every point read (global, initial configuration), with where it was written: for the
+    /// plausibility check of the model's extent.
+    points: Vec<(Range<usize>, String, Vector3<f64>)>,
 }
 
 const NO_KEYS: &[&str] = &[];
@@ -217,6 +220,7 @@ impl<'a> Resolver<'a> {
             force_index: HashMap::new(),
             force_specs: Vec::new(),
             source_files: vec![src.file.clone()],
+            points: Vec::new(),
         }
     }
 
@@ -442,7 +446,89 @@ impl<'a> Resolver<'a> {
 
     fn vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
         let x = self.list(v, el, field, 3)?;
-        Ok(Vector3::new(x[0], x[1], x[2]))
+        let x = Vector3::new(x[0], x[1], x[2]);
+        if matches!(
+            field,
+            "position" | "point" | "point1" | "point2" | "center" | "center1" | "center2"
+        ) {
+            self.points.push((v.span(), el.to_string(), x));
+        }
+        Ok(x)
+    }
+
+    /// Plausibility warnings: points far outside the model's extent (a value in mm in a model
+    /// in metres), bodies that no joint, driver or force element refers to.
+    fn warnings(&self, raw: &RawFile) -> Vec<String> {
+        let mut out = Vec::new();
+        let n = self.points.len();
+        if n >= 3 {
+            // Robust centre and size: component-wise median, median distance (one stray point
+            // must not move them).
+            let median_of = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let c = Vector3::from_fn(|k, _| median_of(self.points.iter().map(|p| p.2[k]).collect()));
+            let median = median_of(self.points.iter().map(|p| (p.2 - c).norm()).collect());
+            for (span, el, p) in &self.points {
+                let r = (p - c).norm();
+                if median > 0.0 && r > 20.0 * median {
+                    out.push(self.err(span.clone(), el, format!(
+                        "this point is {r:.3} from the centre of the model, {:.0} times the typical distance {median:.3}: a value in other units (mm in a model in metres)?",
+                        r / median
+                    )).to_string());
+                }
+            }
+        }
+        let mut held = vec![false; self.body_specs.len()];
+        let mut hold = |r: &BodyRef| {
+            if let BodyRef::Body(b) = r {
+                held[*b] = true;
+            }
+        };
+        for j in &self.joint_specs {
+            hold(&j.body1);
+            hold(&j.body2);
+        }
+        for d in &self.driver_specs {
+            match d.target {
+                DriverTarget::PointComponent { body, .. } => hold(&BodyRef::Body(body)),
+                DriverTarget::JointCoordinate(_) => {}
+            }
+        }
+        for f in &self.force_specs {
+            match &f.kind {
+                ForceKind::SpringDamper { body1, body2, .. }
+                | ForceKind::RotationalSpringDamper { body1, body2, .. }
+                | ForceKind::Bushing { body1, body2, .. } => {
+                    hold(body1);
+                    hold(body2);
+                }
+                ForceKind::Contact { geometry, .. } => match geometry {
+                    ContactGeometry::SpherePlane {
+                        sphere_body,
+                        plane_body,
+                        ..
+                    } => {
+                        hold(sphere_body);
+                        hold(plane_body);
+                    }
+                    ContactGeometry::SphereSphere { body1, body2, .. } => {
+                        hold(body1);
+                        hold(body2);
+                    }
+                },
+                ForceKind::PrismaticFriction { .. } => {}
+            }
+        }
+        for (i, h) in held.iter().enumerate() {
+            if !h {
+                let b = raw.bodies[i].get_ref();
+                out.push(self.err(raw.bodies[i].span(), &label("bodies", i, b.name.get_ref()),
+                    "no joint, driver or force element refers to this body: nothing holds it (it falls freely under gravity)").to_string());
+            }
+        }
+        out
     }
 
     fn unit_vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
@@ -938,6 +1024,7 @@ impl<'a> Resolver<'a> {
             };
         }
 
+        let warnings = self.warnings(raw);
         Ok(ModelSpec {
             name: model.name.get_ref().clone(),
             description: model.description.clone().unwrap_or_default(),
@@ -952,6 +1039,7 @@ impl<'a> Resolver<'a> {
             joints: std::mem::take(&mut self.joint_specs),
             drivers: std::mem::take(&mut self.driver_specs),
             forces: std::mem::take(&mut self.force_specs),
+            warnings,
             outputs,
             source_files: std::mem::take(&mut self.source_files),
         })

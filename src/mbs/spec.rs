@@ -445,6 +445,10 @@ pub struct ModelSpec {
     /// The model file and every file it references (CSV tables), for packaging into
     /// `resources/`.
     pub source_files: Vec<PathBuf>,
+    /// Plausibility warnings found at load (`file:line:col: element: ...`): likely unit slips,
+    /// bodies nothing holds. Printed by `mbsfmu check`, logged by the FMU.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl ModelSpec {

@@ -134,7 +134,14 @@ pub fn summary(spec: &ModelSpec) -> String {
 pub fn run(model: &Path) -> CliResult {
     let spec = mbsfmu::mbs::load_model(model)?;
     print!("{}", summary(&spec));
-    println!("  loads without errors");
+    if spec.warnings.is_empty() {
+        println!("  loads without errors or warnings");
+    } else {
+        println!("  loads without errors; warnings:");
+        for w in &spec.warnings {
+            println!("    warning: {w}");
+        }
+    }
     match assembly_report(&spec) {
         Ok(report) => print!("{report}"),
         Err(message) => {

@@ -32,6 +32,7 @@ fn empty_spec(name: &str) -> ModelSpec {
         forces: vec![],
         outputs: vec![],
         source_files: vec![],
+        warnings: vec![],
     }
 }
 
