@@ -332,6 +332,7 @@ fn kitchen_sink() -> ModelSpec {
         outputs: vec![],
         source_files: vec![],
         warnings: vec![],
+        source_text: None,
     }
 }
 

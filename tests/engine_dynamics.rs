@@ -88,6 +88,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
         outputs: vec![],
         source_files: vec![],
         warnings: vec![],
+        source_text: None,
     }
 }
 

@@ -35,6 +35,8 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 unit: "N/m".into(),
                 description: "Spring stiffness".into(),
                 tunable: true,
+                calculated: false,
+                acts: true,
             },
             ParameterSpec {
                 name: "m".into(),
@@ -42,6 +44,8 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 unit: "kg".into(),
                 description: "Mass".into(),
                 tunable: false,
+                calculated: false,
+                acts: true,
             },
         ],
         inputs: vec![InputSpec {
@@ -121,6 +125,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
         ],
         source_files,
         warnings: vec![],
+        source_text: None,
     }
 }
 

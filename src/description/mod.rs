@@ -186,6 +186,26 @@ impl VariableTable {
             VarKind::Time,
         );
         for (i, p) in spec.parameters.iter().enumerate() {
+            // A parameter that acts on nothing is not exposed (the loader warns).
+            if !p.acts {
+                continue;
+            }
+            if p.calculated {
+                // Computed from other parameters: readable, not settable (a dependent
+                // parameter: local, fixed, calculated at initialization).
+                push(
+                    p.name.clone(),
+                    p.description.clone(),
+                    Causality::Local,
+                    Variability::Fixed,
+                    Some(Initial::Calculated),
+                    VarType::Float64,
+                    p.unit.clone(),
+                    StartValue::None,
+                    VarKind::Parameter(i),
+                );
+                continue;
+            }
             push(
                 p.name.clone(),
                 p.description.clone(),

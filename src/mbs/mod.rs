@@ -17,5 +17,5 @@ pub mod system;
 pub mod table;
 
 pub use error::ModelError;
-pub use loader::{load_model, load_model_str};
+pub use loader::{load_model, load_model_str, load_model_with_parameters};
 pub use spec::ModelSpec;

@@ -311,6 +311,18 @@ pub struct ParameterSpec {
     /// Whether it may be changed in step mode (FMI tunable). Geometry and masses are fixed after
     /// initialization; stiffness, damping, friction and gravity are tunable.
     pub tunable: bool,
+    /// Its `value` is an expression of other parameters: it follows them (re-evaluated when
+    /// the model is re-resolved at initialization) and cannot be set itself.
+    #[serde(default)]
+    pub calculated: bool,
+    /// Something uses it (an element field, or another parameter's expression that is used);
+    /// a parameter that acts on nothing is a load-time warning and is not exposed.
+    #[serde(default = "yes")]
+    pub acts: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -449,6 +461,11 @@ pub struct ModelSpec {
     /// bodies nothing holds. Printed by `mbsfmu check`, logged by the FMU.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The model file's text, when loaded from text: parameters that act through geometry or
+    /// expressions are applied by re-resolving it at initialization
+    /// ([`crate::mbs::load_model_with_parameters`]).
+    #[serde(default)]
+    pub source_text: Option<String>,
 }
 
 impl ModelSpec {

@@ -297,6 +297,11 @@ impl System {
                 "parameter '{name}' = {value} is not a finite number"
             )));
         }
+        if self.spec.parameters[i].calculated {
+            return Err(self.err(format!(
+                "parameter '{name}' is computed from other parameters (its value is an expression): set those instead"
+            )));
+        }
         let old = self.params[i];
         self.params[i] = value;
         if let Err(e) = self.build() {
@@ -1049,7 +1054,35 @@ impl System {
     /// velocities by projection, or static equilibrium when the model asks for it. Detects and
     /// drops redundant constraint rows (reported in [`System::dropped`]).
     pub fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
+        self.re_resolve()?;
         super::assembly::initial_state(self, t0)
+    }
+
+    /// Parameters set before initialization act on everything they are used in (geometry,
+    /// masses, expressions, calculated parameters): when they differ from the values the
+    /// model was resolved with, the model text is resolved again with them and the system
+    /// rebuilt (inputs kept). Without the text (a model built in code) only the fields that
+    /// name a parameter follow (as during stepping).
+    fn re_resolve(&mut self) -> Result<(), ModelError> {
+        let Some(text) = self.spec.source_text.clone() else {
+            return Ok(());
+        };
+        let same = self
+            .spec
+            .parameters
+            .iter()
+            .zip(&self.params)
+            .all(|(p, v)| p.calculated || p.value == *v);
+        if same {
+            return Ok(());
+        }
+        let path = self.spec.source_files.first().cloned().unwrap_or_default();
+        let spec = super::loader::load_model_with_parameters(&text, &path, &self.params)?;
+        let params = spec.default_parameters();
+        let mut fresh = System::with_parameters(Arc::new(spec), params)?;
+        fresh.inputs = self.inputs.clone();
+        *self = fresh;
+        Ok(())
     }
 
     pub(crate) fn initial_guess(&self) -> (Vec<f64>, Vec<f64>) {

@@ -33,6 +33,7 @@ fn empty_spec(name: &str) -> ModelSpec {
         outputs: vec![],
         source_files: vec![],
         warnings: vec![],
+        source_text: None,
     }
 }
 

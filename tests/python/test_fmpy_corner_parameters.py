@@ -1,0 +1,64 @@
+"""Issue 14 through fmpy (FMI 2 and 3): the suspension corner FMU initializes in static
+equilibrium with changed masses, stiffnesses, a geometry parameter and a non-zero initial post
+height, and each change moves the outputs as a hand calculation says:
+
+- total weight W = (m_chassis + m_upright + 8 kg of arms) g is carried by the tire:
+  tire_force = W (the tire line stays within 0.2 mm of vertical: to 0.1 %);
+- `z_pad` (the wheel pan's top above the post, a geometry parameter used in a point) and the
+  initial `post_z` raise the tire's lower end: the whole corner moves up by as much, the
+  forces stay (chassis_z and wheel_z shift exactly by the sum);
+- a softer tire deflects more: wheel_z changes by -W (1/k_new - 1/k_old) relative to a run
+  with the same masses.
+
+Also: the model stays at rest after initialization (outputs constant over 0.2 s).
+"""
+
+import numpy as np
+import pytest
+
+from test_fmpy_validate import ROOT, export, tools  # noqa: F401  (fixture)
+
+MODEL = ROOT / "models" / "suspension_corner.toml"
+G = 9.81
+ARMS = 5.0 + 3.0
+
+
+def run(fmu, version, start_values, stop=0.2):
+    from fmpy import simulate_fmu
+
+    res = simulate_fmu(
+        str(fmu),
+        start_time=0.0,
+        stop_time=stop,
+        output_interval=0.01,
+        start_values=start_values,
+        fmi_type="CoSimulation",
+        validate=False,
+    )
+    return res
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_corner_initializes_with_changed_parameters(tools, version, tmp_path):
+    fmu = export(tools, MODEL, version, tmp_path)
+    base = run(fmu, version, {})
+    changed = {"m_chassis": 380.0, "m_upright": 32.0, "k_tire": 2.0e5, "k_spring": 70000.0}
+    res = run(fmu, version, changed)
+    w = (380.0 + 32.0 + ARMS) * G
+    assert abs(res["tire_force"][0] - w) < 1e-3 * w
+    assert abs(base["tire_force"][0] - (360.0 + 30.0 + ARMS) * G) < 1e-3 * w
+    # At rest in the new equilibrium.
+    for name in ("chassis_z", "wheel_z", "tire_force"):
+        assert np.ptp(res[name]) < 1e-6 * max(1.0, abs(res[name][0])), name
+    # Softer tire alone (same masses as the base run): the wheel sits lower by the extra
+    # tire deflection.
+    soft = run(fmu, version, {"k_tire": 2.0e5})
+    w0 = (360.0 + 30.0 + ARMS) * G
+    expected = -w0 * (1 / 2.0e5 - 1 / 2.5e5)
+    assert abs((soft["wheel_z"][0] - base["wheel_z"][0]) - expected) < 2e-3 * abs(expected)
+    # Geometry parameter and initial post height: a pure vertical shift.
+    shifted = run(fmu, version, {"z_pad": 0.02, "post_z": 0.015})
+    for name in ("chassis_z", "wheel_z"):
+        assert abs(shifted[name][0] - base[name][0] - 0.035) < 1e-9, name
+    assert abs(shifted["tire_force"][0] - base["tire_force"][0]) < 1e-6
+    assert abs(shifted["wheel_y"][0] - base["wheel_y"][0]) < 1e-9
