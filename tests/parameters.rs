@@ -112,7 +112,10 @@ fn declarations() {
     assert_eq!(kind("m"), (Causality::Parameter, Variability::Fixed));
     assert_eq!(kind("l0"), (Causality::Parameter, Variability::Tunable));
     assert!(t.by_name("unused").is_none());
-    assert!(matches!(t.by_name("c").unwrap().kind, VarKind::Parameter(1)));
+    assert!(matches!(
+        t.by_name("c").unwrap().kind,
+        VarKind::Parameter(1)
+    ));
     assert_eq!(spec.warnings.len(), 1, "{:?}", spec.warnings);
     assert!(spec.warnings[0].contains("parameters[5] \"unused\""));
     assert!(spec.warnings[0].contains("acts on nothing"));
@@ -129,7 +132,10 @@ fn parameters_set_before_initialization_act() {
     s.setup_experiment(None, 0.0, None).unwrap();
     s.initialize().unwrap();
     let z0 = s.get_real(vr(&t, "z")).unwrap();
-    assert!((z0 - equilibrium(1.0, 0.5, 10.0, 1000.0)).abs() < 1e-9, "{z0}");
+    assert!(
+        (z0 - equilibrium(1.0, 0.5, 10.0, 1000.0)).abs() < 1e-9,
+        "{z0}"
+    );
     let c0 = s.get_real(vr(&t, "c")).unwrap();
     assert!((c0 - 2.0 * 0.1 * (1000.0f64 * 10.0).sqrt()).abs() < 1e-12);
 
@@ -142,15 +148,24 @@ fn parameters_set_before_initialization_act() {
     s.setup_experiment(None, 0.0, None).unwrap();
     s.initialize().unwrap();
     let z = s.get_real(vr(&t, "z")).unwrap();
-    assert!((z - equilibrium(1.4, 0.3, 12.0, 4000.0)).abs() < 1e-9, "{z}");
+    assert!(
+        (z - equilibrium(1.4, 0.3, 12.0, 4000.0)).abs() < 1e-9,
+        "{z}"
+    );
     // c follows k.
     let c = s.get_real(vr(&t, "c")).unwrap();
-    assert!((c - 2.0 * 0.1 * (4000.0f64 * 10.0).sqrt()).abs() < 1e-12, "{c}");
+    assert!(
+        (c - 2.0 * 0.1 * (4000.0f64 * 10.0).sqrt()).abs() < 1e-12,
+        "{c}"
+    );
     // Fixed parameters cannot change during stepping; tunable ones can, and act.
     assert!(s.set_real(vr(&t, "h"), 2.0, SetPhase::Stepping).is_err());
     s.set_real(vr(&t, "l0"), 0.35, SetPhase::Stepping).unwrap();
     s.advance_to(20.0, None).unwrap();
     let z = s.get_real(vr(&t, "z")).unwrap();
     // The damped bob (ζ ≈ 0.09) settles to the new free length's equilibrium.
-    assert!((z - equilibrium(1.4, 0.35, 12.0, 4000.0)).abs() < 1e-5, "{z}");
+    assert!(
+        (z - equilibrium(1.4, 0.35, 12.0, 4000.0)).abs() < 1e-5,
+        "{z}"
+    );
 }

@@ -26,7 +26,12 @@ fn gallery_models_have_no_warnings() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
             let spec = mbsfmu::mbs::load_model(&p).unwrap();
-            assert!(spec.warnings.is_empty(), "{}: {:?}", p.display(), spec.warnings);
+            assert!(
+                spec.warnings.is_empty(),
+                "{}: {:?}",
+                p.display(),
+                spec.warnings
+            );
         }
     }
 }
@@ -41,7 +46,10 @@ fn catalogue_of_warnings() {
     assert!(w[0].contains("joints[4] \"upper_ball\""), "{}", w[0]);
     assert!(w[0].contains("mm in a model in metres"), "{}", w[0]);
     // A body position in mm.
-    let text = corner_text().replace("position = [0.0, 0.73, 0.30]", "position = [0.0, 730.0, 300.0]");
+    let text = corner_text().replace(
+        "position = [0.0, 0.73, 0.30]",
+        "position = [0.0, 730.0, 300.0]",
+    );
     let w = load(&text).warnings;
     assert!(
         w.iter().any(|w| w.contains("bodies[3] \"upright\"")),
@@ -66,7 +74,11 @@ fn to_mm(v: &mut Value, key: &str) {
             for (k, x) in t.iter_mut() {
                 to_mm(x, k);
             }
-            let name = t.get("name").and_then(|n| n.as_str()).unwrap_or("").to_string();
+            let name = t
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_string();
             let factor = match name.as_str() {
                 "k_spring" | "k_tire" | "c_spring" | "c_tire" | "m_chassis" | "m_upright" => 1e-3,
                 "l0_spring" => 1e3,
@@ -144,4 +156,3 @@ fn assembly_failures_name_the_largest_residuals() {
     let listed = e.split("largest residuals:").nth(1).unwrap_or("");
     assert!(listed.contains("joint '"), "{e}");
 }
-

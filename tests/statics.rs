@@ -129,7 +129,10 @@ fn settled_positions(v: &Variant) -> Vec<f64> {
         if vmax < 1e-8 {
             return positions(&sys, &st.q);
         }
-        assert!(t_end < 60.0, "the damped run did not settle (|v| = {vmax:e})");
+        assert!(
+            t_end < 60.0,
+            "the damped run did not settle (|v| = {vmax:e})"
+        );
         t_end += 5.0;
     }
 }
@@ -158,7 +161,10 @@ fn compare(v: &Variant, what: &str) {
         .fold(0.0, f64::max);
     println!("{what}: equilibrium {moved:.4} m from the design position, |static − settled| = {err:.2e} m");
     // The check is meaningful only if the equilibrium is away from the design position.
-    assert!(moved > 0.01, "{what}: the equilibrium is at the design position");
+    assert!(
+        moved > 0.01,
+        "{what}: the equilibrium is at the design position"
+    );
     assert!(err < 1e-6, "{what}: static and settled differ by {err:e} m");
 }
 

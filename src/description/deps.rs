@@ -27,8 +27,7 @@
 //! derivatives on every gallery model (`tests/dependencies.rs`).
 
 use crate::mbs::spec::{
-    BodyRef, ContactGeometry, DriverTarget, ForceKind, JointKind, ModelSpec, Motion,
-    OutputQuantity,
+    BodyRef, ContactGeometry, DriverTarget, ForceKind, JointKind, ModelSpec, Motion, OutputQuantity,
 };
 use std::collections::BTreeSet;
 
@@ -175,39 +174,39 @@ pub fn output_dependencies(spec: &ModelSpec) -> Vec<Vec<usize>> {
     spec.outputs
         .iter()
         .map(|o| {
-            let set: BTreeSet<usize> = match &o.quantity {
-                OutputQuantity::Position { body, .. } | OutputQuantity::Velocity { body, .. } => {
-                    of_ref(body)
-                }
-                OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
-                    BTreeSet::new()
-                }
-                OutputQuantity::JointCoordinate { joint }
-                | OutputQuantity::JointRate { joint } => joint_travel(*joint),
-                OutputQuantity::ElementLength { force } => {
-                    element_length.get(*force).cloned().unwrap_or_else(all)
-                }
-                OutputQuantity::ElementForce { force } => {
-                    element_force.get(*force).cloned().unwrap_or_else(all)
-                }
-                OutputQuantity::Energy => energy.clone(),
-                OutputQuantity::Acceleration { body, .. } => on(&[*body]),
-                OutputQuantity::JointForce { joint, .. }
-                | OutputQuantity::JointTorque { joint, .. } => match spec.joints.get(*joint) {
-                    Some(js) => on(&[js.body1, js.body2]),
-                    None => all(),
-                },
-                OutputQuantity::DriverForce { driver } => match spec.drivers.get(*driver) {
-                    Some(d) => match d.target {
-                        DriverTarget::JointCoordinate(j) => match spec.joints.get(j) {
-                            Some(js) => on(&[js.body1, js.body2]),
-                            None => all(),
-                        },
-                        DriverTarget::PointComponent { body, .. } => on(&[BodyRef::Body(body)]),
+            let set: BTreeSet<usize> =
+                match &o.quantity {
+                    OutputQuantity::Position { body, .. }
+                    | OutputQuantity::Velocity { body, .. } => of_ref(body),
+                    OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
+                        BTreeSet::new()
+                    }
+                    OutputQuantity::JointCoordinate { joint }
+                    | OutputQuantity::JointRate { joint } => joint_travel(*joint),
+                    OutputQuantity::ElementLength { force } => {
+                        element_length.get(*force).cloned().unwrap_or_else(all)
+                    }
+                    OutputQuantity::ElementForce { force } => {
+                        element_force.get(*force).cloned().unwrap_or_else(all)
+                    }
+                    OutputQuantity::Energy => energy.clone(),
+                    OutputQuantity::Acceleration { body, .. } => on(&[*body]),
+                    OutputQuantity::JointForce { joint, .. }
+                    | OutputQuantity::JointTorque { joint, .. } => match spec.joints.get(*joint) {
+                        Some(js) => on(&[js.body1, js.body2]),
+                        None => all(),
                     },
-                    None => all(),
-                },
-            };
+                    OutputQuantity::DriverForce { driver } => match spec.drivers.get(*driver) {
+                        Some(d) => match d.target {
+                            DriverTarget::JointCoordinate(j) => match spec.joints.get(j) {
+                                Some(js) => on(&[js.body1, js.body2]),
+                                None => all(),
+                            },
+                            DriverTarget::PointComponent { body, .. } => on(&[BodyRef::Body(body)]),
+                        },
+                        None => all(),
+                    },
+                };
             set.into_iter().filter(|i| *i < n_inputs).collect()
         })
         .collect()

@@ -246,7 +246,10 @@ fn body_moves(sys: &System, from: &[f64], to: &[f64]) -> Vec<(String, f64, f64)>
         .enumerate()
         .map(|(b, body)| {
             let o = layout.offsets[b];
-            let dr = (0..3).map(|k| (to[o + k] - from[o + k]).powi(2)).sum::<f64>().sqrt();
+            let dr = (0..3)
+                .map(|k| (to[o + k] - from[o + k]).powi(2))
+                .sum::<f64>()
+                .sqrt();
             let angle = if layout.is_rigid(b) {
                 // Rotation between unit quaternions: 2 acos|p0·p1|.
                 let dot: f64 = (3..7).map(|k| from[o + k] * to[o + k]).sum();
@@ -334,7 +337,8 @@ fn preloads_from_equilibrium(sys: &mut System, t: f64, q: &[f64]) -> Result<(), 
     let r = &a * &xv - &b;
     let scale = b.amax().max(a.amax() * xv.amax()).max(1e-300);
     if r.amax() > 1e-9 * scale {
-        let mut worst: Vec<(f64, usize)> = r.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
+        let mut worst: Vec<(f64, usize)> =
+            r.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
         worst.sort_by(|p, q| q.0.total_cmp(&p.0));
         let labels: Vec<String> = worst
             .iter()

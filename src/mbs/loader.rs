@@ -487,7 +487,8 @@ impl<'a> Resolver<'a> {
                 v.sort_by(f64::total_cmp);
                 v[v.len() / 2]
             };
-            let c = Vector3::from_fn(|k, _| median_of(self.points.iter().map(|p| p.2[k]).collect()));
+            let c =
+                Vector3::from_fn(|k, _| median_of(self.points.iter().map(|p| p.2[k]).collect()));
             let median = median_of(self.points.iter().map(|p| (p.2 - c).norm()).collect());
             for (span, el, p) in &self.points {
                 let r = (p - c).norm();
@@ -1089,7 +1090,9 @@ impl<'a> Resolver<'a> {
                         .to_string(),
                     );
                 }
-                if self.params[i].calculated && p.get_ref().tunable.as_ref().is_some_and(|t| *t.get_ref()) {
+                if self.params[i].calculated
+                    && p.get_ref().tunable.as_ref().is_some_and(|t| *t.get_ref())
+                {
                     return Err(self.err(
                         p.get_ref().name.span(),
                         &label("parameters", i, p.get_ref().name.get_ref()),

@@ -132,7 +132,11 @@ fn scales<S: Mechanical + CoordinateInfo>(sys: &mut S, t: f64, q: &[f64], w: &mu
             (a.min(x), b.max(x))
         });
     let amax = lens.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    let mut len = if lens.is_empty() { 1.0 } else { (hi - lo).max(amax) };
+    let mut len = if lens.is_empty() {
+        1.0
+    } else {
+        (hi - lo).max(amax)
+    };
     if !(len.is_finite() && len > 0.0) {
         len = 1.0;
     }
@@ -145,12 +149,18 @@ fn scales<S: Mechanical + CoordinateInfo>(sys: &mut S, t: f64, q: &[f64], w: &mu
         .filter(|&i| sys.coordinate_is_length(i))
         .map(|i| w.f[i].abs())
         .fold(0.0, f64::max);
-    if !(force > 0.0) {
+    if force.is_nan() || force <= 0.0 {
         let m = (0..nq).map(|i| w.mass[(i, i)].abs()).fold(0.0, f64::max);
         force = if m > 0.0 { m * len } else { 1.0 };
     }
     let col_q: Vec<f64> = (0..nq)
-        .map(|i| if sys.coordinate_is_length(i) { len } else { 1.0 })
+        .map(|i| {
+            if sys.coordinate_is_length(i) {
+                len
+            } else {
+                1.0
+            }
+        })
         .collect();
     let row_f: Vec<f64> = (0..nq)
         .map(|i| {
@@ -387,8 +397,7 @@ where
         return StaticFailure { message: msg };
     }
     let kr = null.transpose() * &k * &null;
-    let fr = null.transpose()
-        * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
+    let fr = null.transpose() * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
     let eig = nalgebra::SymmetricEigen::new(kr);
     let kmax = eig.eigenvalues.iter().fold(0.0f64, |m, x| m.max(x.abs()));
     let mut found = Vec::new();

@@ -1643,6 +1643,33 @@ impl System {
 
 mod events;
 
+impl super::statics::CoordinateInfo for System {
+    fn coordinate_is_length(&self, i: usize) -> bool {
+        let b = self.body_of_coordinate(i);
+        i - self.layout.offsets[b] < 3
+    }
+    fn coordinate_label(&self, i: usize) -> String {
+        let b = self.body_of_coordinate(i);
+        let k = i - self.layout.offsets[b];
+        let name = &self.spec.bodies[b].name;
+        match k {
+            0..=2 => format!("body '{name}' {}", ["x", "y", "z"][k]),
+            _ => format!("body '{name}' rotation (e{})", k - 3),
+        }
+    }
+}
+
+impl System {
+    /// The body that owns coordinate `i`.
+    pub fn body_of_coordinate(&self, i: usize) -> usize {
+        self.layout
+            .offsets
+            .iter()
+            .rposition(|&o| o <= i)
+            .unwrap_or(0)
+    }
+}
+
 /// Timing harness for the per-row evaluation (not a correctness test):
 /// `cargo test --release --lib mbs::system::eval_timing -- --ignored --nocapture`.
 #[cfg(test)]
@@ -1718,32 +1745,5 @@ mod eval_timing {
             }
             report(file, "Hessian batch", &mut runs, sink);
         }
-    }
-}
-
-impl super::statics::CoordinateInfo for System {
-    fn coordinate_is_length(&self, i: usize) -> bool {
-        let b = self.body_of_coordinate(i);
-        i - self.layout.offsets[b] < 3
-    }
-    fn coordinate_label(&self, i: usize) -> String {
-        let b = self.body_of_coordinate(i);
-        let k = i - self.layout.offsets[b];
-        let name = &self.spec.bodies[b].name;
-        match k {
-            0..=2 => format!("body '{name}' {}", ["x", "y", "z"][k]),
-            _ => format!("body '{name}' rotation (e{})", k - 3),
-        }
-    }
-}
-
-impl System {
-    /// The body that owns coordinate `i`.
-    pub fn body_of_coordinate(&self, i: usize) -> usize {
-        self.layout
-            .offsets
-            .iter()
-            .rposition(|&o| o <= i)
-            .unwrap_or(0)
     }
 }

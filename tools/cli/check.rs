@@ -56,7 +56,8 @@ fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
             ));
         }
         let mut y = vec![0.0; sys.n_outputs()];
-        sys.evaluate_outputs(&x, &mut y).map_err(|e| e.to_string())?;
+        sys.evaluate_outputs(&x, &mut y)
+            .map_err(|e| e.to_string())?;
         if !y.is_empty() {
             s.push_str("  outputs at the equilibrium:\n");
             for (o, v) in spec.outputs.iter().zip(&y) {
