@@ -62,6 +62,7 @@ fn corner(v: &Variant) -> ModelSpec {
             "l0_spring" => DESIGN_LENGTH + v.preload_travel,
             "k_tire" => v.k_tire * s,
             "c_tire" => v.c_tire * s,
+            "z_pad" => value,
             other => panic!("unexpected parameter {other}"),
         };
         p["value"] = Value::Float(new);
