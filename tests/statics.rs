@@ -207,6 +207,41 @@ fn corner_equilibrium_is_scale_invariant() {
     }
 }
 
+/// Realistic parameter sets and post heights an importer may give: the solver converges and
+/// the state it returns is at rest (accelerations from the saddle-point system, not from the
+/// solver, vanish).
+#[test]
+fn corner_equilibrium_over_masses_tire_rates_and_post_heights() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    for m in [250.0, 360.0, 480.0] {
+        for k_tire in [150e3, 250e3, 400e3] {
+            for post in [-0.05, 0.0, 0.08] {
+                let mut doc: Value = std::fs::read_to_string(&path).unwrap().parse().unwrap();
+                for p in doc["parameters"].as_array_mut().unwrap() {
+                    match p["name"].as_str().unwrap() {
+                        "m_chassis" => p["value"] = Value::Float(m),
+                        "k_tire" => p["value"] = Value::Float(k_tire),
+                        _ => {}
+                    }
+                }
+                doc["inputs"][0]["start"] = Value::Float(post);
+                let text = toml::to_string(&doc).unwrap();
+                let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
+                let mut sys = System::new(spec).unwrap();
+                let x = sys
+                    .initial_state(0.0)
+                    .unwrap_or_else(|e| panic!("m = {m}, k_tire = {k_tire}, post = {post}: {e}"));
+                let (a, _) = sys.accelerations(0.0, &x.q, &x.v).unwrap();
+                let amax = a.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+                assert!(
+                    amax < 1e-8,
+                    "m = {m}, k_tire = {k_tire}, post = {post}: |a| = {amax:e}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn no_equilibrium_names_the_drifting_coordinates() {
     // Without the tire nothing holds the corner up: the chassis slides down its guide.

@@ -269,12 +269,26 @@ fn static_equilibrium(
     t: f64,
     q: &mut [f64],
 ) -> Result<(usize, usize), ModelError> {
+    let q_start = q.to_vec();
     match super::statics::solve_static(sys, t, q) {
         Ok(s) => Ok((s.iterations, s.relaxation_steps)),
-        Err(e) => Err(fail(
-            sys,
-            format!("static equilibrium not found at t = {t}: {}", e.message),
-        )),
+        Err(e) => {
+            // How far the search went: a large sag means the springs cannot carry the load
+            // within the mechanism's travel (it collapses to a kinematic limit).
+            let moves = body_moves(sys, &q_start, q);
+            let far = moves
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(name, d, _)| format!("; where it stopped, body '{name}' had moved {d:.3} m from the assembled position (a sag that large: check that the springs can carry the load within the travel of the mechanism)"))
+                .unwrap_or_default();
+            Err(fail(
+                sys,
+                format!(
+                    "static equilibrium not found at t = {t}: {}{far}",
+                    e.message
+                ),
+            ))
+        }
     }
 }
 
