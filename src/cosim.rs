@@ -252,6 +252,7 @@ fn causality_name(c: Causality) -> &'static str {
         Causality::Output => "output",
         Causality::Local => "local",
         Causality::Independent => "independent",
+        Causality::CalculatedParameter => "calculatedParameter",
     }
 }
 

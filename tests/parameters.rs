@@ -107,7 +107,10 @@ fn declarations() {
     };
     // k is used in c's expression: fixed (c follows it at initialization).
     assert_eq!(kind("k"), (Causality::Parameter, Variability::Fixed));
-    assert_eq!(kind("c"), (Causality::Local, Variability::Fixed));
+    assert_eq!(
+        kind("c"),
+        (Causality::CalculatedParameter, Variability::Fixed)
+    );
     assert_eq!(kind("h"), (Causality::Parameter, Variability::Fixed));
     assert_eq!(kind("m"), (Causality::Parameter, Variability::Fixed));
     assert_eq!(kind("l0"), (Causality::Parameter, Variability::Tunable));

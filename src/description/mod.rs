@@ -18,6 +18,8 @@ use crate::mbs::spec::ModelSpec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Causality {
     Parameter,
+    /// Computed from other parameters at initialization; readable, not settable.
+    CalculatedParameter,
     Input,
     Output,
     Local,
@@ -191,12 +193,12 @@ impl VariableTable {
                 continue;
             }
             if p.calculated {
-                // Computed from other parameters: readable, not settable (a dependent
-                // parameter: local, fixed, calculated at initialization).
+                // Computed from other parameters: readable, not settable (FMI
+                // calculatedParameter, fixed, calculated at initialization).
                 push(
                     p.name.clone(),
                     p.description.clone(),
-                    Causality::Local,
+                    Causality::CalculatedParameter,
                     Variability::Fixed,
                     Some(Initial::Calculated),
                     VarType::Float64,
