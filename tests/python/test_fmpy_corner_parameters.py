@@ -62,3 +62,97 @@ def test_corner_initializes_with_changed_parameters(tools, version, tmp_path):
         assert abs(shifted[name][0] - base[name][0] - 0.035) < 1e-9, name
     assert abs(shifted["tire_force"][0] - base["tire_force"][0]) < 1e-6
     assert abs(shifted["wheel_y"][0] - base["wheel_y"][0]) < 1e-9
+
+
+# The parameter kinds of tests/parameters.rs: a calculated parameter (c from k), a geometry
+# parameter (h), a mass (m), a tunable free length (l0) and an unused one.
+PARAMS_MODEL = """
+[model]
+name = "params"
+gravity = [0.0, 0.0, -9.81]
+initial = "static"
+
+[[parameters]]
+name = "k"
+value = 1000.0
+
+[[parameters]]
+name = "c"
+value = "2*0.1*sqrt(k*10)"
+
+[[parameters]]
+name = "h"
+value = 1.0
+description = "height of the hanger (geometry)"
+
+[[parameters]]
+name = "m"
+value = 10.0
+
+[[parameters]]
+name = "l0"
+value = 0.5
+
+[[parameters]]
+name = "unused"
+value = 3.0
+
+[[bodies]]
+name = "bob"
+type = "particle"
+mass = "m"
+position = [0.0, 0.0, "h - 0.5"]
+
+[[joints]]
+name = "guide"
+type = "planar"
+body1 = "ground"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[joints]]
+name = "guide2"
+type = "planar"
+body1 = "ground"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 1.0, 0.0]
+
+[[forces]]
+name = "spring"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.0, 0.0, "h"]
+body2 = "bob"
+stiffness = "k"
+damping = "c"
+free_length = "l0"
+
+[[outputs]]
+name = "z"
+type = "position"
+body = "bob"
+component = "z"
+"""
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_parameter_kinds_validate_and_act(tools, version, tmp_path):
+    from fmpy import read_model_description
+    from fmpy.validation import validate_fmu
+
+    model = tmp_path / "params.toml"
+    model.write_text(PARAMS_MODEL)
+    fmu = export(tools, model, version, tmp_path)
+    assert validate_fmu(str(fmu)) == []
+    md = read_model_description(str(fmu))
+    kinds = {v.name: (v.causality, v.variability) for v in md.modelVariables}
+    assert kinds["c"] == ("calculatedParameter", "fixed")
+    assert kinds["k"] == ("parameter", "fixed")
+    assert kinds["l0"] == ("parameter", "tunable")
+    assert "unused" not in kinds
+    assert "c" in [u.variable.name for u in md.initialUnknowns]
+    res = run(fmu, version, {"k": 4000.0, "h": 1.4, "m": 12.0}, stop=0.1)
+    # Hanging mass: z = h - l0 - m g / k (c following k is checked in tests/parameters.rs).
+    assert abs(res["z"][0] - (1.4 - 0.5 - 12.0 * G / 4000.0)) < 1e-9
