@@ -29,7 +29,7 @@
 use crate::mbs::spec::{
     BodyRef, ContactGeometry, DriverTarget, ForceKind, JointKind, ModelSpec, Motion, OutputQuantity,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn input_of(m: &Motion) -> Option<usize> {
     match m {
@@ -77,15 +77,48 @@ fn joint_groups(spec: &ModelSpec) -> Vec<usize> {
     (0..parent.len()).map(|i| root(&mut parent, i)).collect()
 }
 
-/// For each output (in `spec.outputs` order), the sorted input indices it depends on.
+/// Through which of the input's value `u`, rate `u̇` and second rate `ü` (at the current
+/// time) a dependency runs: bit masks.
+pub const VALUE: u8 = 1;
+pub const RATE: u8 = 2;
+pub const ACCEL: u8 = 4;
+
+/// Per input: the channels through which it reaches outputs, as a mask.
+type Deps = BTreeMap<usize, u8>;
+
+fn add(d: &mut Deps, inputs: &BTreeSet<usize>, mask: u8) {
+    for &i in inputs {
+        *d.entry(i).or_insert(0) |= mask;
+    }
+}
+
+fn merge(d: &mut Deps, other: &Deps) {
+    for (&i, &m) in other {
+        *d.entry(i).or_insert(0) |= m;
+    }
+}
+
+/// For each output (in `spec.outputs` order), the sorted input indices it depends on, with
+/// every channel counted (an input whose value jumps when it is set).
 pub fn output_dependencies(spec: &ModelSpec) -> Vec<Vec<usize>> {
+    output_dependencies_with(spec, &|_| VALUE | RATE | ACCEL)
+}
+
+/// As [`output_dependencies`], counting for input `i` only the channels `changed(i)` (a mask
+/// of [`VALUE`], [`RATE`], [`ACCEL`]): those that setting the input changes at the same
+/// instant under its reconstruction (e.g. a hold changes the value; a reconstruction that
+/// keeps value and rate continuous at the sample only the second rate).
+pub fn output_dependencies_with(
+    spec: &ModelSpec,
+    changed: &dyn Fn(usize) -> u8,
+) -> Vec<Vec<usize>> {
     let group = joint_groups(spec);
     let group_of = |r: &BodyRef| match r {
         BodyRef::Body(b) => group.get(*b).copied(),
         _ => None,
     };
-    // Per group: the inputs acting on it at the same instant.
-    let mut acting: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); spec.bodies.len()];
+    // Per group: the inputs acting on it at the same instant, by channel.
+    let mut acting: Vec<Deps> = vec![Deps::new(); spec.bodies.len()];
     let n_inputs = spec.inputs.len();
     // Inputs of each moving frame.
     let frame_inputs: Vec<BTreeSet<usize>> = spec
@@ -99,38 +132,43 @@ pub fn output_dependencies(spec: &ModelSpec) -> Vec<Vec<usize>> {
             _ => BTreeSet::new(),
         }
     };
-    let mut act_on = |refs: &[BodyRef], inputs: &BTreeSet<usize>| {
+    let mut act_on = |refs: &[BodyRef], inputs: &BTreeSet<usize>, mask: u8| {
         for r in refs {
             if let Some(g) = group_of(r) {
-                acting[g].extend(inputs.iter().copied());
+                add(&mut acting[g], inputs, mask);
             }
         }
     };
+    // A driver's input enters the accelerations through `ü` (γ) only.
     for d in &spec.drivers {
         let inputs: BTreeSet<usize> = input_of(&d.motion).into_iter().collect();
         match d.target {
             DriverTarget::JointCoordinate(j) => {
                 if let Some(js) = spec.joints.get(j) {
-                    act_on(&[js.body1, js.body2], &inputs);
+                    act_on(&[js.body1, js.body2], &inputs, ACCEL);
                 }
             }
-            DriverTarget::PointComponent { body, .. } => act_on(&[BodyRef::Body(body)], &inputs),
+            DriverTarget::PointComponent { body, .. } => {
+                act_on(&[BodyRef::Body(body)], &inputs, ACCEL)
+            }
         }
     }
-    // Joints to a moving frame carry its motion into the group.
+    // Joints to a moving frame carry its motion into the group (its position enters `Φ_q`,
+    // its rates `γ`).
     for j in &spec.joints {
         let mut inputs = of_ref(&j.body1);
         inputs.extend(of_ref(&j.body2));
-        act_on(&[j.body1, j.body2], &inputs);
+        act_on(&[j.body1, j.body2], &inputs, VALUE | RATE | ACCEL);
     }
-    // Per force element: inputs that change its force (actuator, attached frames) and its
-    // length (attached frames).
-    let mut element_force = Vec::with_capacity(spec.forces.len());
-    let mut element_length = Vec::with_capacity(spec.forces.len());
-    let mut energy = BTreeSet::new();
+    // Per force element: inputs that change its force (actuator value; attached frames'
+    // position and rate) and its length (attached frames' position).
+    let mut element_force: Vec<Deps> = Vec::with_capacity(spec.forces.len());
+    let mut element_length: Vec<Deps> = Vec::with_capacity(spec.forces.len());
+    let mut energy = Deps::new();
     for f in &spec.forces {
         let geometric: BTreeSet<usize> = force_refs(&f.kind).iter().flat_map(of_ref).collect();
-        let mut force = geometric.clone();
+        let mut force = Deps::new();
+        add(&mut force, &geometric, VALUE | RATE);
         if let ForceKind::SpringDamper {
             actuator: Some(a), ..
         }
@@ -138,76 +176,94 @@ pub fn output_dependencies(spec: &ModelSpec) -> Vec<Vec<usize>> {
             actuator: Some(a), ..
         } = &f.kind
         {
-            force.extend(input_of(a));
+            add(&mut force, &input_of(a).into_iter().collect(), VALUE);
         }
-        act_on(&force_refs(&f.kind), &force);
+        for r in force_refs(&f.kind) {
+            if let Some(g) = group_of(&r) {
+                merge(&mut acting[g], &force);
+            }
+        }
         if !matches!(f.kind, ForceKind::PrismaticFriction { .. }) {
-            energy.extend(geometric.iter().copied());
+            add(&mut energy, &geometric, VALUE);
         }
         element_force.push(force);
-        element_length.push(geometric);
+        let mut length = Deps::new();
+        add(&mut length, &geometric, VALUE);
+        element_length.push(length);
     }
-    let joint_travel = |j: usize| -> BTreeSet<usize> {
+    let joint_travel = |j: usize, mask: u8| -> Deps {
+        let mut d = Deps::new();
         match spec.joints.get(j) {
             Some(js) if js.kind == JointKind::Prismatic => {
-                let mut s = of_ref(&js.body1);
-                s.extend(of_ref(&js.body2));
-                s
+                add(&mut d, &of_ref(&js.body1), mask);
+                add(&mut d, &of_ref(&js.body2), mask);
             }
-            Some(_) => BTreeSet::new(),
+            Some(_) => {}
             // Dangling index (the loader prevents it): be conservative.
-            None => (0..n_inputs).collect(),
+            None => add(&mut d, &(0..n_inputs).collect(), VALUE | RATE | ACCEL),
         }
+        d
     };
-    let all = || -> BTreeSet<usize> { (0..n_inputs).collect() };
-    let on = |refs: &[BodyRef]| -> BTreeSet<usize> {
-        let mut s = BTreeSet::new();
+    let all = || -> Deps {
+        let mut d = Deps::new();
+        add(&mut d, &(0..n_inputs).collect(), VALUE | RATE | ACCEL);
+        d
+    };
+    let frame_own = |r: &BodyRef, mask: u8| -> Deps {
+        let mut d = Deps::new();
+        add(&mut d, &of_ref(r), mask);
+        d
+    };
+    let on = |refs: &[BodyRef]| -> Deps {
+        let mut d = Deps::new();
         for r in refs {
             match group_of(r) {
-                Some(g) => s.extend(acting[g].iter().copied()),
+                Some(g) => merge(&mut d, &acting[g]),
                 // A frame's own acceleration is its prescribed one.
-                None => s.extend(of_ref(r)),
+                None => add(&mut d, &of_ref(r), ACCEL),
             }
         }
-        s
+        d
     };
     spec.outputs
         .iter()
         .map(|o| {
-            let set: BTreeSet<usize> =
-                match &o.quantity {
-                    OutputQuantity::Position { body, .. }
-                    | OutputQuantity::Velocity { body, .. } => of_ref(body),
-                    OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
-                        BTreeSet::new()
-                    }
-                    OutputQuantity::JointCoordinate { joint }
-                    | OutputQuantity::JointRate { joint } => joint_travel(*joint),
-                    OutputQuantity::ElementLength { force } => {
-                        element_length.get(*force).cloned().unwrap_or_else(all)
-                    }
-                    OutputQuantity::ElementForce { force } => {
-                        element_force.get(*force).cloned().unwrap_or_else(all)
-                    }
-                    OutputQuantity::Energy => energy.clone(),
-                    OutputQuantity::Acceleration { body, .. } => on(&[*body]),
-                    OutputQuantity::JointForce { joint, .. }
-                    | OutputQuantity::JointTorque { joint, .. } => match spec.joints.get(*joint) {
-                        Some(js) => on(&[js.body1, js.body2]),
-                        None => all(),
-                    },
-                    OutputQuantity::DriverForce { driver } => match spec.drivers.get(*driver) {
-                        Some(d) => match d.target {
-                            DriverTarget::JointCoordinate(j) => match spec.joints.get(j) {
-                                Some(js) => on(&[js.body1, js.body2]),
-                                None => all(),
-                            },
-                            DriverTarget::PointComponent { body, .. } => on(&[BodyRef::Body(body)]),
+            let deps: Deps = match &o.quantity {
+                OutputQuantity::Position { body, .. } => frame_own(body, VALUE),
+                OutputQuantity::Velocity { body, .. } => frame_own(body, RATE),
+                OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
+                    Deps::new()
+                }
+                OutputQuantity::JointCoordinate { joint } => joint_travel(*joint, VALUE),
+                OutputQuantity::JointRate { joint } => joint_travel(*joint, RATE),
+                OutputQuantity::ElementLength { force } => {
+                    element_length.get(*force).cloned().unwrap_or_else(all)
+                }
+                OutputQuantity::ElementForce { force } => {
+                    element_force.get(*force).cloned().unwrap_or_else(all)
+                }
+                OutputQuantity::Energy => energy.clone(),
+                OutputQuantity::Acceleration { body, .. } => on(&[*body]),
+                OutputQuantity::JointForce { joint, .. }
+                | OutputQuantity::JointTorque { joint, .. } => match spec.joints.get(*joint) {
+                    Some(js) => on(&[js.body1, js.body2]),
+                    None => all(),
+                },
+                OutputQuantity::DriverForce { driver } => match spec.drivers.get(*driver) {
+                    Some(d) => match d.target {
+                        DriverTarget::JointCoordinate(j) => match spec.joints.get(j) {
+                            Some(js) => on(&[js.body1, js.body2]),
+                            None => all(),
                         },
-                        None => all(),
+                        DriverTarget::PointComponent { body, .. } => on(&[BodyRef::Body(body)]),
                     },
-                };
-            set.into_iter().filter(|i| *i < n_inputs).collect()
+                    None => all(),
+                },
+            };
+            deps.into_iter()
+                .filter(|&(i, mask)| i < n_inputs && mask & changed(i) != 0)
+                .map(|(i, _)| i)
+                .collect()
         })
         .collect()
 }
