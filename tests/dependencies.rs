@@ -73,9 +73,10 @@ name = "base_z"
 name = "push"
 [[inputs]]
 name = "turn"
+# The base moves diagonally: along the slide (travel, spring) and across it (reactions).
 [[frames]]
 name = "base"
-position = [0.0, 0.0, "base_z"]
+position = ["base_z", 0.0, "base_z"]
 [[bodies]]
 name = "slider"
 mass = 2.0
