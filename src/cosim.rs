@@ -58,6 +58,11 @@ pub trait Engine:
     MultibodySystem + EventFunctions + Clone + Serialize + DeserializeOwned + Send + 'static
 {
     fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError>;
+    /// The engine's current value of parameter `i` when it computes some itself (calculated
+    /// parameters after initialization); `None`: the value last set.
+    fn parameter_value(&self, _i: usize) -> Option<f64> {
+        None
+    }
     fn inputs_mut(&mut self) -> &mut InputSignals;
     /// A consistent state at `t0` for the current parameters and inputs.
     fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError>;
@@ -82,6 +87,9 @@ pub trait Engine:
 impl Engine for crate::mbs::system::System {
     fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
         crate::mbs::system::System::set_parameter(self, i, value)
+    }
+    fn parameter_value(&self, i: usize) -> Option<f64> {
+        crate::mbs::system::System::parameters(self).get(i).copied()
     }
     fn inputs_mut(&mut self) -> &mut InputSignals {
         crate::mbs::system::System::inputs_mut(self)
@@ -241,6 +249,7 @@ fn causality_name(c: Causality) -> &'static str {
         Causality::Output => "output",
         Causality::Local => "local",
         Causality::Independent => "independent",
+        Causality::CalculatedParameter => "calculatedParameter",
     }
 }
 
@@ -543,7 +552,11 @@ impl<E: Engine> Simulation<E> {
         let kind = v.kind;
         Ok(match kind {
             VarKind::Time => self.time(),
-            VarKind::Parameter(i) => self.st.params[i],
+            VarKind::Parameter(i) => self
+                .st
+                .engine
+                .parameter_value(i)
+                .unwrap_or(self.st.params[i]),
             VarKind::Input(i) => self.st.inputs[i].value,
             VarKind::Solver(SolverSetting::Rtol) => self.effective_settings().rtol,
             VarKind::Solver(SolverSetting::Atol) => self.st.settings.atol,
@@ -625,6 +638,8 @@ impl<E: Engine> Simulation<E> {
                     .to_string(),
             );
         }
+        // Plausibility warnings from loading the model (unit slips, bodies nothing holds).
+        out.extend(self.spec.warnings.iter().cloned());
         out
     }
 

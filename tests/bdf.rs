@@ -646,6 +646,9 @@ fn engine_chain_text_is_the_model_file() {
     let mut generated = load_model_str(&chain_model::chain_model_text(16, false), path).unwrap();
     file.source_files.clear();
     generated.source_files.clear();
+    // The texts differ in formatting; what they resolve to must not.
+    file.source_text = None;
+    generated.source_text = None;
     assert_eq!(generated, file);
     // The sine variant: no inputs, the same bodies and joints, two excitations.
     let sine = engine_chain(16);

@@ -168,6 +168,7 @@ fn kitchen_sink() -> ModelSpec {
     };
     let forces = vec![
         ForceSpec {
+            static_preload: false,
             name: "spring".into(),
             kind: ForceKind::SpringDamper {
                 body1: b0,
@@ -180,6 +181,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "poly".into(),
             kind: ForceKind::SpringDamper {
                 body1: b1,
@@ -195,6 +197,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "table".into(),
             kind: ForceKind::SpringDamper {
                 body1: g,
@@ -212,6 +215,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "torsion".into(),
             kind: ForceKind::RotationalSpringDamper {
                 body1: b0,
@@ -225,6 +229,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "bushing".into(),
             kind: ForceKind::Bushing {
                 body1: b0,
@@ -238,6 +243,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "contact_plane".into(),
             kind: ForceKind::Contact {
                 geometry: ContactGeometry::SpherePlane {
@@ -254,6 +260,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "contact_spheres".into(),
             kind: ForceKind::Contact {
                 geometry: ContactGeometry::SphereSphere {
@@ -270,6 +277,7 @@ fn kitchen_sink() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "friction".into(),
             kind: ForceKind::PrismaticFriction {
                 joint: 1,
@@ -325,6 +333,8 @@ fn kitchen_sink() -> ModelSpec {
         forces,
         outputs: vec![],
         source_files: vec![],
+        warnings: vec![],
+        source_text: None,
     }
 }
 

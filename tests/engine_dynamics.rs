@@ -87,6 +87,8 @@ pub fn chain_spec(n: usize) -> ModelSpec {
         forces: vec![],
         outputs: vec![],
         source_files: vec![],
+        warnings: vec![],
+        source_text: None,
     }
 }
 

@@ -18,6 +18,8 @@ use crate::mbs::spec::ModelSpec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Causality {
     Parameter,
+    /// Computed from other parameters at initialization; readable, not settable.
+    CalculatedParameter,
     Input,
     Output,
     Local,
@@ -187,6 +189,26 @@ impl VariableTable {
             VarKind::Time,
         );
         for (i, p) in spec.parameters.iter().enumerate() {
+            // A parameter that acts on nothing is not exposed (the loader warns).
+            if !p.acts {
+                continue;
+            }
+            if p.calculated {
+                // Computed from other parameters: readable, not settable (FMI
+                // calculatedParameter, fixed, calculated at initialization).
+                push(
+                    p.name.clone(),
+                    p.description.clone(),
+                    Causality::CalculatedParameter,
+                    Variability::Fixed,
+                    Some(Initial::Calculated),
+                    VarType::Float64,
+                    p.unit.clone(),
+                    StartValue::None,
+                    VarKind::Parameter(i),
+                );
+                continue;
+            }
             push(
                 p.name.clone(),
                 p.description.clone(),

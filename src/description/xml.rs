@@ -264,9 +264,15 @@ impl ModelDescription {
             .collect();
         // Outputs are `calculated`, so each is an initial unknown; its initial value depends on
         // parameters and inputs in ways we do not track: dependencies omitted (= on all).
-        let initial_unknowns = output_vr
+        // Calculated parameters are initial unknowns too (FMI 2 and 3), ahead of the outputs
+        // (the list is in variable order).
+        let initial_unknowns = table
+            .variables
             .iter()
-            .map(|&(_, vr)| Unknown {
+            .filter(|v| v.causality == Causality::CalculatedParameter)
+            .map(|v| v.value_reference)
+            .chain(output_vr.iter().map(|&(_, vr)| vr))
+            .map(|vr| Unknown {
                 value_reference: vr,
                 dependencies: None,
             })
@@ -372,6 +378,7 @@ fn causality_str(c: Causality) -> &'static str {
         Causality::Output => "output",
         Causality::Local => "local",
         Causality::Independent => "independent",
+        Causality::CalculatedParameter => "calculatedParameter",
     }
 }
 
@@ -707,6 +714,7 @@ fn parse_causality(el: &Element) -> Result<Causality, XmlError> {
         "output" => Causality::Output,
         "local" => Causality::Local,
         "independent" => Causality::Independent,
+        "calculatedParameter" => Causality::CalculatedParameter,
         other => {
             return Err(el.err(format!(
                 "causality {other:?} is not supported by this reader"

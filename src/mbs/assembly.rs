@@ -6,11 +6,12 @@
 //!    combination of earlier rows are dropped and reported; rows that are redundant but
 //!    *inconsistent* (the residual stays) are an error naming them.
 //! 3. Velocities: minimal-norm projection onto `Φ_q v + Φ_t = 0`.
-//! 4. Static equilibrium (`initial = "static"`): Newton on `f(q, 0) − Φ_qᵀ λ = 0, Φ = 0`.
+//! 4. Static equilibrium (`initial = "static"`): `f(q, 0) − Φ_qᵀ λ = 0, Φ = 0` by the scaled,
+//!    globalized solver of `mbs::statics`.
 
 use super::system::System;
 use super::ModelError;
-use crate::integrate::system::{ConstraintHessians, ForceJacobians, Mechanical};
+use crate::integrate::system::Mechanical;
 use crate::integrate::MechState;
 use nalgebra::{DMatrix, DVector};
 
@@ -97,7 +98,18 @@ fn gauss_newton(
 fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
     let q_start = q.to_vec();
     let zero = DVector::zeros(sys.all_rows_count());
-    if gauss_newton(sys, t, q, &zero, 1.0, POS_TOL) {
+    // The tolerance is relative to the model's size (a model in mm has residuals 1000 times
+    // those of the same model in m, round-off included).
+    let scale = {
+        let layout = sys.layout();
+        layout
+            .offsets
+            .iter()
+            .flat_map(|&o| q[o..o + 3].iter())
+            .fold(1.0f64, |m, x| m.max(x.abs()))
+    };
+    let pos_tol = POS_TOL * scale;
+    if gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
         return Ok(());
     }
     let mut stages = 2;
@@ -107,7 +119,7 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
         let r0 = all_rows(sys, t, q).0;
         let ok = (1..=stages).all(|k| {
             let s = k as f64 / stages as f64;
-            let tol = if k == stages { POS_TOL } else { 1e-8 };
+            let tol = if k == stages { pos_tol } else { 1e-8 * scale };
             gauss_newton(sys, t, q, &r0, s, tol)
         });
         if ok {
@@ -118,10 +130,10 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
     let (phi, _) = all_rows(sys, t, q);
     let mut worst: Vec<(f64, usize)> = phi.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // Always name the largest ones (a consistent model in mm fails with residuals of any size).
     let names: Vec<String> = worst
         .iter()
         .take(4)
-        .filter(|w| w.0 > 1e-9)
         .map(|w| format!("{} (residual {:.3e})", sys.all_row_label(w.1), w.0))
         .collect();
     Err(fail(sys, format!("the model cannot be assembled at t = {t}: the constraints have no common solution near the initial positions; largest residuals: {}", names.join("; "))))
@@ -165,8 +177,10 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         .collect();
     sys.set_active_rows(keep, dropped);
     sys.track_angles(&q, t0);
+    preloads_from_equilibrium(sys, t0, &q)?;
+    let mut static_iterations = None;
     if sys.spec().initialization == super::spec::Initialization::Static {
-        static_equilibrium(sys, t0, &mut q)?;
+        static_iterations = Some(static_equilibrium(sys, t0, &mut q)?);
         v.iter_mut().for_each(|x| *x = 0.0);
     }
     project_velocities(sys, t0, &q, &mut v)?;
@@ -189,6 +203,8 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         max_position_change: maxdiff(&q, &q_given),
         max_velocity_change: maxdiff(&v, &v_given),
         final_residual: phi.iter().fold(0.0, |m, x| m.max(x.abs())),
+        body_moves: body_moves(sys, &q_given, &q),
+        static_iterations,
     });
     Ok(MechState {
         t: t0,
@@ -221,61 +237,144 @@ pub fn project_velocities(
     Ok(())
 }
 
-/// Newton on `[f(q,0) − Φ_qᵀλ; Φ(q)] = 0` with a backtracking line search.
-fn static_equilibrium(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
-    let (nq, nc) = (sys.n_q(), sys.n_c());
-    let zeros = vec![0.0; nq];
-    let mut f = vec![0.0; nq];
-    let mut phi = vec![0.0; nc];
-    let mut jac = DMatrix::zeros(nc, nq);
-    let residual = |sys: &mut System,
-                    q: &[f64],
-                    lambda: &DVector<f64>,
-                    f: &mut Vec<f64>,
-                    phi: &mut Vec<f64>,
-                    jac: &mut DMatrix<f64>|
-     -> DVector<f64> {
-        sys.forces(t, q, &zeros, f);
-        sys.constraints(t, q, phi);
-        sys.constraint_jacobian(t, q, jac);
-        let r1 = DVector::from_column_slice(f) - jac.transpose() * lambda;
-        DVector::from_iterator(nq + nc, r1.iter().copied().chain(phi.iter().copied()))
-    };
-    // λ from least squares on the force balance at the start.
-    sys.forces(t, q, &zeros, &mut f);
-    sys.constraint_jacobian(t, q, &mut jac);
-    let mut lambda = pinv_solve(&jac.transpose(), &DVector::from_column_slice(&f));
-    let force_scale = f.iter().map(|x| x.abs()).fold(1.0, f64::max);
-    let mut dfq = DMatrix::zeros(nq, nq);
-    let mut dfv = DMatrix::zeros(nq, nq);
-    let mut hess = DMatrix::zeros(nq, nq);
-    for _ in 0..100 {
-        let r = residual(sys, q, &lambda, &mut f, &mut phi, &mut jac);
-        let rn = r.amax();
-        if rn < 1e-10 * force_scale {
-            return Ok(());
-        }
-        sys.force_jacobians(t, q, &zeros, &mut dfq, &mut dfv);
-        sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut hess);
-        let mut a = DMatrix::zeros(nq + nc, nq + nc);
-        a.view_mut((0, 0), (nq, nq)).copy_from(&(&dfq - &hess));
-        a.view_mut((0, nq), (nq, nc)).copy_from(&(-jac.transpose()));
-        a.view_mut((nq, 0), (nc, nq)).copy_from(&jac);
-        let dx = pinv_solve(&a, &(-&r));
-        let mut step = 1.0;
-        let (q_old, l_old) = (q.to_vec(), lambda.clone());
-        loop {
-            for i in 0..nq {
-                q[i] = q_old[i] + step * dx[i];
-            }
-            lambda = &l_old + step * dx.rows(nq, nc);
-            let r_new = residual(sys, q, &lambda, &mut f, &mut phi, &mut jac).amax();
-            if r_new < rn || step < 1e-3 {
-                break;
-            }
-            step *= 0.5;
+/// Per body: translation of the centre and rotation angle between two configurations.
+fn body_moves(sys: &System, from: &[f64], to: &[f64]) -> Vec<(String, f64, f64)> {
+    let layout = sys.layout();
+    sys.spec()
+        .bodies
+        .iter()
+        .enumerate()
+        .map(|(b, body)| {
+            let o = layout.offsets[b];
+            let dr = (0..3)
+                .map(|k| (to[o + k] - from[o + k]).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            let angle = if layout.is_rigid(b) {
+                // Rotation between unit quaternions: 2 acos|p0·p1|.
+                let dot: f64 = (3..7).map(|k| from[o + k] * to[o + k]).sum();
+                2.0 * dot.abs().min(1.0).acos()
+            } else {
+                0.0
+            };
+            (body.name.clone(), dr, angle)
+        })
+        .collect()
+}
+
+/// Static equilibrium by the scaled, globalized solver of [`super::statics`]; returns its
+/// (iterations, relaxation steps).
+fn static_equilibrium(
+    sys: &mut System,
+    t: f64,
+    q: &mut [f64],
+) -> Result<(usize, usize), ModelError> {
+    let q_start = q.to_vec();
+    match super::statics::solve_static(sys, t, q) {
+        Ok(s) => Ok((s.iterations, s.relaxation_steps)),
+        Err(e) => {
+            // How far the search went: a large sag means the springs cannot carry the load
+            // within the mechanism's travel (it collapses to a kinematic limit).
+            let moves = body_moves(sys, &q_start, q);
+            let far = moves
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(name, d, _)| format!("; where it stopped, body '{name}' had moved {d:.3} m from the assembled position (a sag that large: check that the springs can carry the load within the travel of the mechanism)"))
+                .unwrap_or_default();
+            Err(fail(
+                sys,
+                format!(
+                    "static equilibrium not found at t = {t}: {}{far}",
+                    e.message
+                ),
+            ))
         }
     }
-    let r = residual(sys, q, &lambda, &mut f, &mut phi, &mut jac);
-    Err(fail(sys, format!("static equilibrium not found at t = {t}: the force residual stays at {:.3e} (is the model statically determined? a free body or an unsupported mechanism has no equilibrium)", r.amax())))
+}
+
+/// `static_preload`: a constant force along the coordinate of every marked force term such
+/// that the assembled (design) position is a static equilibrium. Unknowns: the preloads `p`
+/// and the multipliers `λ` of `f(q, 0) + G p − Φ_qᵀ λ = 0` (`G` = the terms' coordinate
+/// gradients), a linear least-squares problem at the fixed `q`. The rule: the solution must be
+/// unique, i.e. the marked terms' directions independent of each other and of the constraint
+/// reactions (two springs in parallel, or a bushing component a joint already holds, are
+/// refused); and exact (the marked elements must be able to hold every unbalanced direction).
+fn preloads_from_equilibrium(sys: &mut System, t: f64, q: &[f64]) -> Result<(), ModelError> {
+    let marked = sys.preload_terms();
+    if marked.is_empty() {
+        return Ok(());
+    }
+    let (nq, nc, nt) = (sys.n_q(), sys.n_c(), sys.n_terms());
+    sys.set_presets(vec![(0.0, 0.0); nt]);
+    let m = marked.len();
+    let mut a = DMatrix::zeros(nq, nc + m);
+    let mut jac = DMatrix::zeros(nc, nq);
+    sys.constraint_jacobian(t, q, &mut jac);
+    a.view_mut((0, 0), (nq, nc)).copy_from(&(-jac.transpose()));
+    let mut col = vec![0.0; nq];
+    let mut refs = Vec::with_capacity(m);
+    for (k, &(i, _)) in marked.iter().enumerate() {
+        refs.push(sys.term_direction(i, t, q, &mut col));
+        a.column_mut(nc + k).copy_from_slice(&col);
+    }
+    let mut f0 = vec![0.0; nq];
+    sys.forces(t, q, &vec![0.0; nq], &mut f0);
+    let b = -DVector::from_vec(f0);
+    // Unit columns: rank decisions independent of units and sizes.
+    let norms: Vec<f64> = (0..nc + m)
+        .map(|j| a.column(j).norm().max(1e-300))
+        .collect();
+    let mut scaled = a.clone();
+    for (j, n) in norms.iter().enumerate() {
+        scaled.column_mut(j).scale_mut(1.0 / n);
+    }
+    let (_, dependent) = independent_rows(&scaled.transpose());
+    let mut names: Vec<&str> = dependent
+        .iter()
+        .filter(|&&j| j >= nc)
+        .map(|&j| marked[j - nc].1.as_str())
+        .collect();
+    names.dedup();
+    if !names.is_empty() {
+        return Err(fail(sys, format!(
+            "static_preload: the preloads are not determined uniquely: {} act(s) along a motion that a joint or another marked element already takes up (two marked springs in parallel, or a bushing component a joint holds); unmark it (`static_preload = false`) or give its preload explicitly",
+            names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let svd = scaled.svd(true, true);
+    let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+    let y = svd
+        .solve(&b, 1e-12 * smax.max(1e-300))
+        .map_err(|e| fail(sys, format!("static_preload: {e}")))?;
+    let x: Vec<f64> = y.iter().zip(&norms).map(|(v, n)| v / n).collect();
+    let xv = DVector::from_column_slice(&x);
+    let r = &a * &xv - &b;
+    let scale = b.amax().max(a.amax() * xv.amax()).max(1e-300);
+    if r.amax() > 1e-9 * scale {
+        let mut worst: Vec<(f64, usize)> =
+            r.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
+        worst.sort_by(|p, q| q.0.total_cmp(&p.0));
+        let labels: Vec<String> = worst
+            .iter()
+            .take(3)
+            .map(|w| {
+                format!(
+                    "{} ({:.3e})",
+                    super::statics::CoordinateInfo::coordinate_label(sys, w.1),
+                    w.0
+                )
+            })
+            .collect();
+        return Err(fail(sys, format!(
+            "static_preload: the marked elements ({}) cannot hold the design position: a force remains along {}; mark an element that acts along that motion",
+            marked.iter().map(|m| format!("`{}`", m.1)).collect::<Vec<_>>().join(", "),
+            labels.join(", ")
+        )));
+    }
+    let mut presets = vec![(0.0, 0.0); nt];
+    for (k, &(i, _)) in marked.iter().enumerate() {
+        presets[i] = (x[nc + k], refs[k]);
+    }
+    sys.set_presets(presets);
+    Ok(())
 }

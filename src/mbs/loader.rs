@@ -32,10 +32,26 @@ pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {
 
 /// Parse model text; `path` names the file in messages and locates referenced files (CSV tables).
 pub fn load_model_str(text: &str, path: &Path) -> Result<ModelSpec, ModelError> {
+    load_model_with_parameters(text, path, &[])
+}
+
+/// Resolve model text with parameter values in place of the file's (`values[i]` for parameter
+/// `i`; missing entries keep the file's value). Calculated parameters (a `value` that is an
+/// expression of other parameters) are always re-evaluated. Every geometry field, mass and
+/// expression is evaluated with these values: this is how parameters set before
+/// initialization act on everything (the engine re-resolves at initialization).
+pub fn load_model_with_parameters(
+    text: &str,
+    path: &Path,
+    values: &[f64],
+) -> Result<ModelSpec, ModelError> {
     let src = Source::new(text, path);
     let raw: RawFile = toml::from_str(text).map_err(|e| src.serde_error(&e))?;
     let mut r = Resolver::new(&src);
-    r.resolve(&raw)
+    r.overrides = values.to_vec();
+    let mut spec = r.resolve(&raw)?;
+    spec.source_text = Some(text.to_string());
+    Ok(spec)
 }
 
 /// The file text with a line index, to turn byte offsets into line and column.
@@ -180,6 +196,11 @@ struct Resolver<'a> {
     force_index: HashMap<String, usize>,
     force_specs: Vec<ForceSpec>,
     source_files: Vec<PathBuf>,
+    /// Every point read (global, initial configuration), with where it was written: for the
+    /// plausibility check of the model's extent.
+    points: Vec<(Range<usize>, String, Vector3<f64>)>,
+    /// Parameter values that replace the file's (see [`load_model_with_parameters`]).
+    overrides: Vec<f64>,
 }
 
 const NO_KEYS: &[&str] = &[];
@@ -217,6 +238,8 @@ impl<'a> Resolver<'a> {
             force_index: HashMap::new(),
             force_specs: Vec::new(),
             source_files: vec![src.file.clone()],
+            points: Vec::new(),
+            overrides: Vec::new(),
         }
     }
 
@@ -370,7 +393,7 @@ impl<'a> Resolver<'a> {
                     if let Some(&i) = self.param_index.get(&id) {
                         self.param_uses[i].push(ParamUse {
                             tunable_ok: false,
-                            what: format!("{el} `{field}` (evaluated once at load time)"),
+                            what: format!("{el} `{field}` (an expression: evaluated when the model is resolved, at load and at initialization)"),
                         });
                     }
                 }
@@ -442,7 +465,90 @@ impl<'a> Resolver<'a> {
 
     fn vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
         let x = self.list(v, el, field, 3)?;
-        Ok(Vector3::new(x[0], x[1], x[2]))
+        let x = Vector3::new(x[0], x[1], x[2]);
+        if matches!(
+            field,
+            "position" | "point" | "point1" | "point2" | "center" | "center1" | "center2"
+        ) {
+            self.points.push((v.span(), el.to_string(), x));
+        }
+        Ok(x)
+    }
+
+    /// Plausibility warnings: points far outside the model's extent (a value in mm in a model
+    /// in metres), bodies that no joint, driver or force element refers to.
+    fn warnings(&self, raw: &RawFile) -> Vec<String> {
+        let mut out = Vec::new();
+        let n = self.points.len();
+        if n >= 3 {
+            // Robust centre and size: component-wise median, median distance (one stray point
+            // must not move them).
+            let median_of = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let c =
+                Vector3::from_fn(|k, _| median_of(self.points.iter().map(|p| p.2[k]).collect()));
+            let median = median_of(self.points.iter().map(|p| (p.2 - c).norm()).collect());
+            for (span, el, p) in &self.points {
+                let r = (p - c).norm();
+                if median > 0.0 && r > 20.0 * median {
+                    out.push(self.err(span.clone(), el, format!(
+                        "this point is {r:.3} from the centre of the model, {:.0} times the typical distance {median:.3}: a value in other units (mm in a model in metres)?",
+                        r / median
+                    )).to_string());
+                }
+            }
+        }
+        let mut held = vec![false; self.body_specs.len()];
+        let mut hold = |r: &BodyRef| {
+            if let BodyRef::Body(b) = r {
+                held[*b] = true;
+            }
+        };
+        for j in &self.joint_specs {
+            hold(&j.body1);
+            hold(&j.body2);
+        }
+        for d in &self.driver_specs {
+            match d.target {
+                DriverTarget::PointComponent { body, .. } => hold(&BodyRef::Body(body)),
+                DriverTarget::JointCoordinate(_) => {}
+            }
+        }
+        for f in &self.force_specs {
+            match &f.kind {
+                ForceKind::SpringDamper { body1, body2, .. }
+                | ForceKind::RotationalSpringDamper { body1, body2, .. }
+                | ForceKind::Bushing { body1, body2, .. } => {
+                    hold(body1);
+                    hold(body2);
+                }
+                ForceKind::Contact { geometry, .. } => match geometry {
+                    ContactGeometry::SpherePlane {
+                        sphere_body,
+                        plane_body,
+                        ..
+                    } => {
+                        hold(sphere_body);
+                        hold(plane_body);
+                    }
+                    ContactGeometry::SphereSphere { body1, body2, .. } => {
+                        hold(body1);
+                        hold(body2);
+                    }
+                },
+                ForceKind::PrismaticFriction { .. } => {}
+            }
+        }
+        for (i, h) in held.iter().enumerate() {
+            if !h {
+                let b = raw.bodies[i].get_ref();
+                out.push(self.err(raw.bodies[i].span(), &label("bodies", i, b.name.get_ref()),
+                    "no joint, driver or force element refers to this body: nothing holds it (it falls freely under gravity)").to_string());
+            }
+        }
+        out
     }
 
     fn unit_vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
@@ -830,7 +936,18 @@ impl<'a> Resolver<'a> {
             let p = p.get_ref();
             let el = label("parameters", i, p.name.get_ref());
             self.claim_variable(&p.name, &el)?;
-            let value = self.number(&p.value, &el, "value")?;
+            let calculated = match p.value.get_ref() {
+                Num::Text(t) => expr::identifiers(t)
+                    .iter()
+                    .any(|id| self.param_index.contains_key(id)),
+                Num::Number(_) => false,
+            };
+            let mut value = self.number(&p.value, &el, "value")?;
+            if !calculated {
+                if let Some(&v) = self.overrides.get(i) {
+                    value = v;
+                }
+            }
             self.param_index
                 .insert(p.name.get_ref().clone(), self.params.len());
             self.param_uses.push(Vec::new());
@@ -840,6 +957,8 @@ impl<'a> Resolver<'a> {
                 unit: p.unit.clone().unwrap_or_default(),
                 description: p.description.clone().unwrap_or_default(),
                 tunable: false,
+                calculated,
+                acts: true,
             });
         }
 
@@ -953,6 +1072,55 @@ impl<'a> Resolver<'a> {
             };
         }
 
+        // A parameter acts if an element uses it, or a calculated parameter that acts does
+        // (parameters may only refer to parameters above them: one backward pass settles it).
+        let mut extra_warnings = Vec::new();
+        {
+            let n = self.params.len();
+            let mut acts = vec![false; n];
+            for i in (0..n).rev() {
+                let direct = self.param_uses[i]
+                    .iter()
+                    .any(|u| !u.what.starts_with("parameters["));
+                let via = self.param_uses[i].iter().any(|u| {
+                    u.what.starts_with("parameters[")
+                        && u.what
+                            .split('"')
+                            .nth(1)
+                            .and_then(|name| self.param_index.get(name))
+                            .is_some_and(|&k| acts[k])
+                });
+                acts[i] = direct || via;
+            }
+            for (i, p) in raw.parameters.iter().enumerate() {
+                self.params[i].acts = acts[i];
+                if !acts[i] {
+                    let p = p.get_ref();
+                    extra_warnings.push(
+                        self.err(
+                            p.name.span(),
+                            &label("parameters", i, p.name.get_ref()),
+                            "this parameter acts on nothing (no element or used parameter refers to it): it is not exposed in the FMU",
+                        )
+                        .to_string(),
+                    );
+                }
+                if self.params[i].calculated
+                    && p.get_ref().tunable.as_ref().is_some_and(|t| *t.get_ref())
+                {
+                    return Err(self.err(
+                        p.get_ref().name.span(),
+                        &label("parameters", i, p.get_ref().name.get_ref()),
+                        "a parameter computed from other parameters cannot be tunable (it follows them at initialization)",
+                    ));
+                }
+                if self.params[i].calculated {
+                    self.params[i].tunable = false;
+                }
+            }
+        }
+        let mut warnings = self.warnings(raw);
+        warnings.extend(extra_warnings);
         Ok(ModelSpec {
             name: model.name.get_ref().clone(),
             description: model.description.clone().unwrap_or_default(),
@@ -967,6 +1135,8 @@ impl<'a> Resolver<'a> {
             joints: std::mem::take(&mut self.joint_specs),
             drivers: std::mem::take(&mut self.driver_specs),
             forces: std::mem::take(&mut self.force_specs),
+            warnings,
+            source_text: None,
             outputs,
             source_files: std::mem::take(&mut self.source_files),
         })

@@ -12,9 +12,10 @@ pub mod math;
 pub mod model_file;
 pub mod motion;
 pub mod spec;
+pub mod statics;
 pub mod system;
 pub mod table;
 
 pub use error::ModelError;
-pub use loader::{load_model, load_model_str};
+pub use loader::{load_model, load_model_str, load_model_with_parameters};
 pub use spec::ModelSpec;

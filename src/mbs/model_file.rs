@@ -387,6 +387,8 @@ pub struct RawForce {
     pub table: Option<S<String>>,
     pub free_length: Option<S<Num>>,
     pub actuator: Option<S<RawMotionValue>>,
+    /// Preload from equilibrium (spring-dampers, rotational springs, bushings).
+    pub static_preload: Option<S<bool>>,
     // Rotational spring-damper, bushing.
     pub joint: Option<S<String>>,
     pub point: Option<NumList>,
@@ -480,6 +482,7 @@ present_keys!(
         table,
         free_length,
         actuator,
+        static_preload,
         joint,
         point,
         axis,

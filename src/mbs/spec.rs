@@ -295,6 +295,11 @@ pub enum ForceKind {
 pub struct ForceSpec {
     pub name: String,
     pub kind: ForceKind,
+    /// `static_preload = true`: a constant force (torque) along each of the element's
+    /// coordinates is computed at initialization so that the design position is the static
+    /// equilibrium (see `mbs::assembly`).
+    #[serde(default)]
+    pub static_preload: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -306,6 +311,18 @@ pub struct ParameterSpec {
     /// Whether it may be changed in step mode (FMI tunable). Geometry and masses are fixed after
     /// initialization; stiffness, damping, friction and gravity are tunable.
     pub tunable: bool,
+    /// Its `value` is an expression of other parameters: it follows them (re-evaluated when
+    /// the model is re-resolved at initialization) and cannot be set itself.
+    #[serde(default)]
+    pub calculated: bool,
+    /// Something uses it (an element field, or another parameter's expression that is used);
+    /// a parameter that acts on nothing is a load-time warning and is not exposed.
+    #[serde(default = "yes")]
+    pub acts: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -476,6 +493,15 @@ pub struct ModelSpec {
     /// The model file and every file it references (CSV tables), for packaging into
     /// `resources/`.
     pub source_files: Vec<PathBuf>,
+    /// Plausibility warnings found at load (`file:line:col: element: ...`): likely unit slips,
+    /// bodies nothing holds. Printed by `mbsfmu check`, logged by the FMU.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The model file's text, when loaded from text: parameters that act through geometry or
+    /// expressions are applied by re-resolving it at initialization
+    /// ([`crate::mbs::load_model_with_parameters`]).
+    #[serde(default)]
+    pub source_text: Option<String>,
 }
 
 impl ModelSpec {

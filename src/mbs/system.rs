@@ -48,6 +48,11 @@ pub struct AssemblyReport {
     pub max_velocity_change: f64,
     /// Residual after assembly (positions).
     pub final_residual: f64,
+    /// Per body (file order): how far initialization moved it from the file's position,
+    /// `(name, translation of the centre in m, rotation angle in rad)`.
+    pub body_moves: Vec<(String, f64, f64)>,
+    /// Static equilibrium iterations (Newton and relaxation steps), when it was solved.
+    pub static_iterations: Option<(usize, usize)>,
 }
 
 /// Who owns a constraint row (for messages, reactions and outputs).
@@ -140,6 +145,12 @@ struct ForceTerm {
     law: Law,
     /// Index of the force element in the spec.
     element: usize,
+    /// Constant generalized force along the coordinate from `static_preload` (0 otherwise),
+    /// and the coordinate's value where it was computed (energy reference).
+    #[serde(default)]
+    preset: f64,
+    #[serde(default)]
+    preset_ref: f64,
 }
 
 /// The multibody system. Plain data: `Clone + Serialize` (FMU state copies it).
@@ -177,6 +188,10 @@ pub struct System {
     output_coords: Vec<Option<Coord>>,
     /// Joint normal reaction per joint, from the last accepted step (friction).
     joint_normal: Vec<f64>,
+    /// Per force term: preload from equilibrium and its reference coordinate value (empty when
+    /// no element has `static_preload`).
+    #[serde(default)]
+    presets: Vec<(f64, f64)>,
     q0: Vec<f64>,
     v0: Vec<f64>,
     snap: Snapshot,
@@ -236,6 +251,7 @@ impl System {
             joint_coords: Vec::new(),
             output_coords: Vec::new(),
             joint_normal: vec![0.0; spec.joints.len()],
+            presets: Vec::new(),
             q0: Vec::new(),
             v0: Vec::new(),
             snap: Snapshot::default(),
@@ -279,6 +295,11 @@ impl System {
         if !value.is_finite() {
             return Err(self.err(format!(
                 "parameter '{name}' = {value} is not a finite number"
+            )));
+        }
+        if self.spec.parameters[i].calculated {
+            return Err(self.err(format!(
+                "parameter '{name}' is computed from other parameters (its value is an expression): set those instead"
             )));
         }
         let old = self.params[i];
@@ -560,6 +581,8 @@ impl System {
                             actuator,
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
                 ForceKind::RotationalSpringDamper {
@@ -587,6 +610,8 @@ impl System {
                             actuator,
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
                 ForceKind::Bushing {
@@ -611,6 +636,8 @@ impl System {
                                 rest: f64::NAN,
                             },
                             element: fi,
+                            preset: 0.0,
+                            preset_ref: 0.0,
                         });
                     }
                     // Small relative rotations about frame-1 axes: θx = ½(z1·y2 − y1·z2), ...
@@ -625,6 +652,8 @@ impl System {
                                 rest: f64::NAN,
                             },
                             element: fi,
+                            preset: 0.0,
+                            preset_ref: 0.0,
                         });
                     }
                 }
@@ -677,6 +706,8 @@ impl System {
                             c: pv(damping),
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
                 ForceKind::PrismaticFriction { joint, mu, v_reg } => {
@@ -694,6 +725,8 @@ impl System {
                             joint: *joint,
                         },
                         element: fi,
+                        preset: 0.0,
+                        preset_ref: 0.0,
                     });
                 }
             }
@@ -736,6 +769,14 @@ impl System {
         self.motions = motions;
         self.frame_motions = frame_motions;
         self.rows = rows;
+        // Preloads from equilibrium survive parameter changes (they are recomputed only at
+        // initialization).
+        if self.presets.len() == terms.len() {
+            for (tm, &(p, r)) in terms.iter_mut().zip(&self.presets) {
+                tm.preset = p;
+                tm.preset_ref = r;
+            }
+        }
         self.terms = terms;
         self.joint_coords = joint_coords;
         self.output_coords = output_coords;
@@ -844,6 +885,63 @@ impl System {
     // ----- forces -----
 
     /// Scalar law value and its partial derivatives `(F, ∂F/∂ξ, ∂F/∂ξ̇)`.
+    /// The law of force term `i` plus its preload from equilibrium.
+    fn term_law(&self, i: usize, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
+        let tm = &self.terms[i];
+        let (f, a, b) = self.law(&tm.law, xi, rate, t);
+        (f + tm.preset, a, b)
+    }
+
+    /// Force terms with `static_preload` (their elements marked), in term order, with the
+    /// element name: the unknowns of the preload computation.
+    pub(crate) fn preload_terms(&self) -> Vec<(usize, String)> {
+        self.terms
+            .iter()
+            .enumerate()
+            .filter(|(_, tm)| self.spec.forces[tm.element].static_preload)
+            .map(|(i, tm)| (i, self.spec.forces[tm.element].name.clone()))
+            .collect()
+    }
+
+    /// The generalized force of a unit preload on term `i` at `q` (its coordinate gradient).
+    pub(crate) fn term_direction(&mut self, i: usize, t: f64, q: &[f64], out: &mut [f64]) -> f64 {
+        self.load(t, q, None);
+        out.fill(0.0);
+        let cv = self.coord(&self.terms[i].coord, None);
+        for (l, g) in cv.columns() {
+            out[g] += cv.grad[l];
+        }
+        cv.val
+    }
+
+    pub(crate) fn n_terms(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// Set the preloads (per term, with their reference coordinate values); kept across
+    /// parameter changes.
+    pub(crate) fn set_presets(&mut self, presets: Vec<(f64, f64)>) {
+        for (tm, &(p, r)) in self.terms.iter_mut().zip(&presets) {
+            tm.preset = p;
+            tm.preset_ref = r;
+        }
+        self.presets = presets;
+    }
+
+    /// The preload of force element `e` from equilibrium: the spring tension (N), torque
+    /// (N m), or for a bushing the 6 components (force on body 2 along frame-1 axes, then
+    /// torques); empty if the element has none.
+    pub fn element_preload(&self, e: usize) -> Vec<f64> {
+        self.terms
+            .iter()
+            .filter(|tm| tm.element == e && self.spec.forces[e].static_preload)
+            .map(|tm| match tm.law {
+                Law::Spring { .. } => -tm.preset,
+                _ => tm.preset,
+            })
+            .collect()
+    }
+
     fn law(&self, law: &Law, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
         match law {
             Law::Spring {
@@ -956,7 +1054,35 @@ impl System {
     /// velocities by projection, or static equilibrium when the model asks for it. Detects and
     /// drops redundant constraint rows (reported in [`System::dropped`]).
     pub fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
+        self.re_resolve()?;
         super::assembly::initial_state(self, t0)
+    }
+
+    /// Parameters set before initialization act on everything they are used in (geometry,
+    /// masses, expressions, calculated parameters): when they differ from the values the
+    /// model was resolved with, the model text is resolved again with them and the system
+    /// rebuilt (inputs kept). Without the text (a model built in code) only the fields that
+    /// name a parameter follow (as during stepping).
+    fn re_resolve(&mut self) -> Result<(), ModelError> {
+        let Some(text) = self.spec.source_text.clone() else {
+            return Ok(());
+        };
+        let same = self
+            .spec
+            .parameters
+            .iter()
+            .zip(&self.params)
+            .all(|(p, v)| p.calculated || p.value == *v);
+        if same {
+            return Ok(());
+        }
+        let path = self.spec.source_files.first().cloned().unwrap_or_default();
+        let spec = super::loader::load_model_with_parameters(&text, &path, &self.params)?;
+        let params = spec.default_parameters();
+        let mut fresh = System::with_parameters(Arc::new(spec), params)?;
+        fresh.inputs = self.inputs.clone();
+        *self = fresh;
+        Ok(())
     }
 
     pub(crate) fn initial_guess(&self) -> (Vec<f64>, Vec<f64>) {
@@ -1068,7 +1194,7 @@ impl Mechanical for System {
         }
         for i in 0..self.terms.len() {
             let cv = self.coord(&self.terms[i].coord, Some(v));
-            let (force, _, _) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
+            let (force, _, _) = self.term_law(i, cv.val, cv.rate, t);
             if force != 0.0 {
                 for (l, g) in cv.columns() {
                     f[g] += force * cv.grad[l];
@@ -1132,7 +1258,7 @@ impl ForceJacobians for System {
         }
         for i in 0..self.terms.len() {
             let cv = self.coord_hessian(&self.terms[i].coord, Some(v), &mut hess);
-            let (force, f_xi, f_rate) = self.law(&self.terms[i].law, cv.val, cv.rate, t);
+            let (force, f_xi, f_rate) = self.term_law(i, cv.val, cv.rate, t);
             if force == 0.0 && f_xi == 0.0 && f_rate == 0.0 {
                 continue;
             }
@@ -1459,7 +1585,7 @@ impl System {
                 continue;
             }
             let cv = self.term_value(i, Some(v));
-            let (f, _, _) = self.law(&tm.law, cv.val, cv.rate, t);
+            let (f, _, _) = self.term_law(i, cv.val, cv.rate, t);
             vals.push(match tm.law {
                 Law::Spring { .. } => -f,
                 _ => f,
@@ -1509,13 +1635,40 @@ impl System {
                     }
                 }
                 Law::Friction { .. } => 0.0,
-            };
+            } - self.terms[i].preset * (cv.val - self.terms[i].preset_ref);
         }
         e
     }
 }
 
 mod events;
+
+impl super::statics::CoordinateInfo for System {
+    fn coordinate_is_length(&self, i: usize) -> bool {
+        let b = self.body_of_coordinate(i);
+        i - self.layout.offsets[b] < 3
+    }
+    fn coordinate_label(&self, i: usize) -> String {
+        let b = self.body_of_coordinate(i);
+        let k = i - self.layout.offsets[b];
+        let name = &self.spec.bodies[b].name;
+        match k {
+            0..=2 => format!("body '{name}' {}", ["x", "y", "z"][k]),
+            _ => format!("body '{name}' rotation (e{})", k - 3),
+        }
+    }
+}
+
+impl System {
+    /// The body that owns coordinate `i`.
+    pub fn body_of_coordinate(&self, i: usize) -> usize {
+        self.layout
+            .offsets
+            .iter()
+            .rposition(|&o| o <= i)
+            .unwrap_or(0)
+    }
+}
 
 /// Timing harness for the per-row evaluation (not a correctness test):
 /// `cargo test --release --lib mbs::system::eval_timing -- --ignored --nocapture`.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
     let mut sys = System::new(Arc::new(spec.clone())).map_err(|e| e.to_string())?;
     let t0 = spec.experiment.start;
-    sys.initial_state(t0).map_err(|e| e.to_string())?;
+    let x = sys.initial_state(t0).map_err(|e| e.to_string())?;
     let r = sys.report.clone().ok_or("assembly produced no report")?;
     let mut s = format!(
         "  assembly at t = {t0}: {} coordinates, {} constraint equations ({} independent), {} degrees of freedom\n",
@@ -34,8 +34,36 @@ fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
         "  initial state: constraint residual {:.3e} as given, {:.3e} after assembly; positions moved by up to {:.3e}, velocities by up to {:.3e}\n",
         r.initial_residual, r.final_residual, r.max_position_change, r.max_velocity_change
     ));
-    if spec.initialization == mbsfmu::mbs::spec::Initialization::Static {
-        s.push_str("  started in static equilibrium\n");
+    for (e, f) in spec.forces.iter().enumerate() {
+        let p = sys.element_preload(e);
+        if !p.is_empty() {
+            let values: Vec<String> = p.iter().map(|v| format!("{v:.6e}")).collect();
+            s.push_str(&format!(
+                "  static_preload: `{}` preload {} (tension/torque added so that the design position is the equilibrium)\n",
+                f.name,
+                values.join(", ")
+            ));
+        }
+    }
+    if let Some((iterations, relaxation)) = r.static_iterations {
+        s.push_str(&format!(
+            "  static equilibrium found ({iterations} iterations, {relaxation} of them relaxation steps); the bodies moved from the file's positions by:\n"
+        ));
+        for (name, dr, angle) in &r.body_moves {
+            s.push_str(&format!(
+                "    {name:<16} {dr:.6} m, {:.4} deg\n",
+                angle.to_degrees()
+            ));
+        }
+        let mut y = vec![0.0; sys.n_outputs()];
+        sys.evaluate_outputs(&x, &mut y)
+            .map_err(|e| e.to_string())?;
+        if !y.is_empty() {
+            s.push_str("  outputs at the equilibrium:\n");
+            for (o, v) in spec.outputs.iter().zip(&y) {
+                s.push_str(&format!("    {:<16} {v:.6e} {}\n", o.name, o.unit));
+            }
+        }
     }
     Ok(s)
 }
@@ -107,7 +135,14 @@ pub fn summary(spec: &ModelSpec) -> String {
 pub fn run(model: &Path) -> CliResult {
     let spec = mbsfmu::mbs::load_model(model)?;
     print!("{}", summary(&spec));
-    println!("  loads without errors");
+    if spec.warnings.is_empty() {
+        println!("  loads without errors or warnings");
+    } else {
+        println!("  loads without errors; warnings:");
+        for w in &spec.warnings {
+            println!("    warning: {w}");
+        }
+    }
     match assembly_report(&spec) {
         Ok(report) => print!("{report}"),
         Err(message) => {

@@ -102,6 +102,7 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
             Causality::Output => "output",
             Causality::Local => "local",
             Causality::Independent => "independent",
+            Causality::CalculatedParameter => "calculatedParameter",
         };
         let var = match v.variability {
             Variability::Constant => "constant",

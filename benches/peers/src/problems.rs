@@ -32,6 +32,8 @@ fn empty_spec(name: &str) -> ModelSpec {
         forces: vec![],
         outputs: vec![],
         source_files: vec![],
+        warnings: vec![],
+        source_text: None,
     }
 }
 
@@ -138,6 +140,7 @@ pub fn double_pendulum_spec() -> ModelSpec {
     ];
     s.forces = vec![
         ForceSpec {
+            static_preload: false,
             name: "spring1".into(),
             kind: ForceKind::RotationalSpringDamper {
                 body1: BodyRef::Ground,
@@ -151,6 +154,7 @@ pub fn double_pendulum_spec() -> ModelSpec {
             },
         },
         ForceSpec {
+            static_preload: false,
             name: "spring2".into(),
             kind: ForceKind::RotationalSpringDamper {
                 body1: BodyRef::Body(0),

@@ -459,7 +459,7 @@ impl Resolver<'_> {
                         return Err(self.err(s, &el, format!("unknown spring law \"{other}\" (one of: linear, polynomial, table)")));
                     }
                 };
-                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator"];
+                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator", "static_preload"];
                 allowed.extend_from_slice(law_keys);
                 self.allowed_keys(&el, &format!("a {law} spring_damper"), &present, &allowed)?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
@@ -523,7 +523,7 @@ impl Resolver<'_> {
             }
             "rotational_spring_damper" => {
                 let (b1, frame1, b2, frame2) = if let Some(jn) = &f.joint {
-                    self.allowed_keys(&el, "a rotational_spring_damper on a joint", &present, &["joint", "stiffness", "damping", "free_angle", "actuator"])?;
+                    self.allowed_keys(&el, "a rotational_spring_damper on a joint", &present, &["joint", "stiffness", "damping", "free_angle", "actuator", "static_preload"])?;
                     let ji = self.joint_ref(jn, &el)?;
                     let js = &self.joint_specs[ji];
                     self.ensure(js.kind == JointKind::Revolute, jn.span(), &el, || {
@@ -531,7 +531,7 @@ impl Resolver<'_> {
                     })?;
                     (js.body1, js.frame1, js.body2, js.frame2)
                 } else {
-                    self.allowed_keys(&el, "a rotational_spring_damper between bodies", &present, &["body1", "body2", "point", "axis", "x_axis", "initial_angle", "stiffness", "damping", "free_angle", "actuator"])?;
+                    self.allowed_keys(&el, "a rotational_spring_damper between bodies", &present, &["body1", "body2", "point", "axis", "x_axis", "initial_angle", "stiffness", "damping", "free_angle", "actuator", "static_preload"])?;
                     let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                     self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                     self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -567,7 +567,7 @@ impl Resolver<'_> {
                 ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator }
             }
             "bushing" => {
-                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping"])?;
+                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload"])?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                 self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                 self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -624,6 +624,7 @@ impl Resolver<'_> {
         self.force_specs.push(ForceSpec {
             name: f.name.get_ref().clone(),
             kind,
+            static_preload: f.static_preload.as_ref().is_some_and(|b| *b.get_ref()),
         });
         Ok(())
     }

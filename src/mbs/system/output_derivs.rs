@@ -257,7 +257,7 @@ impl System {
                 continue;
             }
             let cv = self.term_value(i, Some(v));
-            let (f, _, _) = self.law(&tm.law, cv.val, cv.rate, t);
+            let (f, _, _) = self.term_law(i, cv.val, cv.rate, t);
             // Reported force: spring tension −F = … + act; torsion F = … + act.
             let (val, dval) = match &tm.law {
                 Law::Spring { actuator, .. } => (

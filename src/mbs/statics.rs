@@ -1,0 +1,456 @@
+//! Static equilibrium: `f(q, 0) − Φ_q(q)ᵀ λ = 0`, `Φ(q) = 0`, from an assembled `q`.
+//!
+//! Works through the integrator-facing traits only (`Mechanical`, `ForceJacobians`,
+//! `ConstraintHessians`, `StepHooks`) plus [`CoordinateInfo`] for units and names, so any
+//! formulation that implements them (absolute coordinates in `mbs::system`, a joint-coordinate
+//! formulation with `n_c` = its closure and driver rows) gets the same solver.
+//!
+//! The method:
+//! - **Scaling.** Unknowns: length coordinates are measured in the model's length scale `L`
+//!   (the extent of the initial coordinates), the others (Euler parameters, angles) as they are;
+//!   multipliers in the units that make their columns O(1). Residual rows: force rows divided
+//!   by the load scale `F` (the largest applied force at the start; `F L` for rows conjugate to
+//!   a dimensionless coordinate), constraint rows by the norm of their scaled gradient. Scaling
+//!   every mass and stiffness by `s` scales `f`, `∂f/∂q`, `M` and `λ` by `s` and leaves the
+//!   scaled problem unchanged; a consistent change of length unit changes `L` with it: the
+//!   iterates are the same.
+//! - **Newton** on the scaled KKT system with an Armijo line search on the scaled residual.
+//! - **Implicit dynamic relaxation** when a Newton step does not decrease the residual (far
+//!   from equilibrium, a snap-through, a soft direction): the step solves
+//!   `(K + μ M) Δq + Φ_qᵀ Δλ = r`, i.e. one backward-Euler step of the overdamped motion
+//!   `μ M q̇ = f − Φ_qᵀλ`; `μ` is raised until the step decreases the residual and lowered
+//!   after every success, so the iteration returns to Newton's quadratic convergence near the
+//!   equilibrium (pseudo-transient continuation). Steps of the overdamped motion head for a
+//!   stable equilibrium, the one a damped dynamic run settles to.
+//! - **No equilibrium.** If the residual stalls, the tangent stiffness reduced to the
+//!   constraints' null space is examined: directions in which it is (near) zero or negative
+//!   and along which a force remains are reported by coordinate name.
+
+use crate::integrate::system::{ConstraintHessians, ForceJacobians, Mechanical, StepHooks};
+use nalgebra::{DMatrix, DVector};
+
+/// Units and names of the coordinates, for scaling and messages.
+pub trait CoordinateInfo {
+    /// Whether coordinate `i` is a length (m in a metre model); otherwise dimensionless
+    /// (Euler parameters, angles).
+    fn coordinate_is_length(&self, i: usize) -> bool;
+    /// A human name: `body 'chassis' z`, `body 'arm' rotation (e1)`.
+    fn coordinate_label(&self, i: usize) -> String;
+}
+
+/// What the solver did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticSolution {
+    /// Multipliers of the active constraint rows at the equilibrium.
+    pub lambda: Vec<f64>,
+    /// Newton iterations (including relaxation steps).
+    pub iterations: usize,
+    /// Steps taken with the dynamic-relaxation term (`μ > 0`).
+    pub relaxation_steps: usize,
+    /// Scaled force residual at the end (force rows / load scale).
+    pub force_residual: f64,
+}
+
+/// Why no equilibrium was found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticFailure {
+    pub message: String,
+}
+
+const MAX_ITER: usize = 400;
+/// Converged when the scaled residual (force rows relative to the load scale, constraint rows
+/// relative to the length scale) is below this.
+const TOL: f64 = 1e-11;
+
+struct Scales {
+    /// Per coordinate: divides `Δq` (the length scale for lengths, 1 otherwise).
+    col_q: Vec<f64>,
+    /// Per force row: multiplies the residual.
+    row_f: Vec<f64>,
+    /// Per constraint row: multiplies the residual.
+    row_c: Vec<f64>,
+    /// Per multiplier: divides `Δλ`.
+    col_l: Vec<f64>,
+}
+
+struct Work {
+    f: Vec<f64>,
+    phi: Vec<f64>,
+    jac: DMatrix<f64>,
+    dfq: DMatrix<f64>,
+    dfv: DMatrix<f64>,
+    hess: DMatrix<f64>,
+    mass: DMatrix<f64>,
+    zeros: Vec<f64>,
+}
+
+fn residual<S: Mechanical>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    lambda: &DVector<f64>,
+    w: &mut Work,
+) -> (DVector<f64>, DVector<f64>) {
+    sys.forces(t, q, &w.zeros, &mut w.f);
+    sys.constraints(t, q, &mut w.phi);
+    sys.constraint_jacobian(t, q, &mut w.jac);
+    let r1 = DVector::from_column_slice(&w.f) - w.jac.transpose() * lambda;
+    (r1, DVector::from_column_slice(&w.phi))
+}
+
+fn scaled_norm(r1: &DVector<f64>, r2: &DVector<f64>, s: &Scales) -> (f64, f64) {
+    let a = r1
+        .iter()
+        .zip(&s.row_f)
+        .map(|(x, k)| (x * k).abs())
+        .fold(0.0, f64::max);
+    let b = r2
+        .iter()
+        .zip(&s.row_c)
+        .map(|(x, k)| (x * k).abs())
+        .fold(0.0, f64::max);
+    (a, b)
+}
+
+fn merit(r1: &DVector<f64>, r2: &DVector<f64>, s: &Scales) -> f64 {
+    let a: f64 = r1.iter().zip(&s.row_f).map(|(x, k)| (x * k).powi(2)).sum();
+    let b: f64 = r2.iter().zip(&s.row_c).map(|(x, k)| (x * k).powi(2)).sum();
+    (a + b).sqrt()
+}
+
+fn scales<S: Mechanical + CoordinateInfo>(sys: &mut S, t: f64, q: &[f64], w: &mut Work) -> Scales {
+    let nq = sys.n_q();
+    // Length scale: the extent of the length coordinates (positions), at least the largest
+    // of them; 1 if there are none or all are zero.
+    let lens: Vec<f64> = (0..nq)
+        .filter(|&i| sys.coordinate_is_length(i))
+        .map(|i| q[i])
+        .collect();
+    let (lo, hi) = lens
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let amax = lens.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let mut len = if lens.is_empty() {
+        1.0
+    } else {
+        (hi - lo).max(amax)
+    };
+    if !(len.is_finite() && len > 0.0) {
+        len = 1.0;
+    }
+    // Load scale: the largest applied force component on a length coordinate (gravity,
+    // springs, actuators); if none (a weightless model at rest), the mass matrix times the
+    // length scale times a unit rate, so that the scaled problem stays well defined.
+    sys.forces(t, q, &w.zeros, &mut w.f);
+    sys.mass_matrix(t, q, &mut w.mass);
+    let mut force = (0..nq)
+        .filter(|&i| sys.coordinate_is_length(i))
+        .map(|i| w.f[i].abs())
+        .fold(0.0, f64::max);
+    if force.is_nan() || force <= 0.0 {
+        let m = (0..nq).map(|i| w.mass[(i, i)].abs()).fold(0.0, f64::max);
+        force = if m > 0.0 { m * len } else { 1.0 };
+    }
+    let col_q: Vec<f64> = (0..nq)
+        .map(|i| {
+            if sys.coordinate_is_length(i) {
+                len
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let row_f: Vec<f64> = (0..nq)
+        .map(|i| {
+            if sys.coordinate_is_length(i) {
+                1.0 / force
+            } else {
+                1.0 / (force * len)
+            }
+        })
+        .collect();
+    sys.constraint_jacobian(t, q, &mut w.jac);
+    let nc = sys.n_c();
+    let mut row_c = vec![1.0; nc];
+    let mut col_l = vec![1.0; nc];
+    for i in 0..nc {
+        let g = (0..nq)
+            .map(|j| (w.jac[(i, j)] * col_q[j]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let g = if g > 0.0 { g } else { 1.0 };
+        row_c[i] = 1.0 / g;
+        // A multiplier λ_i contributes Φ_q,i λ_i to the force rows; in scaled units that is
+        // O(g λ_i / (F L)): its natural unit is F L / g.
+        col_l[i] = force * len / g;
+    }
+    Scales {
+        col_q,
+        row_f,
+        row_c,
+        col_l,
+    }
+}
+
+/// Solve the scaled, regularized KKT system for the step `(Δq, Δλ)`.
+fn step(
+    w: &Work,
+    r1: &DVector<f64>,
+    r2: &DVector<f64>,
+    s: &Scales,
+    mu: f64,
+) -> Option<(DVector<f64>, DVector<f64>)> {
+    let (nq, nc) = (r1.len(), r2.len());
+    let n = nq + nc;
+    // Unscaled: [dfq − H − μM, −Φqᵀ; Φq, 0] [Δq; Δλ] = −[r1; r2].
+    let mut a = DMatrix::zeros(n, n);
+    for i in 0..nq {
+        for j in 0..nq {
+            let v = w.dfq[(i, j)] - w.hess[(i, j)] - mu * w.mass[(i, j)];
+            a[(i, j)] = s.row_f[i] * v * s.col_q[j];
+        }
+        for k in 0..nc {
+            a[(i, nq + k)] = -s.row_f[i] * w.jac[(k, i)] * s.col_l[k];
+        }
+    }
+    for k in 0..nc {
+        for j in 0..nq {
+            a[(nq + k, j)] = s.row_c[k] * w.jac[(k, j)] * s.col_q[j];
+        }
+    }
+    let mut b = DVector::zeros(n);
+    for i in 0..nq {
+        b[i] = -s.row_f[i] * r1[i];
+    }
+    for k in 0..nc {
+        b[nq + k] = -s.row_c[k] * r2[k];
+    }
+    let x = match a.clone().lu().solve(&b) {
+        Some(x) if x.iter().all(|v| v.is_finite()) => x,
+        _ => {
+            // Singular (a direction without stiffness): least-squares step.
+            let svd = a.svd(true, true);
+            let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+            svd.solve(&b, 1e-12 * smax.max(1e-300)).ok()?
+        }
+    };
+    let dq = DVector::from_iterator(nq, (0..nq).map(|i| x[i] * s.col_q[i]));
+    let dl = DVector::from_iterator(nc, (0..nc).map(|k| x[nq + k] * s.col_l[k]));
+    Some((dq, dl))
+}
+
+/// Find the static equilibrium from the assembled `q` (changed in place). `t` fixes the time
+/// (drivers and moving frames at their values at `t`; inputs as the system holds them).
+pub fn solve_static<S>(sys: &mut S, t: f64, q: &mut [f64]) -> Result<StaticSolution, StaticFailure>
+where
+    S: Mechanical + ForceJacobians + ConstraintHessians + StepHooks + CoordinateInfo,
+{
+    let (nq, nc) = (sys.n_q(), sys.n_c());
+    let mut w = Work {
+        f: vec![0.0; nq],
+        phi: vec![0.0; nc],
+        jac: DMatrix::zeros(nc, nq),
+        dfq: DMatrix::zeros(nq, nq),
+        dfv: DMatrix::zeros(nq, nq),
+        hess: DMatrix::zeros(nq, nq),
+        mass: DMatrix::zeros(nq, nq),
+        zeros: vec![0.0; nq],
+    };
+    let s = scales(sys, t, q, &mut w);
+    // Multipliers: least squares on the force balance at the start.
+    sys.forces(t, q, &w.zeros, &mut w.f);
+    sys.constraint_jacobian(t, q, &mut w.jac);
+    let mut lambda = {
+        let jt = w.jac.transpose();
+        let svd = jt.svd(true, true);
+        let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+        svd.solve(&DVector::from_column_slice(&w.f), 1e-12 * smax.max(1e-300))
+            .unwrap_or_else(|_| DVector::zeros(nc))
+    };
+    // μ in units of stiffness per mass (a squared frequency); its reference is the largest
+    // diagonal stiffness-to-mass ratio, so that a relaxation step at μ_ref is small.
+    sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
+    sys.mass_matrix(t, q, &mut w.mass);
+    let mu_ref = (0..nq)
+        .filter(|&i| w.mass[(i, i)] > 0.0)
+        .map(|i| w.dfq[(i, i)].abs() / w.mass[(i, i)])
+        .fold(0.0, f64::max)
+        .max(1e-300);
+    let mut mu = 0.0;
+    let mut relax = 0;
+    let (mut r1, mut r2) = residual(sys, t, q, &lambda, &mut w);
+    let mut m0 = merit(&r1, &r2, &s);
+    let mut stalls = 0;
+    for it in 0..MAX_ITER {
+        let (rf, rc) = scaled_norm(&r1, &r2, &s);
+        if !(rf.is_finite() && rc.is_finite()) {
+            break;
+        }
+        if rf < TOL && rc < TOL {
+            return Ok(StaticSolution {
+                lambda: lambda.as_slice().to_vec(),
+                iterations: it,
+                relaxation_steps: relax,
+                force_residual: rf,
+            });
+        }
+        sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
+        sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
+        sys.mass_matrix(t, q, &mut w.mass);
+        let Some((dq, dl)) = step(&w, &r1, &r2, &s, mu) else {
+            break;
+        };
+        let (q_old, l_old) = (q.to_vec(), lambda.clone());
+        let mut alpha = 1.0;
+        let mut accepted = false;
+        for _ in 0..12 {
+            for i in 0..nq {
+                q[i] = q_old[i] + alpha * dq[i];
+            }
+            lambda = &l_old + alpha * &dl;
+            let (a, b) = residual(sys, t, q, &lambda, &mut w);
+            let m = merit(&a, &b, &s);
+            if m.is_finite() && m <= (1.0 - 1e-4 * alpha) * m0 {
+                r1 = a;
+                r2 = b;
+                m0 = m;
+                accepted = true;
+                break;
+            }
+            alpha *= 0.5;
+        }
+        if mu > 0.0 {
+            relax += 1;
+        }
+        if accepted {
+            sys.accept_step(t, q, &w.zeros, None);
+            stalls = 0;
+            // Back towards Newton after a success (only full steps count as good progress).
+            if alpha == 1.0 {
+                mu = if mu < 1e-6 * mu_ref { 0.0 } else { mu * 0.1 };
+            }
+        } else {
+            q.copy_from_slice(&q_old);
+            lambda = l_old;
+            let (a, b) = residual(sys, t, q, &lambda, &mut w);
+            r1 = a;
+            r2 = b;
+            // A step that does not decrease the residual: more relaxation.
+            mu = if mu == 0.0 { 1e-4 * mu_ref } else { mu * 10.0 };
+            stalls += 1;
+            if mu > 1e12 * mu_ref || stalls > 30 {
+                break;
+            }
+        }
+    }
+    Err(diagnose(sys, t, q, &lambda, &mut w, &s))
+}
+
+/// Why there is no equilibrium: the directions of the constraint null space in which the
+/// tangent stiffness is zero or negative and along which a force remains.
+fn diagnose<S>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    lambda: &DVector<f64>,
+    w: &mut Work,
+    s: &Scales,
+) -> StaticFailure
+where
+    S: Mechanical + ForceJacobians + ConstraintHessians + CoordinateInfo,
+{
+    let (nq, nc) = (sys.n_q(), sys.n_c());
+    let (r1, r2) = residual(sys, t, q, lambda, w);
+    let (rf, rc) = scaled_norm(&r1, &r2, s);
+    let mut msg = format!(
+        "the force residual stays at {:.3e} of the load scale {:.3e} N (constraint residual {:.3e})",
+        rf,
+        1.0 / s.row_f.iter().cloned().fold(0.0, f64::max).max(1e-300),
+        rc
+    );
+    if !(rf.is_finite() && rc.is_finite()) {
+        return StaticFailure {
+            message: format!("{msg}: the iteration produced non-finite values"),
+        };
+    }
+    sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
+    sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
+    // Scaled tangent stiffness K = −(dfq − H), reduced to the null space of Φq.
+    let mut k = DMatrix::zeros(nq, nq);
+    for i in 0..nq {
+        for j in 0..nq {
+            k[(i, j)] = -s.row_f[i] * (w.dfq[(i, j)] - w.hess[(i, j)]) * s.col_q[j];
+        }
+    }
+    let k = (&k + k.transpose()) * 0.5;
+    let mut jq = DMatrix::zeros(nc, nq);
+    for i in 0..nc {
+        for j in 0..nq {
+            jq[(i, j)] = s.row_c[i] * w.jac[(i, j)] * s.col_q[j];
+        }
+    }
+    let null = null_space(&jq, nq);
+    if null.ncols() == 0 {
+        msg.push_str(": the constraints fix every coordinate, so an equilibrium should exist (check the drivers and the inputs)");
+        return StaticFailure { message: msg };
+    }
+    let kr = null.transpose() * &k * &null;
+    let fr = null.transpose() * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
+    let eig = nalgebra::SymmetricEigen::new(kr);
+    let kmax = eig.eigenvalues.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let mut found = Vec::new();
+    for (e, &val) in eig.eigenvalues.iter().enumerate() {
+        let dir = eig.eigenvectors.column(e);
+        let push = dir.dot(&fr);
+        if val <= 1e-9 * kmax.max(1e-300) && push.abs() > 1e-3 * rf.max(1e-300) {
+            let v = &null * dir;
+            let mut comps: Vec<(f64, usize)> =
+                v.iter().enumerate().map(|(i, x)| (x.abs(), i)).collect();
+            comps.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let names: Vec<String> = comps
+                .iter()
+                .take(3)
+                .filter(|c| c.0 > 0.1 * comps[0].0)
+                .map(|c| sys.coordinate_label(c.1))
+                .collect();
+            let why = if val < -1e-9 * kmax.max(1e-300) {
+                "the stiffness is negative there (an unstable position: it tips over)"
+            } else {
+                "nothing holds it there (no joint, spring or driver resists that motion)"
+            };
+            found.push(format!("{} ({why})", names.join(", ")));
+        }
+    }
+    if found.is_empty() {
+        msg.push_str(": the solver stalled although the structure supports the load (a stiff or non-smooth force law? try `initial = \"consistent\"` and let the dynamics settle)");
+    } else {
+        msg.push_str(&format!(
+            "; no equilibrium: the unbalanced force drives {}",
+            found.join("; ")
+        ));
+    }
+    StaticFailure { message: msg }
+}
+
+/// Orthonormal basis of the null space of `a` (`n` columns), by SVD.
+fn null_space(a: &DMatrix<f64>, n: usize) -> DMatrix<f64> {
+    if a.nrows() == 0 {
+        return DMatrix::identity(n, n);
+    }
+    // SVD of the square Gram-free form: pad to n rows so V is n × n.
+    let mut sq = DMatrix::zeros(n.max(a.nrows()), n);
+    sq.view_mut((0, 0), (a.nrows(), n)).copy_from(a);
+    let svd = sq.svd(false, true);
+    let vt = svd.v_t.expect("requested");
+    let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+    let cols: Vec<usize> = (0..n)
+        .filter(|&i| i >= svd.singular_values.len() || svd.singular_values[i] <= 1e-10 * smax)
+        .collect();
+    let mut out = DMatrix::zeros(n, cols.len());
+    for (c, &i) in cols.iter().enumerate() {
+        out.set_column(c, &vt.row(i).transpose());
+    }
+    out
+}

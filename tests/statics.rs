@@ -1,0 +1,258 @@
+//! Static equilibrium (issue 14) on the suspension corner at real sizes: the solver's
+//! equilibrium against an independent check, the settled state of a heavily damped dynamic run
+//! from the design position (BDF at tight tolerance), over a 3 × 3 sweep of spring rate and
+//! free length and over mass/stiffness scalings 0.01, 1, 100; and the drift diagnosis when
+//! there is no equilibrium.
+
+use mbsfmu::integrate::any::AnyIntegrator;
+use mbsfmu::integrate::system::Mechanical;
+use mbsfmu::integrate::{Integrator, Method, Settings};
+use mbsfmu::mbs::spec::ModelSpec;
+use mbsfmu::mbs::system::System;
+use std::path::Path;
+use std::sync::Arc;
+use toml::Value;
+
+/// Design length of the corner's coil-over (see the model's header).
+const DESIGN_LENGTH: f64 = 0.512_445_119_012_758_2;
+
+struct Variant {
+    k_spring: f64,
+    /// Free length minus design length.
+    preload_travel: f64,
+    /// Factor on every mass, inertia, stiffness and damping.
+    scale: f64,
+    /// Coil-over and tire damping (before `scale`).
+    c_spring: f64,
+    c_tire: f64,
+    k_tire: f64,
+    initial: &'static str,
+}
+
+impl Default for Variant {
+    fn default() -> Self {
+        Variant {
+            k_spring: 60000.0,
+            preload_travel: 0.06,
+            scale: 1.0,
+            c_spring: 3500.0,
+            c_tire: 150.0,
+            k_tire: 250000.0,
+            initial: "static",
+        }
+    }
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_float().or_else(|| v.as_integer().map(|i| i as f64))
+}
+
+fn corner(v: &Variant) -> ModelSpec {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    let mut doc: Value = std::fs::read_to_string(&path).unwrap().parse().unwrap();
+    doc["model"]["initial"] = Value::String(v.initial.into());
+    let s = v.scale;
+    for p in doc["parameters"].as_array_mut().unwrap() {
+        let name = p["name"].as_str().unwrap().to_string();
+        let value = num(&p["value"]).unwrap();
+        let new = match name.as_str() {
+            "m_chassis" | "m_upright" => value * s,
+            "k_spring" => v.k_spring * s,
+            "c_spring" => v.c_spring * s,
+            "l0_spring" => DESIGN_LENGTH + v.preload_travel,
+            "k_tire" => v.k_tire * s,
+            "c_tire" => v.c_tire * s,
+            "z_pad" => value,
+            other => panic!("unexpected parameter {other}"),
+        };
+        p["value"] = Value::Float(new);
+    }
+    for b in doc["bodies"].as_array_mut().unwrap() {
+        if let Some(m) = num(&b["mass"]) {
+            b["mass"] = Value::Float(m * s);
+        }
+        let inertia: Vec<Value> = b["inertia"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| Value::Float(num(x).unwrap() * s))
+            .collect();
+        b["inertia"] = Value::Array(inertia);
+    }
+    let text = toml::to_string(&doc).unwrap();
+    mbsfmu::mbs::load_model_str(&text, &path).unwrap()
+}
+
+/// Translational coordinates of every body (centres of mass).
+fn positions(sys: &System, q: &[f64]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for &o in &sys.layout().offsets {
+        out.extend_from_slice(&q[o..o + 3]);
+    }
+    out
+}
+
+fn static_positions(v: &Variant) -> Vec<f64> {
+    let spec = Arc::new(corner(v));
+    let mut sys = System::new(spec).unwrap();
+    let x = sys.initial_state(0.0).unwrap();
+    positions(&sys, &x.q)
+}
+
+/// A heavily damped dynamic run from the design position until it is at rest.
+fn settled_positions(v: &Variant) -> Vec<f64> {
+    let spec = Arc::new(corner(&Variant {
+        initial: "consistent",
+        // Near-critical heave damping, wheel hop well damped (the equilibrium does not
+        // depend on damping).
+        c_spring: 20000.0,
+        c_tire: 3000.0,
+        ..*v
+    }));
+    let mut sys = System::new(spec).unwrap();
+    let x0 = sys.initial_state(0.0).unwrap();
+    let settings = Settings {
+        method: Method::Bdf,
+        rtol: 1e-9,
+        atol: 1e-11,
+        ..Settings::default()
+    };
+    let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+    integ.initialize(&mut sys, &x0).unwrap();
+    let mut t_end = 5.0;
+    loop {
+        while Integrator::<System>::state(&integ).t < t_end {
+            integ.step(&mut sys, t_end).unwrap();
+        }
+        let st = Integrator::<System>::state(&integ);
+        let vmax = st.v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        // At rest: the remaining motion moves the bodies by far less than the tolerance.
+        if vmax < 1e-8 {
+            return positions(&sys, &st.q);
+        }
+        assert!(
+            t_end < 60.0,
+            "the damped run did not settle (|v| = {vmax:e})"
+        );
+        t_end += 5.0;
+    }
+}
+
+fn compare(v: &Variant, what: &str) {
+    let s = static_positions(v);
+    let d = settled_positions(v);
+    let design = {
+        let spec = Arc::new(corner(&Variant {
+            initial: "consistent",
+            ..*v
+        }));
+        let mut sys = System::new(spec).unwrap();
+        let x = sys.initial_state(0.0).unwrap();
+        positions(&sys, &x.q)
+    };
+    let moved = s
+        .iter()
+        .zip(&design)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let err = s
+        .iter()
+        .zip(&d)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    println!("{what}: equilibrium {moved:.4} m from the design position, |static − settled| = {err:.2e} m");
+    // The check is meaningful only if the equilibrium is away from the design position.
+    assert!(
+        moved > 0.01,
+        "{what}: the equilibrium is at the design position"
+    );
+    assert!(err < 1e-6, "{what}: static and settled differ by {err:e} m");
+}
+
+#[test]
+fn corner_equilibrium_matches_damped_run_over_spring_rate_and_free_length() {
+    for k in [45000.0, 60000.0, 80000.0] {
+        for travel in [0.04, 0.06, 0.08] {
+            compare(
+                &Variant {
+                    k_spring: k,
+                    preload_travel: travel,
+                    ..Variant::default()
+                },
+                &format!("k = {k} N/m, free length = design + {travel} m"),
+            );
+        }
+    }
+}
+
+#[test]
+fn corner_equilibrium_is_scale_invariant() {
+    let mut eq = Vec::new();
+    for scale in [0.01, 1.0, 100.0] {
+        let v = Variant {
+            scale,
+            ..Variant::default()
+        };
+        compare(&v, &format!("masses and stiffnesses x {scale}"));
+        eq.push(static_positions(&v));
+    }
+    // Scaling masses and stiffnesses together leaves the equilibrium where it is.
+    for e in &eq[1..] {
+        let d = e
+            .iter()
+            .zip(&eq[0])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(d < 1e-9, "scaled equilibria differ by {d:e} m");
+    }
+}
+
+/// Realistic parameter sets and post heights an importer may give: the solver converges and
+/// the state it returns is at rest (accelerations from the saddle-point system, not from the
+/// solver, vanish).
+#[test]
+fn corner_equilibrium_over_masses_tire_rates_and_post_heights() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    for m in [250.0, 360.0, 480.0] {
+        for k_tire in [150e3, 250e3, 400e3] {
+            for post in [-0.05, 0.0, 0.08] {
+                let mut doc: Value = std::fs::read_to_string(&path).unwrap().parse().unwrap();
+                for p in doc["parameters"].as_array_mut().unwrap() {
+                    match p["name"].as_str().unwrap() {
+                        "m_chassis" => p["value"] = Value::Float(m),
+                        "k_tire" => p["value"] = Value::Float(k_tire),
+                        _ => {}
+                    }
+                }
+                doc["inputs"][0]["start"] = Value::Float(post);
+                let text = toml::to_string(&doc).unwrap();
+                let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
+                let mut sys = System::new(spec).unwrap();
+                let x = sys
+                    .initial_state(0.0)
+                    .unwrap_or_else(|e| panic!("m = {m}, k_tire = {k_tire}, post = {post}: {e}"));
+                let (a, _) = sys.accelerations(0.0, &x.q, &x.v).unwrap();
+                let amax = a.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+                assert!(
+                    amax < 1e-8,
+                    "m = {m}, k_tire = {k_tire}, post = {post}: |a| = {amax:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_equilibrium_names_the_drifting_coordinates() {
+    // Without the tire nothing holds the corner up: the chassis slides down its guide.
+    let spec = Arc::new(corner(&Variant {
+        k_tire: 0.0,
+        c_tire: 0.0,
+        ..Variant::default()
+    }));
+    let mut sys = System::new(spec).unwrap();
+    let e = sys.initial_state(0.0).unwrap_err().to_string();
+    assert!(e.contains("static equilibrium not found"), "{e}");
+    assert!(e.contains("body 'chassis' z"), "{e}");
+    assert!(e.contains("nothing holds it"), "{e}");
+}
