@@ -98,10 +98,19 @@ fn merge(d: &mut Deps, other: &Deps) {
     }
 }
 
-/// For each output (in `spec.outputs` order), the sorted input indices it depends on, with
-/// every channel counted (an input whose value jumps when it is set).
+/// For each output (in `spec.outputs` order), the sorted input indices it depends on directly:
+/// through the channels that setting the input changes at the same instant under its
+/// reconstruction mode.
 pub fn output_dependencies(spec: &ModelSpec) -> Vec<Vec<usize>> {
-    output_dependencies_with(spec, &|_| VALUE | RATE | ACCEL)
+    use crate::mbs::spec::Reconstruction;
+    // What setting a sample changes at that instant under each reconstruction mode
+    // (docs/fmi-runtime.md): hold the value; linear the slope (the value continues the last
+    // segment); smooth only the second rate (value and slope continue).
+    output_dependencies_with(spec, &|i| match spec.inputs[i].reconstruction {
+        Reconstruction::Hold => VALUE,
+        Reconstruction::Linear => RATE,
+        Reconstruction::Smooth => ACCEL,
+    })
 }
 
 /// As [`output_dependencies`], counting for input `i` only the channels `changed(i)` (a mask
