@@ -1,0 +1,417 @@
+//! The joint-coordinate formulation (`[model] formulation = "joint"`, `mbs::joint`) against
+//! independent references: the minimal-coordinate chain of paper 003 (closed form and the
+//! scipy table), the stiff double pendulum (scipy Radau table), the slider-crank (closed-form
+//! kinematics and inverse dynamics); and against the absolute formulation of the same models.
+//! Integration runs through the integrator traits (BDF and one-step methods), which do not
+//! know which formulation they integrate.
+
+mod common;
+use common::closed_form::{pendulum_chain, RefTable};
+use mbsfmu::integrate::any::AnyIntegrator;
+use mbsfmu::integrate::system::Mechanical;
+use mbsfmu::integrate::{Integrator, Method, Settings};
+use mbsfmu::mbs::inputs::InputSegment;
+use mbsfmu::mbs::spec::*;
+use mbsfmu::mbs::system::System;
+use nalgebra::{DMatrix, UnitQuaternion, Vector3};
+use std::path::Path;
+use std::sync::Arc;
+
+fn c(x: f64) -> Scalar {
+    Scalar::Const(x)
+}
+
+/// A gallery model's text with `formulation` set.
+fn model(file: &str, formulation: &str, extra: &str) -> System {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[model]\n",
+        &format!("[model]\nformulation = \"{formulation}\"\n"),
+        1,
+    ) + extra;
+    let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+fn out_index(sys: &System, name: &str) -> usize {
+    sys.spec()
+        .outputs
+        .iter()
+        .position(|o| o.name == name)
+        .unwrap_or_else(|| panic!("no output {name}"))
+}
+
+/// Integrate with `method` to every communication point `k·dt ≤ t_end`, returning the outputs
+/// at each point.
+fn run(sys: &mut System, method: Method, tol: f64, dt: f64, t_end: f64) -> Vec<(f64, Vec<f64>)> {
+    let x0 = sys.initial_state(0.0).unwrap();
+    let settings = Settings {
+        method,
+        rtol: tol,
+        atol: tol,
+        ..Settings::default()
+    };
+    let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+    integ.initialize(sys, &x0).unwrap();
+    let mut out = Vec::new();
+    let n = (t_end / dt).round() as usize;
+    for k in 1..=n {
+        let tc = k as f64 * dt;
+        while Integrator::<System>::state(&integ).t < tc - 1e-12 {
+            integ.step(sys, tc).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let mut y = vec![0.0; sys.n_outputs()];
+        sys.evaluate_outputs(&x, &mut y).unwrap();
+        out.push((tc, y));
+    }
+    out
+}
+
+// ----- stiff double pendulum -----
+
+#[test]
+fn double_pendulum_is_two_joint_angles_without_constraints() {
+    let mut sys = model("double_pendulum_stiff.toml", "joint", "");
+    assert_eq!((sys.n_q(), sys.n_c()), (2, 0));
+    let x = sys.initial_state(0.0).unwrap();
+    // Shoulder angle 0, elbow −π/12 (bar 2 relative to bar 1), rates 0 and 10 rad/s.
+    assert!(x.q[0].abs() < 1e-12 && (x.q[1] + std::f64::consts::PI / 12.0).abs() < 1e-12);
+    assert!(x.v[0].abs() < 1e-12 && (x.v[1] - 10.0).abs() < 1e-12);
+    // M by CRBA against the planar double pendulum in relative angles:
+    // bars m1 L1 I1, m2 L2 I2 (about the centres), centres at half length.
+    let (m1, l1, i1, m2, l2, i2) = (3.0, 2.0, 1.0, 0.3, 3.0, 0.225);
+    let th2 = x.q[1];
+    let c2 = (l1 * l2 / 2.0) * m2 * th2.cos();
+    let m22 = i2 + m2 * (l2 / 2.0f64).powi(2);
+    let m11 = i1 + m1 * (l1 / 2.0f64).powi(2) + m2 * l1 * l1 + m22 + 2.0 * c2;
+    let m12 = m22 + c2;
+    let mut m = DMatrix::zeros(2, 2);
+    sys.mass_matrix(0.0, &x.q, &mut m);
+    let expect = DMatrix::from_row_slice(2, 2, &[m11, m12, m12, m22]);
+    assert!((&m - &expect).amax() < 1e-12, "M = {m}, expected {expect}");
+}
+
+/// θ1 against scipy Radau at 1e-12 (tests/data/double_pendulum_stiff.csv), with BDF and the
+/// one-step Rosenbrock–Nyström and SDIRK methods, and against the absolute formulation.
+#[test]
+fn double_pendulum_follows_the_reference_and_the_absolute_formulation() {
+    let reference = RefTable::load("double_pendulum_stiff.csv").unwrap();
+    let mut abs = model("double_pendulum_stiff.toml", "absolute", "");
+    let k = out_index(&abs, "theta1");
+    let w = out_index(&abs, "omega1");
+    let abs_out = run(&mut abs, Method::Bdf, 1e-7, 0.02, 2.0);
+    for method in [Method::Bdf, Method::RosenbrockNystrom, Method::Sdirk] {
+        let mut sys = model("double_pendulum_stiff.toml", "joint", "");
+        let out = run(&mut sys, method, 1e-7, 0.02, 2.0);
+        let (mut err_ref, mut err_abs, mut err_w) = (0.0f64, 0.0f64, 0.0f64);
+        for ((t, y), (_, ya)) in out.iter().zip(&abs_out) {
+            err_ref = err_ref.max((y[k] - reference.at("theta1", *t).unwrap()).abs());
+            err_w = err_w.max((y[w] - reference.at("omega1", *t).unwrap()).abs());
+            err_abs = err_abs.max((y[k] - ya[k]).abs());
+        }
+        println!(
+            "double pendulum, joint, {}: max |θ1 − ref| {err_ref:.2e}, |ω1 − ref| {err_w:.2e}, |θ1 − absolute| {err_abs:.2e}",
+            method.name()
+        );
+        assert!(err_ref < 2e-5, "{}: θ1 error {err_ref}", method.name());
+        assert!(err_w < 2e-3, "{}: ω1 error {err_w}", method.name());
+        assert!(
+            err_abs < 2e-5,
+            "{}: θ1 vs absolute {err_abs}",
+            method.name()
+        );
+    }
+}
+
+// ----- paper 003's chain of revolute pendulums -----
+
+/// Paper 003's chain as rigid bodies and revolute joints (one angle per joint): bob `k` is a
+/// body of 1 kg at the end of rod `k`, hinged at the previous bob (the first at the moving
+/// suspension). A rigid body needs a positive inertia; `j` is tiny so that the bodies are the
+/// paper's point masses to ~1e-12.
+pub fn revolute_chain_spec(n: usize, j: f64) -> ModelSpec {
+    let w_hz = 0.05;
+    let omega = 2.0 * std::f64::consts::PI * w_hz;
+    // The chain starts hanging and moving rigidly with the suspension (as the reference).
+    let v0 = Vector3::new(0.3 * omega, 0.2 * omega, 0.0);
+    let bodies = (0..n)
+        .map(|k| BodySpec {
+            name: format!("bob{k}"),
+            kind: BodyKind::Rigid,
+            mass: c(1.0),
+            inertia: [c(j), c(j), c(j), c(0.0), c(0.0), c(0.0)],
+            position: Vector3::new(2.0, -(k as f64 + 1.0), 0.0),
+            orientation: UnitQuaternion::identity(),
+            velocity: v0,
+            angular_velocity: Vector3::zeros(),
+        })
+        .collect();
+    let joints = (0..n)
+        .map(|k| JointSpec {
+            name: format!("hinge{k}"),
+            kind: JointKind::Revolute,
+            body1: if k == 0 {
+                BodyRef::Frame(0)
+            } else {
+                BodyRef::Body(k - 1)
+            },
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame {
+                origin: Vector3::new(0.0, 1.0, 0.0),
+                axes: nalgebra::Matrix3::identity(),
+            },
+            length: None,
+        })
+        .collect();
+    let tip = |component| OutputSpec {
+        name: format!("tip_{}", ["x", "y"][component]),
+        unit: "m".into(),
+        description: String::new(),
+        quantity: OutputQuantity::Position {
+            body: BodyRef::Body(n - 1),
+            point: Vector3::zeros(),
+            component,
+        },
+        scale: 1.0,
+    };
+    ModelSpec {
+        name: "revolute_chain".into(),
+        description: String::new(),
+        gravity: [c(0.0), c(-9.81), c(0.0)],
+        initialization: Initialization::Consistent,
+        formulation: Formulation::Joint,
+        experiment: ExperimentSpec::default(),
+        solver: Default::default(),
+        parameters: vec![],
+        inputs: vec![],
+        bodies,
+        frames: vec![MovingFrameSpec {
+            name: "suspension".into(),
+            position: [
+                Motion::Sine {
+                    offset: c(2.0),
+                    amplitude: c(0.3),
+                    frequency: c(w_hz),
+                    phase: c(0.0),
+                },
+                Motion::Sine {
+                    offset: c(0.0),
+                    amplitude: c(0.2),
+                    frequency: c(w_hz),
+                    phase: c(0.0),
+                },
+                Motion::Constant(c(0.0)),
+            ],
+        }],
+        joints,
+        drivers: vec![],
+        forces: vec![],
+        outputs: vec![tip(0), tip(1)],
+        source_files: vec![],
+    }
+}
+
+/// Relative joint angles θ (θ_1 = φ_1, θ_k = φ_k − φ_{k−1}) against the paper's absolute rod
+/// angles φ: p̈ from `[M Gᵀ; G 0]` (no constraints here: M p̈ = Ψ) equals the closed form.
+#[test]
+fn revolute_chain_accelerations_equal_the_minimal_coordinate_chain() {
+    let n = 6;
+    let mut sys = System::new(Arc::new(revolute_chain_spec(n, 1e-12))).unwrap();
+    assert_eq!((sys.n_q(), sys.n_c()), (n, 0));
+    let p = pendulum_chain::Params::paper(n);
+    let t = 7.3;
+    let phi: Vec<f64> = (0..n).map(|k| 0.4 * (k as f64 + 0.7).sin()).collect();
+    let dphi: Vec<f64> = (0..n).map(|k| 0.8 * (1.3 * k as f64).cos()).collect();
+    let rel = |a: &[f64]| -> Vec<f64> {
+        (0..n)
+            .map(|k| if k == 0 { a[0] } else { a[k] - a[k - 1] })
+            .collect()
+    };
+    let (q, v) = (rel(&phi), rel(&dphi));
+    let (a, lambda) = sys.accelerations(t, &q, &v).unwrap();
+    assert!(lambda.is_empty());
+    let a_ref = rel(&pendulum_chain::accelerations(&p, t, &phi, &dphi));
+    for k in 0..n {
+        assert!(
+            (a[k] - a_ref[k]).abs() < 1e-9 * (1.0 + a_ref[k].abs()),
+            "joint {k}: {} vs {}",
+            a[k],
+            a_ref[k]
+        );
+    }
+}
+
+/// N = 16 over 20 s (the suspension sine included) against scipy DOP853 at 1e-12
+/// (tests/data/pendulum_chain_n16.csv), BDF and SDIRK; and against the absolute formulation of
+/// the same chain as particles with rods (`models/pendulum_chain.toml` physics).
+#[test]
+fn revolute_chain_n16_follows_the_paper_reference() {
+    let reference = RefTable::load("pendulum_chain_n16.csv").unwrap();
+    for method in [Method::Bdf, Method::Sdirk] {
+        let mut sys = System::new(Arc::new(revolute_chain_spec(16, 1e-12))).unwrap();
+        let out = run(&mut sys, method, 1e-7, 0.5, 20.0);
+        let mut err = 0.0f64;
+        for (t, y) in &out {
+            err = err
+                .max((y[0] - reference.at("tip_x", *t).unwrap()).abs())
+                .max((y[1] - reference.at("tip_y", *t).unwrap()).abs());
+        }
+        println!(
+            "chain N = 16, joint, {}: max tip error over 20 s {err:.2e}",
+            method.name()
+        );
+        assert!(err < 1e-4, "{}: tip error {err}", method.name());
+    }
+}
+
+// ----- slider-crank: a loop closed by a cut joint, the crank driven -----
+
+#[test]
+fn slider_crank_tree_cut_and_driven_coordinate() {
+    let sys = model("slider_crank.toml", "joint", "");
+    let jm = sys.joint_model().unwrap();
+    let names = |js: &[usize]| -> Vec<String> {
+        js.iter()
+            .map(|&j| sys.spec().joints[j].name.clone())
+            .collect()
+    };
+    assert_eq!(
+        names(&jm.tree_joints()),
+        ["crank_pivot", "crank_pin", "wrist_pin"]
+    );
+    assert_eq!(names(jm.cut_joints()), ["slide"]);
+    // The driven crank angle is eliminated: two state coordinates.
+    assert_eq!(sys.n_q(), 2);
+}
+
+/// `G`, `∂g/∂t` and `γ` of the cut joint (with the driven crank) against central differences
+/// of the constraint values along a smooth motion.
+#[test]
+fn slider_crank_constraint_derivatives_are_consistent() {
+    let mut sys = model("slider_crank.toml", "joint", "");
+    sys.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.0, 2.0 * std::f64::consts::PI, 0.5, 0.3],
+    };
+    let x = sys.initial_state(0.0).unwrap();
+    let (nq, nc) = (sys.n_q(), sys.n_c());
+    assert_eq!(nc, 2, "the planar loop leaves two independent rows");
+    let t = 0.13;
+    let q: Vec<f64> = x.q.iter().map(|a| a + 0.05).collect();
+    let v = vec![0.7, -1.1];
+    let a = vec![0.3, 0.9];
+    let g_at = |sys: &mut System, s: f64| {
+        // g along q(t+s) = q + v s + a s²/2.
+        let qs: Vec<f64> = (0..nq)
+            .map(|i| q[i] + v[i] * s + 0.5 * a[i] * s * s)
+            .collect();
+        let mut phi = vec![0.0; nc];
+        sys.constraints(t + s, &qs, &mut phi);
+        phi
+    };
+    let h = 1e-4;
+    let (gp, g0, gm) = (g_at(&mut sys, h), g_at(&mut sys, 0.0), g_at(&mut sys, -h));
+    let mut jac = DMatrix::zeros(nc, nq);
+    let mut phi_t = vec![0.0; nc];
+    let mut gamma = vec![0.0; nc];
+    sys.constraint_jacobian(t, &q, &mut jac);
+    sys.constraint_time_derivative(t, &q, &mut phi_t);
+    sys.acceleration_rhs(t, &q, &v, &mut gamma);
+    for k in 0..nc {
+        let gd = (gp[k] - gm[k]) / (2.0 * h);
+        let gdd = (gp[k] - 2.0 * g0[k] + gm[k]) / (h * h);
+        let gv: f64 = (0..nq).map(|i| jac[(k, i)] * v[i]).sum();
+        let ga: f64 = (0..nq).map(|i| jac[(k, i)] * a[i]).sum();
+        // Central differences: O(h²) ≈ 1e-8 relative.
+        assert!(
+            (gd - (gv + phi_t[k])).abs() < 1e-6 * (1.0 + gd.abs()),
+            "row {k}: ġ {gd} vs {}",
+            gv + phi_t[k]
+        );
+        // g̈ = G a − γ.
+        assert!(
+            (gdd - (ga - gamma[k])).abs() < 1e-4 * (1.0 + gdd.abs()),
+            "row {k}: g̈ {gdd} vs {}",
+            ga - gamma[k]
+        );
+    }
+}
+
+/// Slider position and crank torque against the closed-form inverse dynamics
+/// (tests/data/slider_crank.csv, crank at 2π rad/s), BDF and SDIRK, and against the absolute
+/// formulation.
+#[test]
+fn slider_crank_follows_the_closed_form() {
+    let reference = RefTable::load("slider_crank.csv").unwrap();
+    let drive = |sys: &mut System| {
+        sys.inputs_mut().segments[0] = InputSegment {
+            t0: 0.0,
+            coeffs: [0.0, 2.0 * std::f64::consts::PI, 0.0, 0.0],
+        };
+    };
+    let mut abs = model("slider_crank.toml", "absolute", "");
+    drive(&mut abs);
+    let abs_out = run(&mut abs, Method::Bdf, 1e-8, 0.01, 2.0);
+    let (kx, kt) = (out_index(&abs, "slider_x"), out_index(&abs, "crank_torque"));
+    for method in [Method::Bdf, Method::Sdirk] {
+        let mut sys = model("slider_crank.toml", "joint", "");
+        drive(&mut sys);
+        let out = run(&mut sys, method, 1e-8, 0.01, 2.0);
+        let (mut ex, mut et, mut ea) = (0.0f64, 0.0f64, 0.0f64);
+        for ((t, y), (_, ya)) in out.iter().zip(&abs_out) {
+            ex = ex.max((y[kx] - reference.at("slider_x", *t).unwrap()).abs());
+            et = et.max((y[kt] - reference.at("crank_torque", *t).unwrap()).abs());
+            ea = ea.max((y[kt] - ya[kt]).abs());
+        }
+        println!(
+            "slider-crank, joint, {}: max |x − ref| {ex:.2e} m, |torque − ref| {et:.2e} N m, |torque − absolute| {ea:.2e}",
+            method.name()
+        );
+        assert!(ex < 1e-9, "{}: slider x error {ex}", method.name());
+        assert!(et < 1e-4, "{}: torque error {et}", method.name());
+        assert!(ea < 1e-4, "{}: torque vs absolute {ea}", method.name());
+    }
+}
+
+// ----- selection and refusals -----
+
+#[test]
+fn unsupported_elements_are_refused_by_name() {
+    let load = |file: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models")
+            .join(file);
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "[model]\n",
+            "[model]\nformulation = \"joint\"\n",
+            1,
+        );
+        let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+        System::new(Arc::new(spec)).err().map(|e| e.to_string())
+    };
+    let e = load("pendulum_chain.toml").expect("particles are refused");
+    assert!(e.contains("body 'p1'") && e.contains("particle"), "{e}");
+    let e = load("spherical_chain.toml").expect("spherical tree joints are refused");
+    assert!(e.contains("joint '") && e.contains("Spherical"), "{e}");
+}
+
+#[test]
+fn formulation_key_is_checked() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/double_pendulum_stiff.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let bad = text.replacen("[model]\n", "[model]\nformulation = \"minimal\"\n", 1);
+    let e = mbsfmu::mbs::load_model_str(&bad, &path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("formulation") && e.contains("minimal"), "{e}");
+    let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+    assert_eq!(
+        spec.formulation,
+        Formulation::Absolute,
+        "absolute stays the default"
+    );
+}
