@@ -415,3 +415,142 @@ fn formulation_key_is_checked() {
         "absolute stays the default"
     );
 }
+
+// ----- measurement (not a test of speed): cost of one evaluation, joint vs absolute -----
+
+/// Paper 003's chain as the gallery's absolute model has it: particles, rods (distance
+/// joints), a planar joint per particle, the suspension as a moving frame.
+fn particle_chain_spec(n: usize) -> ModelSpec {
+    let mut spec = revolute_chain_spec(n, 1e-12);
+    spec.formulation = Formulation::Absolute;
+    for b in &mut spec.bodies {
+        b.kind = BodyKind::Particle;
+        b.inertia = [c(0.0); 6];
+    }
+    spec.joints.clear();
+    for k in 0..n {
+        let prev = if k == 0 {
+            BodyRef::Frame(0)
+        } else {
+            BodyRef::Body(k - 1)
+        };
+        spec.joints.push(JointSpec {
+            name: format!("rod{k}"),
+            kind: JointKind::Distance,
+            body1: prev,
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: Some(c(1.0)),
+        });
+        spec.joints.push(JointSpec {
+            name: format!("plane{k}"),
+            kind: JointKind::Planar,
+            body1: BodyRef::Ground,
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: None,
+        });
+    }
+    spec
+}
+
+fn cpu_time() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + 1e-9 * ts.tv_nsec as f64
+}
+
+/// Median, min, max in µs of `runs` runs of `reps` calls of `f`.
+fn measure(reps: usize, mut f: impl FnMut(usize) -> f64) -> (f64, f64, f64) {
+    let mut runs = Vec::new();
+    let mut sink = 0.0;
+    for _ in 0..9 {
+        let c0 = cpu_time();
+        for r in 0..reps {
+            sink += f(r);
+        }
+        runs.push((cpu_time() - c0) / reps as f64 * 1e6);
+    }
+    assert!(sink.is_finite());
+    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (runs[runs.len() / 2], runs[0], runs[runs.len() - 1])
+}
+
+/// Thread CPU time of one acceleration evaluation (`System::accelerations`: M, Ψ or f, G, γ and
+/// the solve of the saddle-point system) and of one residual batch (`mass_matrix`, `forces`,
+/// `constraints`, `constraint_jacobian`, `constraint_time_derivative` into preallocated
+/// storage), at a consistent state with nonzero rates. docs/benchmarks.md quotes the output of
+/// `cargo test --release --test joint_formulation -- --ignored --nocapture evaluation_cost`.
+#[test]
+#[ignore]
+fn evaluation_cost_joint_against_absolute() {
+    let dp = |f: &str| model("double_pendulum_stiff.toml", f, "");
+    let mut cases: Vec<(String, System, usize)> = vec![
+        ("double pendulum, absolute".into(), dp("absolute"), 20_000),
+        ("double pendulum, joint".into(), dp("joint"), 20_000),
+    ];
+    for n in [16, 32] {
+        let reps = 40_000 / n;
+        cases.push((
+            format!("chain N = {n}, absolute (particles, rods)"),
+            System::new(Arc::new(particle_chain_spec(n))).unwrap(),
+            reps,
+        ));
+        let mut rigid = revolute_chain_spec(n, 1e-3);
+        rigid.formulation = Formulation::Absolute;
+        cases.push((
+            format!("chain N = {n}, absolute (rigid bodies, revolute)"),
+            System::new(Arc::new(rigid)).unwrap(),
+            reps,
+        ));
+        cases.push((
+            format!("chain N = {n}, joint (revolute)"),
+            System::new(Arc::new(revolute_chain_spec(n, 1e-3))).unwrap(),
+            reps,
+        ));
+    }
+    println!("| model | n_q | n_c | accelerations µs (min, max) | residual batch µs (min, max) |");
+    println!("|---|---|---|---|---|");
+    for (name, mut sys, reps) in cases {
+        let x = sys.initial_state(0.0).unwrap();
+        let (nq, nc) = (sys.n_q(), sys.n_c());
+        // A state off the initial rest: advance a little with BDF.
+        let settings = Settings {
+            rtol: 1e-6,
+            atol: 1e-6,
+            ..Settings::default()
+        };
+        let mut integ = AnyIntegrator::new(settings, nq, nc).unwrap();
+        integ.initialize(&mut sys, &x).unwrap();
+        while Integrator::<System>::state(&integ).t < 1.0 {
+            integ.step(&mut sys, 1.0).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let acc = measure(reps, |r| {
+            let t = x.t + 1e-9 * r as f64;
+            sys.accelerations(t, &x.q, &x.v).unwrap().0[0]
+        });
+        let (mut f, mut phi, mut phi_t) = (vec![0.0; nq], vec![0.0; nc], vec![0.0; nc]);
+        let mut jac = DMatrix::zeros(nc, nq);
+        let mut m = DMatrix::zeros(nq, nq);
+        let batch = measure(reps, |r| {
+            let t = x.t + 1e-9 * r as f64;
+            sys.mass_matrix(t, &x.q, &mut m);
+            sys.forces(t, &x.q, &x.v, &mut f);
+            sys.constraints(t, &x.q, &mut phi);
+            sys.constraint_jacobian(t, &x.q, &mut jac);
+            sys.constraint_time_derivative(t, &x.q, &mut phi_t);
+            m[(0, 0)] + f[0]
+        });
+        println!(
+            "| {name} | {nq} | {nc} | {:.2} ({:.2}, {:.2}) | {:.2} ({:.2}, {:.2}) |",
+            acc.0, acc.1, acc.2, batch.0, batch.1, batch.2
+        );
+    }
+}
