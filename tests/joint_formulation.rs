@@ -554,3 +554,120 @@ fn evaluation_cost_joint_against_absolute() {
         );
     }
 }
+
+// ----- the rest of the gallery -----
+
+/// Four-link crank-rocker (a loop: the rocker pivot is the cut joint, rotor driven at π rad/s)
+/// against the closed form (tests/data/four_link.csv).
+#[test]
+fn four_link_follows_the_closed_form() {
+    let reference = RefTable::load("four_link.csv").unwrap();
+    for method in [Method::Bdf, Method::Sdirk] {
+        let mut sys = model("four_link.toml", "joint", "");
+        assert_eq!(
+            (sys.n_q(), sys.joint_model().unwrap().cut_joints().len()),
+            (2, 1)
+        );
+        sys.inputs_mut().segments[0] = InputSegment {
+            t0: 0.0,
+            coeffs: [0.0, std::f64::consts::PI, 0.0, 0.0],
+        };
+        let (ka, kt) = (
+            out_index(&sys, "rocker_angle"),
+            out_index(&sys, "rotor_torque"),
+        );
+        let out = run(&mut sys, method, 1e-8, 0.01, 2.0);
+        let (mut ea, mut et, mut scale) = (0.0f64, 0.0f64, 0.0f64);
+        for (t, y) in &out {
+            scale = scale.max(reference.at("rotor_torque", *t).unwrap().abs());
+            ea = ea.max((y[ka] - reference.at("rocker_angle", *t).unwrap()).abs());
+            et = et.max((y[kt] - reference.at("rotor_torque", *t).unwrap()).abs());
+        }
+        println!(
+            "four-link, joint, {}: max |rocker angle − ref| {ea:.2e} rad, |rotor torque − ref| {et:.2e} N m (max |torque| {scale:.3e})",
+            method.name()
+        );
+        assert!(ea < 1e-9, "{}: rocker angle error {ea}", method.name());
+        assert!(et < 1e-8 * scale, "{}: torque error {et}", method.name());
+    }
+}
+
+/// The quarter-car rig through the co-simulation layer (the engine type the FMU runs), stamp
+/// `0.01 sin(2π·1.5 t)` sent as value and slope every 2 ms, from static equilibrium, against
+/// the exact linear solution (tests/data/quarter_car.csv) with the absolute formulation's
+/// bound (tests/cosim_test_rig.rs).
+#[test]
+fn quarter_car_through_cosim_follows_the_exact_solution() {
+    use mbsfmu::cosim::{Advance, SetPhase, Simulation};
+    use mbsfmu::description::VariableTable;
+    let reference = RefTable::load("quarter_car.csv").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/quarter_car_rig.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[model]\n",
+        "[model]\nformulation = \"joint\"\n",
+        1,
+    );
+    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
+    for method in ["bdf", "sdirk"] {
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+        let item = Method::from_name(method).unwrap();
+        let value = Method::ALL.iter().position(|m| *m == item).unwrap() as i64 + 1;
+        sim.set_integer(vr("solver.integrator"), value, SetPhase::Setup)
+            .unwrap();
+        sim.setup_experiment(Some(1e-6), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        let w = 2.0 * std::f64::consts::PI * 1.5;
+        let outputs: Vec<usize> = ["chassis_z", "wheel_z"]
+            .iter()
+            .map(|n| spec.outputs.iter().position(|o| o.name == *n).unwrap())
+            .collect();
+        let (mut ec, mut ew) = (0.0f64, 0.0f64);
+        let h = 0.002;
+        for k in 0..1000 {
+            let t = k as f64 * h;
+            sim.set_real(vr("stamp_z"), 0.01 * (w * t).sin(), SetPhase::Stepping)
+                .unwrap();
+            sim.set_input_derivative(vr("stamp_z"), 1, 0.01 * w * (w * t).cos())
+                .unwrap();
+            let r = sim.advance_to((k + 1) as f64 * h, None).unwrap();
+            assert_eq!(r, Advance::Completed, "{method} at t = {t}");
+            let tc = (k + 1) as f64 * h;
+            if (tc * 100.0 - (tc * 100.0).round()).abs() < 1e-9 {
+                let o = sim.outputs().unwrap().to_vec();
+                ec = ec.max((o[outputs[0]] - reference.at("chassis_z", tc).unwrap()).abs());
+                ew = ew.max((o[outputs[1]] - reference.at("wheel_z", tc).unwrap()).abs());
+            }
+        }
+        println!("quarter car, joint, cosim, {method}: max |Δchassis_z| {ec:.2e} m, |Δwheel_z| {ew:.2e} m");
+        assert!(ec < 2e-5 && ew < 2e-5, "{method}: {ec} {ew}");
+    }
+}
+
+/// Paper 002's bouncing balls (penalty contact; each ball on a vertical prismatic guide, so one
+/// coordinate each) against scipy (tests/data/bouncing_balls.csv) and the absolute formulation.
+#[test]
+fn bouncing_balls_follow_the_reference_and_the_absolute_formulation() {
+    let reference = RefTable::load("bouncing_balls.csv").unwrap();
+    let mut abs = model("bouncing_balls.toml", "absolute", "");
+    let mut sys = model("bouncing_balls.toml", "joint", "");
+    assert_eq!((sys.n_q(), sys.n_c()), (2, 0));
+    let (k1, k2) = (out_index(&sys, "y1"), out_index(&sys, "y2"));
+    let out = run(&mut sys, Method::Bdf, 1e-8, 0.01, 1.0);
+    let abs_out = run(&mut abs, Method::Bdf, 1e-8, 0.01, 1.0);
+    let (mut er, mut ea) = (0.0f64, 0.0f64);
+    for ((t, y), (_, ya)) in out.iter().zip(&abs_out) {
+        for (k, name) in [(k1, "y1"), (k2, "y2")] {
+            er = er.max((y[k] - reference.at(name, *t).unwrap()).abs());
+            ea = ea.max((y[k] - ya[k]).abs());
+        }
+    }
+    println!("bouncing balls, joint, bdf: max |y − ref| {er:.2e} m, |y − absolute| {ea:.2e} m");
+    assert!(er < 1e-4, "error against the reference {er}");
+    assert!(ea < 1e-4, "error against the absolute formulation {ea}");
+}
