@@ -671,3 +671,100 @@ fn bouncing_balls_follow_the_reference_and_the_absolute_formulation() {
     assert!(er < 1e-4, "error against the reference {er}");
     assert!(ea < 1e-4, "error against the absolute formulation {ea}");
 }
+
+/// Paper 003's Table 2 analogue in joint coordinates (a measurement, printed): the chain of N
+/// revolute pendulums with the moving suspension as excitation, t ∈ [0, 200] s, ATOL 1e-6,
+/// RTOL 1e-4, BDF with each Jacobian strategy; thread CPU seconds, full Jacobians (#Je), cheap
+/// updates (#upd), and the tip deviation from scipy DOP853 at 1e-12 on the 0.5 s grid
+/// (tests/data/integrators/pendulum_chain_tip.csv, the reference of benches/bdf_table2.rs, from
+/// the same start). docs/benchmarks.md quotes
+/// `cargo test --release --test joint_formulation -- --ignored --nocapture table2` (N from
+/// `TABLE2_N`, default 16 and 32).
+#[test]
+#[ignore]
+fn table2_analogue_chain_in_joint_coordinates() {
+    use mbsfmu::integrate::bdf::Bdf;
+    use mbsfmu::integrate::{JacobianStrategy, MechState};
+    let ns: Vec<usize> = std::env::var("TABLE2_N")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![16, 32]);
+    let rtol: f64 = std::env::var("TABLE2_RTOL")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1e-4);
+    println!("| N | strategy | CPU [s] | % of dense | steps | #fc | #Je | #upd | #LU | tip dev [m] | (26) term at end |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let reference = RefTable::load("integrators/pendulum_chain_tip.csv").unwrap();
+    for n in ns {
+        // The "projected" start of benches/bdf_table2.rs (what the absolute assembly makes of
+        // the particle chain hanging at rest): every bob moves with (0, ẏ_susp(0)), the first
+        // rod turns with −ẋ_susp(0)/l.
+        let mut spec = revolute_chain_spec(n, 1e-12);
+        let omega = 2.0 * std::f64::consts::PI * 0.05;
+        for (k, b) in spec.bodies.iter_mut().enumerate() {
+            b.velocity = Vector3::new(0.0, 0.2 * omega, 0.0);
+            b.angular_velocity = Vector3::new(0.0, 0.0, if k == 0 { -0.3 * omega } else { 0.0 });
+        }
+        let spec = Arc::new(spec);
+        let mut dense_cpu = None;
+        for strategy in [
+            JacobianStrategy::Dense,
+            JacobianStrategy::DenseExtended,
+            JacobianStrategy::Analytic,
+            JacobianStrategy::AnalyticExtended,
+        ] {
+            let mut sys = System::new(spec.clone()).unwrap();
+            let x0 = sys.initial_state(0.0).unwrap();
+            let settings = Settings {
+                jacobian: strategy,
+                rtol,
+                atol: 1e-2 * rtol,
+                ..Settings::default()
+            };
+            let mut bdf = Bdf::new(settings, sys.n_q(), sys.n_c());
+            let (mut q, mut v) = (vec![0.0; sys.n_q()], vec![0.0; sys.n_q()]);
+            let mut y = vec![0.0; sys.n_outputs()];
+            let times = &reference.data[0];
+            let (mut next, mut dev) = (1, 0.0f64);
+            let c0 = cpu_time();
+            bdf.initialize(&mut sys, &x0).unwrap();
+            while bdf.state().t < 200.0 {
+                let t = bdf.step(&mut sys, 200.0).unwrap();
+                while next < times.len() && times[next] <= t {
+                    let tr = times[next];
+                    bdf.interpolate(tr, &mut q, &mut v);
+                    let x = MechState {
+                        t: tr,
+                        q: q.clone(),
+                        v: v.clone(),
+                        lambda: vec![],
+                    };
+                    sys.evaluate_outputs(&x, &mut y).unwrap();
+                    dev = dev
+                        .max((y[0] - reference.at(&format!("x{n}"), tr).unwrap()).abs())
+                        .max((y[1] - reference.at(&format!("y{n}"), tr).unwrap()).abs());
+                    next += 1;
+                }
+            }
+            let cpu = cpu_time() - c0;
+            let base = *dense_cpu.get_or_insert(cpu);
+            let s = bdf.stats();
+            println!(
+                "| {n} | {} | {cpu:.3} | {:.0}% | {} | {} | {} | {} | {} | {dev:.1e} | {} |",
+                strategy.name(),
+                100.0 * cpu / base,
+                s.steps,
+                s.f_evals,
+                s.jac_evals,
+                s.jac_updates,
+                s.lu,
+                if bdf.jacobian().excitation_term_active() {
+                    "on"
+                } else {
+                    "off"
+                }
+            );
+        }
+    }
+}
