@@ -303,7 +303,7 @@ fn slider_crank_constraint_derivatives_are_consistent() {
     let t = 0.13;
     let q: Vec<f64> = x.q.iter().map(|a| a + 0.05).collect();
     let v = vec![0.7, -1.1];
-    let a = vec![0.3, 0.9];
+    let a = [0.3, 0.9];
     let g_at = |sys: &mut System, s: f64| {
         // g along q(t+s) = q + v s + a s²/2.
         let qs: Vec<f64> = (0..nq)
@@ -766,5 +766,50 @@ fn table2_analogue_chain_in_joint_coordinates() {
                 }
             );
         }
+    }
+}
+
+/// The analytic `∂Ψ/∂ṗ` (tangent recursion plus the elements' damping) against central
+/// differences of `Ψ`, on the double pendulum (stiff dampers) and the chain (Coriolis only,
+/// moving suspension).
+#[test]
+fn velocity_jacobian_is_the_derivative_of_the_bias_forces() {
+    use mbsfmu::integrate::system::ForceJacobians;
+    let cases = [
+        model("double_pendulum_stiff.toml", "joint", ""),
+        System::new(Arc::new(revolute_chain_spec(7, 1e-2))).unwrap(),
+    ];
+    for mut sys in cases {
+        let n = sys.n_q();
+        let t = 3.1;
+        let q: Vec<f64> = (0..n).map(|k| 0.3 * (k as f64 + 0.4).sin()).collect();
+        let v: Vec<f64> = (0..n).map(|k| 1.1 * (0.7 * k as f64 + 0.2).cos()).collect();
+        let (mut dq, mut dv) = (DMatrix::zeros(n, n), DMatrix::zeros(n, n));
+        sys.force_jacobians(t, &q, &v, &mut dq, &mut dv);
+        let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
+        let mut scale = 0.0f64;
+        let mut err = 0.0f64;
+        for j in 0..n {
+            let h = 1e-6;
+            let mut vv = v.clone();
+            vv[j] += h;
+            sys.forces(t, &q, &vv, &mut fp);
+            vv[j] -= 2.0 * h;
+            sys.forces(t, &q, &vv, &mut fm);
+            for i in 0..n {
+                let fd = (fp[i] - fm[i]) / (2.0 * h);
+                scale = scale.max(fd.abs());
+                err = err.max((dv[(i, j)] - fd).abs());
+            }
+        }
+        println!(
+            "{}: |∂Ψ/∂ṗ − differences| {err:.2e} (scale {scale:.2e})",
+            sys.spec().name
+        );
+        assert!(
+            err < 1e-6 * scale.max(1.0),
+            "{}: {err} (scale {scale})",
+            sys.spec().name
+        );
     }
 }

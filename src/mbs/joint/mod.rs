@@ -488,6 +488,9 @@ impl JointModel {
         6e-6 * x.abs().max(1.0)
     }
 
+    /// `∂Ψ/∂ṗ` analytic: the tree's tangent recursion ([`rnea::bias_velocity_jacobian`]) plus,
+    /// per force element, `F_ξ̇ g gᵀ` with `g = ∂ξ̇/∂ṗ = Jᵀ∇ξ` (the element's rate depends on
+    /// `ṗ` linearly, its direction not at all). `∂Ψ/∂p` by central differences of `Ψ`.
     pub fn force_jacobians(
         &mut self,
         sys: &System,
@@ -498,8 +501,9 @@ impl JointModel {
         df_dv: &mut DMatrix<f64>,
     ) {
         let n = self.n_q();
+        self.velocity_jacobian(sys, t, q, v, df_dv);
         let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
-        let (mut qq, mut vv) = (q.to_vec(), v.to_vec());
+        let mut qq = q.to_vec();
         for j in 0..n {
             let h = Self::step(q[j]);
             qq[j] = q[j] + h;
@@ -510,15 +514,63 @@ impl JointModel {
             for i in 0..n {
                 df_dq[(i, j)] = (fp[i] - fm[i]) / (2.0 * h);
             }
-            let h = Self::step(v[j]);
-            vv[j] = v[j] + h;
-            self.forces(sys, t, q, &vv, &mut fp);
-            vv[j] = v[j] - h;
-            self.forces(sys, t, q, &vv, &mut fm);
-            vv[j] = v[j];
-            for i in 0..n {
-                df_dv[(i, j)] = (fp[i] - fm[i]) / (2.0 * h);
+        }
+    }
+
+    fn velocity_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        self.load(sys, t, q, Rates::Full(v));
+        self.inertias(sys);
+        let n = self.n_q();
+        let nn = self.nodes.len();
+        let (mut dv, mut da, mut df) = (
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+        );
+        let ws = &self.ws;
+        rnea::bias_velocity_jacobian(
+            &self.nodes,
+            &ws.kin.s,
+            &ws.kin.vel,
+            &ws.kin.xd,
+            &ws.i6,
+            &mut dv,
+            &mut da,
+            &mut df,
+            out,
+        );
+        let mut bgs = [BodyGrad {
+            body: 0,
+            g_r: Vector3::zeros(),
+            g_e: Vector4::zeros(),
+        }; 4];
+        let mut g = DVector::zeros(n);
+        for term in &sys.terms {
+            let cv = self.eval(sys, &term.coord, true);
+            let (_, _, f_rate) = sys.law(&term.law, cv.val, cv.rate, t);
+            if f_rate == 0.0 {
+                continue;
             }
+            g.fill(0.0);
+            let nb = self.body_grads(sys, &cv, &mut bgs);
+            for bg in &bgs[..nb] {
+                let w = self.wrench(bg);
+                let mut node = Parent::Node(self.body_node[bg.body]);
+                while let Parent::Node(i) = node {
+                    if let NodeCoord::Free(a) = self.nodes[i].coord {
+                        g[a] += self.ws.kin.s[i].dot(&w);
+                    }
+                    node = self.nodes[i].parent;
+                }
+            }
+            out.ger(f_rate, &g, &g, 1.0);
         }
     }
 
@@ -594,7 +646,7 @@ impl JointModel {
     }
 
     /// Joint coordinates and rates of an absolute state (tree joints only).
-    fn from_absolute(&self, sys: &System, t: f64, qa: &[f64], va: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    fn coordinates_of(&self, sys: &System, t: f64, qa: &[f64], va: &[f64]) -> (Vec<f64>, Vec<f64>) {
         let layout = sys.layout();
         let body = |b: usize| {
             let o = layout.offsets[b];
@@ -666,7 +718,7 @@ impl JointModel {
     /// projected.
     pub fn initial_state(&mut self, sys: &mut System, t0: f64) -> Result<MechState, ModelError> {
         let xa = super::assembly::initial_state(sys, t0)?;
-        let (mut q, mut v) = self.from_absolute(sys, t0, &xa.q, &xa.v);
+        let (mut q, mut v) = self.coordinates_of(sys, t0, &xa.q, &xa.v);
         let (q_given, v_given) = (q.clone(), v.clone());
         let nq = self.n_q();
         self.active = (0..self.rows.len()).collect();

@@ -3,7 +3,7 @@
 //! root), the joint forces `τ = S_iᵀ f_i` needed to move the tree are `−Ψ` minus the applied
 //! forces: `Ψ = −τ(p, ṗ, u, u̇, ü) ` with the applied wrenches subtracted in the body forces.
 
-use super::kinematics::{crf, sv, Sv};
+use super::kinematics::{crf, crm, sv, Sv};
 use super::tree::{Node, NodeCoord, Parent};
 use nalgebra::{Matrix6, Vector3};
 
@@ -33,6 +33,63 @@ pub fn bias_forces(
         if let Parent::Node(p) = nodes[i].parent {
             let fi = f[i];
             f[p] += fi;
+        }
+    }
+}
+
+/// The tree part of `∂Ψ/∂ṗ` (gyroscopic and Coriolis terms; applied forces not included),
+/// column by column as the tangent of the recursion along one state rate: with positions
+/// fixed, `δV_i = S_j` on the subtree of joint `j`, `δA_i = δA_λ(i) + δV_i ×ₘ S_i ẋ_i +
+/// V_i ×ₘ S_i δẋ_i`, `δf_i = I_i δA_i + δV_i ×* I_i V_i + V_i ×* I_i δV_i`, summed up the tree
+/// and projected, `∂Ψ_k/∂ṗ_j = −S_kᵀ δF_k`. `O(n · bodies)`; `dv`, `da`, `df` are scratch.
+#[allow(clippy::too_many_arguments)]
+pub fn bias_velocity_jacobian(
+    nodes: &[Node],
+    s: &[Sv],
+    vel: &[Sv],
+    xd: &[f64],
+    i6: &[Matrix6<f64>],
+    dv: &mut [Sv],
+    da: &mut [Sv],
+    df: &mut [Sv],
+    out: &mut nalgebra::DMatrix<f64>,
+) {
+    out.fill(0.0);
+    // In the subtree of the current column's joint (parents come first).
+    let mut sub = vec![false; nodes.len()];
+    for jn in 0..nodes.len() {
+        let NodeCoord::Free(col) = nodes[jn].coord else {
+            continue;
+        };
+        for i in 0..nodes.len() {
+            let parent_in = matches!(nodes[i].parent, Parent::Node(p) if sub[p]);
+            sub[i] = i == jn || parent_in;
+            if !sub[i] {
+                dv[i] = Sv::zeros();
+                da[i] = Sv::zeros();
+                df[i] = Sv::zeros();
+                continue;
+            }
+            let (dvp, dap) = match nodes[i].parent {
+                Parent::Node(p) if parent_in => (dv[p], da[p]),
+                _ => (Sv::zeros(), Sv::zeros()),
+            };
+            let own = if i == jn { s[i] } else { Sv::zeros() };
+            let dvi = dvp + own;
+            let dai = dap + crm(&dvi, &(s[i] * xd[i])) + crm(&vel[i], &own);
+            let iv = i6[i] * vel[i];
+            df[i] = i6[i] * dai + crf(&dvi, &iv) + crf(&vel[i], &(i6[i] * dvi));
+            dv[i] = dvi;
+            da[i] = dai;
+        }
+        for i in (0..nodes.len()).rev() {
+            if let NodeCoord::Free(k) = nodes[i].coord {
+                out[(k, col)] = -s[i].dot(&df[i]);
+            }
+            if let Parent::Node(p) = nodes[i].parent {
+                let fi = df[i];
+                df[p] += fi;
+            }
         }
     }
 }
