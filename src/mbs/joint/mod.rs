@@ -19,11 +19,12 @@
 //! `M` comes from the composite-rigid-body algorithm ([`crba`]). Outputs, contact events and
 //! friction normals are evaluated by the absolute layer at the equivalent absolute state.
 //!
-//! The implicit methods' Jacobian terms (`∂Ψ/∂p`, `∂Ψ/∂ṗ`, `∂(Gᵀλ)/∂p`, `∂(M a)/∂p`) are
-//! central differences of these analytic quantities (analytic recursive derivatives are a
-//! later step).
+//! The implicit methods' Jacobian terms: `∂Ψ/∂ṗ` and `∂Ψ/∂p` analytic (tangent recursions,
+//! [`rnea::bias_velocity_jacobian`] and `derivatives.rs`); `∂(Gᵀλ)/∂p` and `∂(M a)/∂p`
+//! central differences of the analytic `G` and `M`.
 
 pub mod crba;
+mod derivatives;
 pub mod kinematics;
 pub mod rnea;
 pub mod tree;
@@ -482,7 +483,7 @@ impl JointModel {
         ))
     }
 
-    // ----- Jacobians of the implicit methods: central differences of the analytic terms -----
+    // ----- Jacobians of the implicit methods -----
 
     fn step(x: f64) -> f64 {
         6e-6 * x.abs().max(1.0)
@@ -490,7 +491,7 @@ impl JointModel {
 
     /// `∂Ψ/∂ṗ` analytic: the tree's tangent recursion ([`rnea::bias_velocity_jacobian`]) plus,
     /// per force element, `F_ξ̇ g gᵀ` with `g = ∂ξ̇/∂ṗ = Jᵀ∇ξ` (the element's rate depends on
-    /// `ṗ` linearly, its direction not at all). `∂Ψ/∂p` by central differences of `Ψ`.
+    /// `ṗ` linearly, its direction not at all). `∂Ψ/∂p` analytic too (`derivatives.rs`).
     pub fn force_jacobians(
         &mut self,
         sys: &System,
@@ -500,21 +501,8 @@ impl JointModel {
         df_dq: &mut DMatrix<f64>,
         df_dv: &mut DMatrix<f64>,
     ) {
-        let n = self.n_q();
         self.velocity_jacobian(sys, t, q, v, df_dv);
-        let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
-        let mut qq = q.to_vec();
-        for j in 0..n {
-            let h = Self::step(q[j]);
-            qq[j] = q[j] + h;
-            self.forces(sys, t, &qq, v, &mut fp);
-            qq[j] = q[j] - h;
-            self.forces(sys, t, &qq, v, &mut fm);
-            qq[j] = q[j];
-            for i in 0..n {
-                df_dq[(i, j)] = (fp[i] - fm[i]) / (2.0 * h);
-            }
-        }
+        self.position_jacobian(sys, t, q, v, df_dq);
     }
 
     fn velocity_jacobian(
