@@ -777,7 +777,13 @@ fn spatial_arm() -> System {
 }
 
 fn spatial_arm_in(formulation: &str) -> System {
-    let text = r#"
+    let text = spatial_arm_text(formulation);
+    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("spatial_arm.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+fn spatial_arm_text(formulation: &str) -> String {
+    r#"
 [model]
 name = "spatial_arm"
 formulation = "FORMULATION"
@@ -882,9 +888,7 @@ axis = [1.0, 0.0, 0.0]
 name = "energy"
 type = "energy"
 "#
-    .replace("FORMULATION", formulation);
-    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("spatial_arm.toml")).unwrap();
-    System::new(Arc::new(spec)).unwrap()
+    .replace("FORMULATION", formulation)
 }
 
 /// The analytic `∂Ψ/∂ṗ` and `∂Ψ/∂p` (tangent recursions plus the elements through the
@@ -984,5 +988,85 @@ fn spatial_arm_agrees_with_the_absolute_formulation() {
             method.name()
         );
         assert!(err < 1e-6, "{}: {err}", method.name());
+    }
+}
+
+/// The analytic `∂(Gᵀλ)/∂p` and `∂(M a)/∂p` against central differences of `Gᵀλ` and `M a`:
+/// the slider-crank (prismatic cut joint, driven crank), the four-link (revolute cut joint),
+/// the spatial arm closed by a tether (a distance cut joint in 3-D), the chain.
+#[test]
+fn constraint_hessians_are_the_derivatives_of_g_and_m() {
+    use mbsfmu::integrate::system::ConstraintHessians;
+    let mut slider = model("slider_crank.toml", "joint", "");
+    slider.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.2, 2.0, 0.0, 0.0],
+    };
+    let tether = "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
+                  body2 = \"c\"\npoint1 = [0.3, 0.5, 0.2]\npoint2 = [1.0, 0.3, -0.6]\n";
+    // The arm with the tether: a loop through three tree joints.
+    let closed = {
+        let base = spatial_arm_text("joint") + tether;
+        let spec = mbsfmu::mbs::load_model_str(&base, Path::new("spatial_loop.toml")).unwrap();
+        System::new(Arc::new(spec)).unwrap()
+    };
+    let cases = [
+        slider,
+        model("four_link.toml", "joint", ""),
+        closed,
+        System::new(Arc::new(revolute_chain_spec(6, 1e-2))).unwrap(),
+    ];
+    for mut sys in cases {
+        let x = sys.initial_state(0.0).unwrap();
+        let (n, nc) = (sys.n_q(), sys.n_c());
+        let t = 0.27;
+        let q: Vec<f64> = (0..n)
+            .map(|k| x.q[k] + 0.02 * (k as f64 + 0.4).sin())
+            .collect();
+        let lambda: Vec<f64> = (0..nc)
+            .map(|k| 3.0 * (1.7 * k as f64 + 0.3).cos())
+            .collect();
+        let a: Vec<f64> = (0..n).map(|k| 2.0 * (0.9 * k as f64 + 0.1).sin()).collect();
+        let (mut hg, mut hm) = (DMatrix::zeros(n, n), DMatrix::zeros(n, n));
+        sys.constraint_force_jacobian(t, &q, &lambda, &mut hg);
+        sys.mass_times_accel_jacobian(t, &q, &a, &mut hm);
+        let l = nalgebra::DVector::from_column_slice(&lambda);
+        let av = nalgebra::DVector::from_column_slice(&a);
+        let eval = |sys: &mut System, qq: &[f64]| {
+            let (mut g, mut m) = (DMatrix::zeros(nc, n), DMatrix::zeros(n, n));
+            sys.constraint_jacobian(t, qq, &mut g);
+            sys.mass_matrix(t, qq, &mut m);
+            (g.transpose() * &l, m * &av)
+        };
+        let (mut eg, mut em, mut sg, mut sm) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for j in 0..n {
+            let h = 1e-6;
+            let mut qq = q.clone();
+            qq[j] += h;
+            let (gp, mp) = eval(&mut sys, &qq);
+            qq[j] -= 2.0 * h;
+            let (gm, mm) = eval(&mut sys, &qq);
+            for i in 0..n {
+                let (fg, fm) = ((gp[i] - gm[i]) / (2.0 * h), (mp[i] - mm[i]) / (2.0 * h));
+                sg = sg.max(fg.abs());
+                sm = sm.max(fm.abs());
+                eg = eg.max((hg[(i, j)] - fg).abs());
+                em = em.max((hm[(i, j)] - fm).abs());
+            }
+        }
+        println!(
+            "{} (n_c {nc}): |∂(Gᵀλ)/∂p − differences| {eg:.2e} (scale {sg:.2e}), |∂(M a)/∂p − differences| {em:.2e} (scale {sm:.2e})",
+            sys.spec().name
+        );
+        assert!(
+            eg < 1e-6 * sg.max(1.0),
+            "{}: Gᵀλ {eg} (scale {sg})",
+            sys.spec().name
+        );
+        assert!(
+            em < 1e-6 * sm.max(1.0),
+            "{}: M a {em} (scale {sm})",
+            sys.spec().name
+        );
     }
 }

@@ -19,9 +19,8 @@
 //! `M` comes from the composite-rigid-body algorithm ([`crba`]). Outputs, contact events and
 //! friction normals are evaluated by the absolute layer at the equivalent absolute state.
 //!
-//! The implicit methods' Jacobian terms: `∂Ψ/∂ṗ` and `∂Ψ/∂p` analytic (tangent recursions,
-//! [`rnea::bias_velocity_jacobian`] and `derivatives.rs`); `∂(Gᵀλ)/∂p` and `∂(M a)/∂p`
-//! central differences of the analytic `G` and `M`.
+//! The implicit methods' Jacobian terms `∂Ψ/∂ṗ`, `∂Ψ/∂p`, `∂(Gᵀλ)/∂p`, `∂(M a)/∂p` are
+//! analytic: tangents of the recursions ([`rnea::bias_velocity_jacobian`], `derivatives.rs`).
 
 pub mod crba;
 mod derivatives;
@@ -485,10 +484,6 @@ impl JointModel {
 
     // ----- Jacobians of the implicit methods -----
 
-    fn step(x: f64) -> f64 {
-        6e-6 * x.abs().max(1.0)
-    }
-
     /// `∂Ψ/∂ṗ` analytic: the tree's tangent recursion ([`rnea::bias_velocity_jacobian`]) plus,
     /// per force element, `F_ξ̇ g gᵀ` with `g = ∂ξ̇/∂ṗ = Jᵀ∇ξ` (the element's rate depends on
     /// `ṗ` linearly, its direction not at all). `∂Ψ/∂p` analytic too (`derivatives.rs`).
@@ -570,20 +565,7 @@ impl JointModel {
         lambda: &[f64],
         out: &mut DMatrix<f64>,
     ) {
-        let (n, nc) = (self.n_q(), self.n_c());
-        let (mut gp, mut gm) = (DMatrix::zeros(nc, n), DMatrix::zeros(nc, n));
-        let l = DVector::from_column_slice(lambda);
-        let mut qq = q.to_vec();
-        for j in 0..n {
-            let h = Self::step(q[j]);
-            qq[j] = q[j] + h;
-            self.constraint_jacobian(sys, t, &qq, &mut gp);
-            qq[j] = q[j] - h;
-            self.constraint_jacobian(sys, t, &qq, &mut gm);
-            qq[j] = q[j];
-            let col = (gp.transpose() * &l - gm.transpose() * &l) / (2.0 * h);
-            out.set_column(j, &col);
-        }
+        self.constraint_force_position_jacobian(sys, t, q, lambda, out);
     }
 
     pub fn mass_times_accel_jacobian(
@@ -594,19 +576,7 @@ impl JointModel {
         a: &[f64],
         out: &mut DMatrix<f64>,
     ) {
-        let n = self.n_q();
-        let (mut mp, mut mm) = (DMatrix::zeros(n, n), DMatrix::zeros(n, n));
-        let av = DVector::from_column_slice(a);
-        let mut qq = q.to_vec();
-        for j in 0..n {
-            let h = Self::step(q[j]);
-            qq[j] = q[j] + h;
-            self.mass_matrix(sys, t, &qq, &mut mp);
-            qq[j] = q[j] - h;
-            self.mass_matrix(sys, t, &qq, &mut mm);
-            qq[j] = q[j];
-            out.set_column(j, &((&mp * &av - &mm * &av) / (2.0 * h)));
-        }
+        self.mass_times_accel_position_jacobian(sys, t, q, a, out);
     }
 
     // ----- the absolute view (outputs, events, step hooks) -----
