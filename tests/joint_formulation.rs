@@ -553,6 +553,21 @@ fn evaluation_cost_joint_against_absolute() {
             acc.0, acc.1, acc.2, batch.0, batch.1, batch.2
         );
     }
+    // A hand-written minimal-coordinate right-hand side for scale: the closed-form chain of
+    // tests/common/closed_form.rs (absolute rod angles, M and the right-hand side formed
+    // directly, nalgebra LU; allocates like `System::accelerations`).
+    for n in [16, 32] {
+        let p = pendulum_chain::Params::paper(n);
+        let phi: Vec<f64> = (0..n).map(|k| 0.1 * (k as f64).sin()).collect();
+        let dphi: Vec<f64> = (0..n).map(|k| 0.2 * (k as f64).cos()).collect();
+        let acc = measure(40_000 / n, |r| {
+            pendulum_chain::accelerations(&p, 1.0 + 1e-9 * r as f64, &phi, &dphi)[0]
+        });
+        println!(
+            "| chain N = {n}, hand-written closed form (Rust) | {n} | 0 | {:.2} ({:.2}, {:.2}) | |",
+            acc.0, acc.1, acc.2
+        );
+    }
 }
 
 // ----- the rest of the gallery -----
