@@ -70,6 +70,11 @@ struct Workspace {
     ic: Vec<Matrix6<f64>>,
     f: Vec<Sv>,
     w: Vec<Sv>,
+    /// The poses depend only on the node values and the moving frames' positions: the key
+    /// of the poses in `kin` (a BDF residual asks for `M` and `Ψ` at the same state).
+    pose_key: Option<(Vec<f64>, Vec<Vector3<f64>>)>,
+    /// The inertias depend on the poses and the bodies' mass data (parameters may change it).
+    inertia_key: Option<Vec<(f64, nalgebra::Matrix3<f64>)>>,
 }
 
 /// Which velocities the recursion uses.
@@ -233,7 +238,17 @@ impl JointModel {
             ws.kin.xd[i] = xd;
             ws.kin.xdd[i] = xdd;
         }
-        ws.kin.positions(&self.nodes);
+        let same_pose = ws.pose_key.as_ref().is_some_and(|(x, fr)| {
+            *x == ws.kin.x && fr.iter().zip(&ws.kin.frame).all(|(a, b)| *a == b[0])
+        });
+        if !same_pose {
+            ws.kin.positions(&self.nodes);
+            ws.pose_key = Some((
+                ws.kin.x.clone(),
+                ws.kin.frame.iter().map(|f| f[0]).collect(),
+            ));
+            ws.inertia_key = None;
+        }
         let with_vel = !matches!(rates, Rates::None);
         if with_vel {
             ws.kin.motion(&self.nodes);
@@ -256,6 +271,20 @@ impl JointModel {
 
     /// Body spatial inertias at the current poses.
     fn inertias(&mut self, sys: &System) {
+        let same = self.ws.inertia_key.as_ref().is_some_and(|k| {
+            self.nodes.iter().zip(k).all(|(n, (m, j))| {
+                sys.bodies[n.body].mass == *m && sys.bodies[n.body].inertia == *j
+            })
+        });
+        if same {
+            return;
+        }
+        self.ws.inertia_key = Some(
+            self.nodes
+                .iter()
+                .map(|n| (sys.bodies[n.body].mass, sys.bodies[n.body].inertia))
+                .collect(),
+        );
         for (i, node) in self.nodes.iter().enumerate() {
             let bd = &sys.bodies[node.body];
             let a = self.ws.kin.rot[i];
