@@ -1085,3 +1085,85 @@ fn constraint_hessians_are_the_derivatives_of_g_and_m() {
         );
     }
 }
+
+/// Every integrator on every gallery model the joint formulation supports (the models'
+/// inputs held at their start values, as tests/models_integrate.rs does for the absolute
+/// formulation), plus the revolute chain and the spatial arm closed by a tether (a loop with
+/// two degrees of freedom), 0.2 s: each reaches the end, stays on the loop constraints and
+/// produces finite outputs. The integrators never learn which formulation runs.
+#[test]
+fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates() {
+    let mut failures = Vec::new();
+    let make = |file: &str| -> System {
+        match file {
+            "revolute chain N = 8" => System::new(Arc::new(revolute_chain_spec(8, 1e-12))).unwrap(),
+            "spatial loop" => {
+                let text = spatial_arm_text("joint")
+                    + "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
+                       body2 = \"c\"\npoint1 = [0.3, 0.5, 0.2]\npoint2 = [1.0, 0.3, -0.6]\n";
+                let spec = mbsfmu::mbs::load_model_str(&text, Path::new("loop.toml")).unwrap();
+                System::new(Arc::new(spec)).unwrap()
+            }
+            _ => model(file, "joint", ""),
+        }
+    };
+    for file in [
+        "bouncing_balls.toml",
+        "double_pendulum_stiff.toml",
+        "four_link.toml",
+        "quarter_car_rig.toml",
+        "slider_crank.toml",
+        "revolute chain N = 8",
+        "spatial loop",
+    ] {
+        for method in Method::ALL {
+            let mut sys = make(file);
+            let t0 = sys.spec().experiment.start;
+            let x0 = sys.initial_state(t0).unwrap();
+            let (nq, nc) = (sys.n_q(), sys.n_c());
+            let settings = Settings {
+                method,
+                rtol: 1e-4,
+                atol: 1e-6,
+                ..Settings::default()
+            };
+            let mut integ = AnyIntegrator::new(settings, nq, nc).unwrap();
+            let name = format!("{file} / {}", method.name());
+            if let Err(e) = integ.initialize(&mut sys, &x0) {
+                failures.push(format!("{name}: initialize: {e}"));
+                continue;
+            }
+            let t_end = t0 + 0.2;
+            let mut ok = true;
+            while Integrator::<System>::state(&integ).t < t_end {
+                if let Err(e) = integ.step(&mut sys, t_end) {
+                    failures.push(format!("{name}: {e}"));
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            let x = Integrator::<System>::state(&integ).clone();
+            let mut phi = vec![0.0; nc];
+            sys.constraints(x.t, &x.q, &mut phi);
+            let worst = phi.iter().fold(0.0f64, |m, p| m.max(p.abs()));
+            let mut out = vec![0.0; sys.n_outputs()];
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            println!(
+                "{name}: {} steps, residual {worst:.1e}",
+                Integrator::<System>::stats(&integ).steps
+            );
+            if worst.is_nan() || worst >= 1e-4 || out.iter().any(|o| !o.is_finite()) {
+                failures.push(format!("{name}: residual {worst:e}, outputs {out:?}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
