@@ -291,6 +291,7 @@ fn kitchen_sink() -> ModelSpec {
         description: String::new(),
         gravity: [c(0.0), c(-9.81), c(1.0)],
         initialization: Initialization::Consistent,
+        formulation: Default::default(),
         experiment: ExperimentSpec::default(),
         solver: Default::default(),
         parameters: vec![],

@@ -59,6 +59,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
         description: String::new(),
         gravity: [c(0.0), c(-9.81), c(0.0)],
         initialization: Initialization::Consistent,
+        formulation: Default::default(),
         experiment: ExperimentSpec::default(),
         solver: Default::default(),
         parameters: vec![],

@@ -21,6 +21,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
         description: "Mass on a spring".into(),
         gravity: [c(0.0), c(0.0), c(-9.81)],
         initialization: Initialization::Consistent,
+        formulation: Default::default(),
         experiment: ExperimentSpec {
             start: 0.0,
             stop: 2.0,

@@ -37,7 +37,7 @@ fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DMatrix<f64>)
     (DVector::from_vec(phi), jac)
 }
 
-fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
+pub(super) fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
     let svd = jac.clone().svd(true, true);
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
     svd.solve(rhs, 1e-10 * smax.max(1e-300))
@@ -140,7 +140,7 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
 }
 
 /// Greedy selection of independent rows (modified Gram–Schmidt with a relative tolerance).
-fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
+pub(super) fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
     let (n, m) = (jac.nrows(), jac.ncols());
     let scale = jac.amax().max(1e-300);
     let mut basis: Vec<DVector<f64>> = Vec::new();

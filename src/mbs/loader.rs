@@ -979,6 +979,20 @@ impl<'a> Resolver<'a> {
                 }
             },
         };
+        let formulation = match &model.formulation {
+            None => Formulation::Absolute,
+            Some(s) => match s.get_ref().as_str() {
+                "absolute" => Formulation::Absolute,
+                "joint" => Formulation::Joint,
+                other => {
+                    return Err(self.err(
+                        s.span(),
+                        "[model]",
+                        format!("`formulation` must be \"absolute\" or \"joint\", got \"{other}\""),
+                    ))
+                }
+            },
+        };
         let gravity = self.scalar3(&model.gravity, "[model]", "gravity", true)?;
 
         for (i, inp) in raw.inputs.iter().enumerate() {
@@ -1126,6 +1140,7 @@ impl<'a> Resolver<'a> {
             description: model.description.clone().unwrap_or_default(),
             gravity,
             initialization,
+            formulation,
             experiment,
             solver,
             parameters: std::mem::take(&mut self.params),

@@ -6,6 +6,7 @@ pub mod assembly;
 pub mod error;
 pub mod expr;
 pub mod inputs;
+pub mod joint;
 pub mod kin;
 pub mod loader;
 pub mod math;

@@ -258,6 +258,7 @@ pub struct RawModel {
     pub description: Option<String>,
     pub gravity: NumList,
     pub initial: Option<S<String>>,
+    pub formulation: Option<S<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

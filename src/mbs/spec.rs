@@ -443,6 +443,18 @@ pub struct OutputSpec {
     pub scale: f64,
 }
 
+/// Which coordinates the engine integrates (`[model] formulation`, docs/engine.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Formulation {
+    /// 7 coordinates per rigid body (centre of mass, Euler parameters), 3 per particle; every
+    /// joint a set of constraints.
+    #[default]
+    Absolute,
+    /// One coordinate per degree of freedom of the spanning-tree joints (`mbs::joint`);
+    /// loop-closing joints and the remaining drivers are the constraints.
+    Joint,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Initialization {
     /// Make the given state consistent: positions by Newton on the constraints (least change),
@@ -479,6 +491,9 @@ pub struct ModelSpec {
     /// Gravity acceleration vector (global), each component possibly a parameter.
     pub gravity: [Scalar; 3],
     pub initialization: Initialization,
+    /// Absolute (default) or joint coordinates.
+    #[serde(default)]
+    pub formulation: Formulation,
     pub experiment: ExperimentSpec,
     /// Default solver settings written into the FMU (overridable by `solver.*` parameters).
     pub solver: crate::integrate::Settings,

@@ -67,7 +67,7 @@ pub enum RowOwner {
 // Built once per model; most rows are `Coord`, so boxing would only add indirection.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-enum RowKind {
+pub(super) enum RowKind {
     Normalize {
         col: usize,
     },
@@ -79,22 +79,22 @@ enum RowKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Row {
-    kind: RowKind,
-    owner: RowOwner,
-    label: String,
+pub(super) struct Row {
+    pub(super) kind: RowKind,
+    pub(super) owner: RowOwner,
+    pub(super) label: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct BodyData {
-    mass: f64,
-    inertia: Matrix3<f64>,
+pub(super) struct BodyData {
+    pub(super) mass: f64,
+    pub(super) inertia: Matrix3<f64>,
     reg: f64,
 }
 
 /// Scalar force laws `F(ξ, ξ̇, t)`; the generalized force is `F ∇ξ`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-enum Law {
+pub(super) enum Law {
     /// Tension-positive spring along a length: `F = −(k(ξ − l0) + c ξ̇ + preload + act)`.
     Spring {
         law: SpringLaw,
@@ -122,7 +122,7 @@ enum Law {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-enum SpringLaw {
+pub(super) enum SpringLaw {
     Linear {
         k: f64,
         c: f64,
@@ -140,15 +140,15 @@ enum SpringLaw {
 
 /// One term of a force element: a scalar coordinate and its law.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct ForceTerm {
-    coord: Coord,
-    law: Law,
+pub(super) struct ForceTerm {
+    pub(super) coord: Coord,
+    pub(super) law: Law,
     /// Index of the force element in the spec.
-    element: usize,
+    pub(super) element: usize,
     /// Constant generalized force along the coordinate from `static_preload` (0 otherwise),
     /// and the coordinate's value where it was computed (energy reference).
     #[serde(default)]
-    preset: f64,
+    pub(super) preset: f64,
     #[serde(default)]
     preset_ref: f64,
 }
@@ -156,27 +156,27 @@ struct ForceTerm {
 /// The multibody system. Plain data: `Clone + Serialize` (FMU state copies it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct System {
-    spec: Arc<ModelSpec>,
-    params: Vec<f64>,
-    inputs: InputSignals,
-    layout: Layout,
-    bodies: Vec<BodyData>,
-    gravity: Vector3<f64>,
-    motions: Vec<MotionSlot>,
+    pub(super) spec: Arc<ModelSpec>,
+    pub(super) params: Vec<f64>,
+    pub(super) inputs: InputSignals,
+    pub(super) layout: Layout,
+    pub(super) bodies: Vec<BodyData>,
+    pub(super) gravity: Vector3<f64>,
+    pub(super) motions: Vec<MotionSlot>,
     /// Motion slots of the moving frames' x, y, z.
-    frame_motions: Vec<[usize; 3]>,
+    pub(super) frame_motions: Vec<[usize; 3]>,
     /// The time-varying motion slots: excitation `i` is slot `excitation_slots[i]`.
     excitation_slots: Vec<usize>,
-    rows: Vec<Row>,
+    pub(super) rows: Vec<Row>,
     /// Rows kept after removing redundant ones (indices into `rows`).
     active: Vec<usize>,
     /// Rows dropped as redundant, reported once.
     pub dropped: Vec<String>,
     /// What the last assembly did (for `mbsfmu check` and the FMU log).
     pub report: Option<AssemblyReport>,
-    terms: Vec<ForceTerm>,
+    pub(super) terms: Vec<ForceTerm>,
     /// Angle branch references, one per angle slot.
-    angle_refs: Vec<f64>,
+    pub(super) angle_refs: Vec<f64>,
     /// The references at the model's initial configuration (rest angles are measured there,
     /// whatever the current branch).
     angle_refs0: Vec<f64>,
@@ -192,8 +192,8 @@ pub struct System {
     /// no element has `static_preload`).
     #[serde(default)]
     presets: Vec<(f64, f64)>,
-    q0: Vec<f64>,
-    v0: Vec<f64>,
+    pub(super) q0: Vec<f64>,
+    pub(super) v0: Vec<f64>,
     snap: Snapshot,
     #[serde(skip)]
     scratch_lambda: Vec<f64>,
@@ -201,6 +201,10 @@ pub struct System {
     /// analysed once; rebuilt when the active rows change or after deserialization).
     #[serde(skip)]
     saddle_cache: Option<Box<crate::integrate::sparse::SparseSaddle>>,
+    /// The joint-coordinate formulation (`[model] formulation = "joint"`): when present, every
+    /// integrator-facing method answers in joint coordinates (`mbs::joint`), and the fields
+    /// above are its element layer, evaluated on the tree's body kinematics.
+    pub(super) joint: Option<Box<super::joint::JointModel>>,
 }
 
 fn frame_vec(body: BodyRef, f: &LocalFrame, k: usize) -> QDef {
@@ -257,6 +261,7 @@ impl System {
             snap: Snapshot::default(),
             scratch_lambda: Vec::new(),
             saddle_cache: None,
+            joint: None,
             spec,
         };
         sys.snap
@@ -264,7 +269,28 @@ impl System {
         sys.initial_coordinates();
         sys.build()?;
         sys.active = (0..sys.rows.len()).collect();
+        if sys.spec.formulation == Formulation::Joint {
+            let jm = super::joint::JointModel::new(&sys)?;
+            sys.joint = Some(Box::new(jm));
+        }
         Ok(sys)
+    }
+
+    /// Run `f` on the joint formulation; inside, `sys` is the element layer alone (its
+    /// methods answer in absolute coordinates).
+    fn with_joint<R>(
+        &mut self,
+        f: impl FnOnce(&mut super::joint::JointModel, &mut System) -> R,
+    ) -> R {
+        let mut j = self.joint.take().expect("joint formulation present");
+        let r = f(&mut j, self);
+        self.joint = Some(j);
+        r
+    }
+
+    /// The joint formulation, when the model selected it.
+    pub fn joint_model(&self) -> Option<&super::joint::JointModel> {
+        self.joint.as_deref()
     }
 
     pub fn spec(&self) -> &ModelSpec {
@@ -312,7 +338,7 @@ impl System {
         Ok(())
     }
 
-    fn err(&self, message: String) -> ModelError {
+    pub(super) fn err(&self, message: String) -> ModelError {
         ModelError::Assembly {
             file: self.spec.source_files.first().cloned().unwrap_or_default(),
             message,
@@ -843,7 +869,7 @@ impl System {
         eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, Some(hess))
     }
 
-    fn motion(&self, slot: usize, t: f64) -> [f64; 3] {
+    pub(super) fn motion(&self, slot: usize, t: f64) -> [f64; 3] {
         self.motions[slot].eval(t, &self.params, &self.inputs)
     }
 
@@ -886,7 +912,7 @@ impl System {
 
     /// Scalar law value and its partial derivatives `(F, ∂F/∂ξ, ∂F/∂ξ̇)`.
     /// The law of force term `i` plus its preload from equilibrium.
-    fn term_law(&self, i: usize, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
+    pub(super) fn term_law(&self, i: usize, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
         let tm = &self.terms[i];
         let (f, a, b) = self.law(&tm.law, xi, rate, t);
         (f + tm.preset, a, b)
@@ -942,7 +968,7 @@ impl System {
             .collect()
     }
 
-    fn law(&self, law: &Law, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
+    pub(super) fn law(&self, law: &Law, xi: f64, rate: f64, t: f64) -> (f64, f64, f64) {
         match law {
             Law::Spring {
                 law,
@@ -1039,11 +1065,14 @@ impl System {
 
     /// Number of active (independent) constraint rows.
     pub fn active_rows(&self) -> usize {
-        self.active.len()
+        self.n_c()
     }
 
     /// Labels of the active rows.
     pub fn row_labels(&self) -> Vec<String> {
+        if let Some(j) = &self.joint {
+            return j.row_labels(self);
+        }
         self.active
             .iter()
             .map(|&i| self.rows[i].label.clone())
@@ -1055,6 +1084,9 @@ impl System {
     /// drops redundant constraint rows (reported in [`System::dropped`]).
     pub fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
         self.re_resolve()?;
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.initial_state(s, t0));
+        }
         super::assembly::initial_state(self, t0)
     }
 
@@ -1150,16 +1182,28 @@ impl RowGrad {
 
 impl Mechanical for System {
     fn n_q(&self) -> usize {
-        self.layout.n_q
+        match &self.joint {
+            Some(j) => j.n_q(),
+            None => self.layout.n_q,
+        }
     }
     fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
+        if self.joint.is_some() {
+            return None;
+        }
         Some(self)
     }
     fn n_c(&self) -> usize {
-        self.active.len()
+        match &self.joint {
+            Some(j) => j.n_c(),
+            None => self.active.len(),
+        }
     }
 
     fn mass_matrix(&mut self, _t: f64, q: &[f64], m: &mut DMatrix<f64>) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.mass_matrix(s, _t, q, m));
+        }
         m.fill(0.0);
         for b in 0..self.bodies.len() {
             let o = self.layout.offsets[b];
@@ -1177,6 +1221,9 @@ impl Mechanical for System {
     }
 
     fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.forces(s, t, q, v, f));
+        }
         self.load(t, q, Some(v));
         f.fill(0.0);
         for b in 0..self.bodies.len() {
@@ -1204,6 +1251,9 @@ impl Mechanical for System {
     }
 
     fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraints(s, t, q, phi));
+        }
         self.load(t, q, None);
         for (k, &i) in self.active.iter().enumerate() {
             phi[k] = self.row_eval(&self.rows[i], t, None, q).0;
@@ -1211,6 +1261,9 @@ impl Mechanical for System {
     }
 
     fn constraint_jacobian(&mut self, t: f64, q: &[f64], jac: &mut DMatrix<f64>) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_jacobian(s, t, q, jac));
+        }
         self.load(t, q, None);
         jac.fill(0.0);
         for (k, &i) in self.active.iter().enumerate() {
@@ -1221,6 +1274,9 @@ impl Mechanical for System {
     }
 
     fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_time_derivative(s, t, q, phi_t));
+        }
         self.load(t, q, None);
         for (k, &i) in self.active.iter().enumerate() {
             phi_t[k] = self.row_eval(&self.rows[i], t, None, q).2;
@@ -1228,6 +1284,9 @@ impl Mechanical for System {
     }
 
     fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.acceleration_rhs(s, t, q, v, gamma));
+        }
         self.load(t, q, Some(v));
         for (k, &i) in self.active.iter().enumerate() {
             gamma[k] = self.row_eval(&self.rows[i], t, Some(v), q).3;
@@ -1244,6 +1303,9 @@ impl ForceJacobians for System {
         df_dq: &mut DMatrix<f64>,
         df_dv: &mut DMatrix<f64>,
     ) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.force_jacobians(s, t, q, v, df_dq, df_dv));
+        }
         self.load(t, q, Some(v));
         df_dq.fill(0.0);
         df_dv.fill(0.0);
@@ -1287,6 +1349,9 @@ impl ConstraintHessians for System {
         lambda: &[f64],
         out: &mut DMatrix<f64>,
     ) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_force_jacobian(s, t, q, lambda, out));
+        }
         self.load(t, q, None);
         out.fill(0.0);
         let mut hess = LMat::zeros();
@@ -1312,6 +1377,9 @@ impl ConstraintHessians for System {
     }
 
     fn mass_times_accel_jacobian(&mut self, _t: f64, q: &[f64], a: &[f64], out: &mut DMatrix<f64>) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.mass_times_accel_jacobian(s, _t, q, a, out));
+        }
         out.fill(0.0);
         for b in 0..self.bodies.len() {
             if !self.layout.is_rigid(b) {
@@ -1353,6 +1421,9 @@ impl Excitations for System {
 
 impl StepHooks for System {
     fn accept_step(&mut self, t: f64, q: &[f64], v: &[f64], lambda: Option<&[f64]>) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.accept_step(s, t, q, v));
+        }
         self.load(t, q, Some(v));
         for (i, c) in self.angle_coords.iter().enumerate() {
             if let Some(raw) = raw_angle(&self.layout, &self.snap, c) {
@@ -1441,6 +1512,9 @@ impl System {
         q: &[f64],
         v: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.accelerations(s, t, q, v));
+        }
         let (nq, nc) = (self.n_q(), self.n_c());
         let mut f = vec![0.0; nq];
         let mut gamma = vec![0.0; nc];
@@ -1469,6 +1543,9 @@ impl System {
     /// Evaluate every output at the state `x` (accelerations and reactions from the
     /// saddle-point system at `x`).
     pub fn evaluate_outputs(&mut self, x: &MechState, out: &mut [f64]) -> Result<(), ModelError> {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.evaluate_outputs(s, x, out));
+        }
         let needs_dynamics = self.spec.outputs.iter().any(|o| {
             matches!(
                 o.quantity,
@@ -1600,6 +1677,12 @@ impl System {
 
     /// Kinetic + gravitational + elastic energy.
     pub fn energy(&mut self, t: f64, q: &[f64], v: &[f64]) -> f64 {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| {
+                let (qa, va) = j.to_absolute(s, t, q, Some(v));
+                s.energy(t, &qa, &va)
+            });
+        }
         let n = self.n_q();
         let mut m = DMatrix::zeros(n, n);
         self.mass_matrix(t, q, &mut m);

@@ -19,6 +19,21 @@ fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
         "  assembly at t = {t0}: {} coordinates, {} constraint equations ({} independent), {} degrees of freedom\n",
         r.n_coordinates, r.n_equations, r.n_independent, r.dof
     );
+    if let Some(j) = sys.joint_model() {
+        let names = |js: &[usize]| -> String {
+            let v: Vec<&str> = js.iter().map(|&i| spec.joints[i].name.as_str()).collect();
+            if v.is_empty() {
+                "none".into()
+            } else {
+                v.join(", ")
+            }
+        };
+        s.push_str(&format!(
+            "  joint coordinates: tree joints {}; cut joints (constraints) {}\n",
+            names(&j.tree_joints()),
+            names(j.cut_joints())
+        ));
+    }
     if r.dropped.is_empty() {
         s.push_str("  no redundant constraints\n");
     } else {

@@ -21,6 +21,7 @@ fn empty_spec(name: &str) -> ModelSpec {
         description: String::new(),
         gravity: [c(0.0), c(-9.81), c(0.0)],
         initialization: Initialization::Consistent,
+        formulation: Default::default(),
         experiment: ExperimentSpec::default(),
         solver: Default::default(),
         parameters: vec![],

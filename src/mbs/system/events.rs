@@ -37,6 +37,9 @@ impl EventFunctions for System {
     }
 
     fn event_functions(&mut self, t: f64, q: &[f64], g: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.event_functions(s, t, q, g));
+        }
         self.load(t, q, None);
         let mut k = 0;
         for i in 0..self.terms.len() {

@@ -113,6 +113,13 @@ impl System {
         x: &MechState,
         inputs: &[usize],
     ) -> Result<Vec<InputDerivatives>, ModelError> {
+        if self.joint.is_some() {
+            return Err(self.err(
+                "output derivatives with respect to inputs are not available in the joint \
+                 formulation yet (use formulation = \"absolute\")"
+                    .into(),
+            ));
+        }
         let (t, q, v) = (x.t, &x.q[..], &x.v[..]);
         let (nq, nc, n_out) = (self.n_q(), self.n_c(), self.n_outputs());
         let dynamics = self.outputs_need_dynamics();

@@ -1,0 +1,367 @@
+//! Analytic position derivatives: `∂Ψ/∂p` (with `∂Ψ/∂ṗ` in `rnea.rs`), `∂(M a)/∂p` and
+//! `∂(Gᵀλ)/∂p`, all as one tangent of the forward recursion and of the Newton–Euler pass along
+//! one joint coordinate, fed with different sources.
+//!
+//! Along `q_j` (joint `j`, motion subspace `S_j`), everything in `j`'s subtree moves with the
+//! spatial velocity `S_j`: `δS_i = S_j ×ₘ S_i` (below `j`), `δI_i = S_j ×* I_i − I_i S_j ×ₘ`,
+//! `δV_i = δV_λ(i) + δS_i ẋ_i`, `δA_i = δA_λ(i) + δS_i ẍ_i + δV_i ×ₘ S_i ẋ_i + V_i ×ₘ δS_i ẋ_i`,
+//! `δf_i = δI_i A_i + I_i δA_i + δV_i ×* I_i V_i + V_i ×* (δI_i V_i + I_i δV_i) − δW_i`,
+//! and `∂τ_k/∂q_j = δS_kᵀ F_k + S_kᵀ δF_k` with `F` the subtree sums of the pass being
+//! differentiated. Applied wrenches `W` (force elements for `Ψ`, constraint forces `λ` for
+//! `Gᵀλ`) change in two ways: the absolute generalized forces change (the element layer's
+//! analytic `∂f/∂q_abs · δq_abs + ∂f/∂v_abs · δv_abs`), and a fixed absolute force acts through
+//! moved bodies (`[½E(δe) f_e + δr × f_r; 0]`).
+
+use super::super::kin::{eval_coord, Coord, CoordVal, LMat, LVec, LOCAL};
+use super::super::math::e_mat;
+use super::super::system::System;
+use super::kinematics::{crf, crm, sv, Sv};
+use super::tree::{NodeCoord, Parent};
+use super::{JointModel, Rates};
+use nalgebra::{DMatrix, Vector3, Vector4};
+
+/// One scalar-coordinate force linearized in absolute coordinates.
+struct TermLin {
+    cols: [(usize, usize); LOCAL],
+    n: usize,
+    dq: LMat,
+    dv: LMat,
+}
+
+/// Scalar-coordinate forces linearized, their absolute generalized forces per body, and their
+/// wrenches per node.
+struct Applied {
+    lins: Vec<TermLin>,
+    fr: Vec<Vector3<f64>>,
+    fe: Vec<Vector4<f64>>,
+    w: Vec<Sv>,
+}
+
+/// The differentiated pass's inertial data (absent for `Gᵀλ`).
+struct Inertial<'a> {
+    vel: &'a [Sv],
+    /// `A_i`, the root's gravity acceleration included where it applies.
+    acc: &'a [Sv],
+    xd: &'a [f64],
+    xdd: &'a [f64],
+}
+
+fn ang(v: &Sv) -> Vector3<f64> {
+    Vector3::new(v[0], v[1], v[2])
+}
+fn lin(v: &Sv) -> Vector3<f64> {
+    Vector3::new(v[3], v[4], v[5])
+}
+
+impl JointModel {
+    /// Linearize the forces `F(ξ, ξ̇) ∇ξ` of `coords` at the loaded state; `law` gives
+    /// `(F, F_ξ, F_ξ̇)` of item `k`.
+    fn linearize(
+        &self,
+        sys: &System,
+        coords: &[&Coord],
+        with_vel: bool,
+        law: impl Fn(usize, &CoordVal) -> (f64, f64, f64),
+    ) -> Applied {
+        let layout = sys.layout();
+        let nb = layout.offsets.len();
+        let snap = &self.ws.snap;
+        let mut va = vec![0.0; layout.n_q];
+        for b in 0..nb {
+            let o = layout.offsets[b];
+            va[o..o + 3].copy_from_slice(snap.rd[b].as_slice());
+            va[o + 3..o + 7].copy_from_slice(snap.pd[b].as_slice());
+        }
+        let mut out = Applied {
+            lins: Vec::new(),
+            fr: vec![Vector3::zeros(); nb],
+            fe: vec![Vector4::zeros(); nb],
+            w: vec![Sv::zeros(); self.nodes.len()],
+        };
+        let mut hess = LMat::zeros();
+        let v: Option<&[f64]> = if with_vel { Some(&[]) } else { None };
+        for (k, coord) in coords.iter().enumerate() {
+            let cv = eval_coord(layout, snap, coord, &sys.angle_refs, v, Some(&mut hess));
+            let (force, f_xi, f_rate) = law(k, &cv);
+            if force == 0.0 && f_xi == 0.0 && f_rate == 0.0 {
+                continue;
+            }
+            let vl = cv.gather(&va);
+            let drate = hess * vl + cv.grad_t;
+            let dq = cv.grad * (f_xi * cv.grad + f_rate * drate).transpose() + force * hess;
+            let dv = f_rate * cv.grad * cv.grad.transpose();
+            let (cols, nc) = cv.column_array();
+            for &(l, g) in &cols[..nc] {
+                let b = self.col_body[g];
+                let i = self.body_node[b];
+                let c = g - layout.offsets[b];
+                let x = force * cv.grad[l];
+                if c < 3 {
+                    out.fr[b][c] += x;
+                    let mut f = Vector3::zeros();
+                    f[c] = x;
+                    out.w[i] += sv(&self.ws.kin.com[i].cross(&f), &f);
+                } else {
+                    out.fe[b][c - 3] += x;
+                    let mut f = Vector4::zeros();
+                    f[c - 3] = x;
+                    out.w[i] += sv(&(0.5 * e_mat(&self.ws.kin.e[i]) * f), &Vector3::zeros());
+                }
+            }
+            out.lins.push(TermLin {
+                cols,
+                n: nc,
+                dq,
+                dv,
+            });
+        }
+        out
+    }
+
+    /// `out[(k, j)] = sign · ∂τ_k/∂q_j` of the pass with inertial data `inertial`, applied
+    /// wrenches `applied` and subtree sums `big_f` (of `f_i = I A + V ×* I V − W`).
+    fn tangent(
+        &self,
+        sys: &System,
+        inertial: Option<Inertial>,
+        applied: &Applied,
+        big_f: &[Sv],
+        sign: f64,
+        out: &mut DMatrix<f64>,
+    ) {
+        let layout = sys.layout();
+        let nb = layout.offsets.len();
+        let nn = self.nodes.len();
+        let kin = &self.ws.kin;
+        let s = &kin.s;
+        let mut sub = vec![false; nn];
+        let (mut ds, mut dvel, mut dacc, mut df, mut dw) = (
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+        );
+        // Per body: δr, δe, δṙ, δė along the current column.
+        let (mut dr, mut de) = (vec![Vector3::zeros(); nb], vec![Vector4::zeros(); nb]);
+        let (mut drd, mut ded) = (vec![Vector3::zeros(); nb], vec![Vector4::zeros(); nb]);
+        out.fill(0.0);
+        for jn in 0..nn {
+            let NodeCoord::Free(col) = self.nodes[jn].coord else {
+                continue;
+            };
+            let sj = s[jn];
+            let (wj, vj) = (ang(&sj), lin(&sj));
+            for i in 0..nn {
+                let b = self.nodes[i].body;
+                let parent = match self.nodes[i].parent {
+                    Parent::Node(p) if sub[p] => Some(p),
+                    _ => None,
+                };
+                sub[i] = i == jn || parent.is_some();
+                if !sub[i] {
+                    ds[i] = Sv::zeros();
+                    dvel[i] = Sv::zeros();
+                    dacc[i] = Sv::zeros();
+                    dr[b] = Vector3::zeros();
+                    de[b] = Vector4::zeros();
+                    drd[b] = Vector3::zeros();
+                    ded[b] = Vector4::zeros();
+                    continue;
+                }
+                ds[i] = if i == jn {
+                    Sv::zeros()
+                } else {
+                    crm(&sj, &s[i])
+                };
+                let (r, e) = (kin.com[i], kin.e[i]);
+                dr[b] = vj + wj.cross(&r);
+                de[b] = 0.5 * e_mat(&e).transpose() * wj;
+                if let Some(inr) = &inertial {
+                    let (dvp, dap) =
+                        parent.map_or((Sv::zeros(), Sv::zeros()), |p| (dvel[p], dacc[p]));
+                    dvel[i] = dvp + ds[i] * inr.xd[i];
+                    dacc[i] = dap
+                        + ds[i] * inr.xdd[i]
+                        + crm(&dvel[i], &(s[i] * inr.xd[i]))
+                        + crm(&inr.vel[i], &(ds[i] * inr.xd[i]));
+                    let w = ang(&inr.vel[i]);
+                    let dwb = ang(&dvel[i]);
+                    drd[b] = lin(&dvel[i]) + dwb.cross(&r) + w.cross(&dr[b]);
+                    ded[b] = 0.5 * (e_mat(&de[b]).transpose() * w + e_mat(&e).transpose() * dwb);
+                }
+            }
+            // Applied wrench changes.
+            dw.iter_mut().for_each(|x| *x = Sv::zeros());
+            for (i, node) in self.nodes.iter().enumerate() {
+                if sub[i] {
+                    let b = node.body;
+                    dw[i] += sv(
+                        &(0.5 * e_mat(&de[b]) * applied.fe[b] + dr[b].cross(&applied.fr[b])),
+                        &Vector3::zeros(),
+                    );
+                }
+            }
+            for tl in &applied.lins {
+                let (mut jl, mut dvl) = (LVec::zeros(), LVec::zeros());
+                for &(l, g) in &tl.cols[..tl.n] {
+                    let b = self.col_body[g];
+                    let c = g - layout.offsets[b];
+                    if c < 3 {
+                        jl[l] = dr[b][c];
+                        dvl[l] = drd[b][c];
+                    } else {
+                        jl[l] = de[b][c - 3];
+                        dvl[l] = ded[b][c - 3];
+                    }
+                }
+                if jl.iter().all(|x| *x == 0.0) && dvl.iter().all(|x| *x == 0.0) {
+                    continue;
+                }
+                let dfl = tl.dq * jl + tl.dv * dvl;
+                for &(l, g) in &tl.cols[..tl.n] {
+                    let b = self.col_body[g];
+                    let i = self.body_node[b];
+                    let c = g - layout.offsets[b];
+                    if c < 3 {
+                        let mut f = Vector3::zeros();
+                        f[c] = dfl[l];
+                        dw[i] += sv(&kin.com[i].cross(&f), &f);
+                    } else {
+                        let mut f = Vector4::zeros();
+                        f[c - 3] = dfl[l];
+                        dw[i] += sv(&(0.5 * e_mat(&kin.e[i]) * f), &Vector3::zeros());
+                    }
+                }
+            }
+            for i in 0..nn {
+                df[i] = -dw[i];
+                if !sub[i] {
+                    continue;
+                }
+                if let Some(inr) = &inertial {
+                    let ii = &self.ws.i6[i];
+                    let di = |x: &Sv| crf(&sj, &(ii * x)) - ii * crm(&sj, x);
+                    let v = inr.vel[i];
+                    df[i] += di(&inr.acc[i])
+                        + ii * dacc[i]
+                        + crf(&dvel[i], &(ii * v))
+                        + crf(&v, &(di(&v) + ii * dvel[i]));
+                }
+            }
+            for i in (0..nn).rev() {
+                if let NodeCoord::Free(k) = self.nodes[i].coord {
+                    out[(k, col)] = sign * (ds[i].dot(&big_f[i]) + s[i].dot(&df[i]));
+                }
+                if let Parent::Node(p) = self.nodes[i].parent {
+                    let fi = df[i];
+                    df[p] += fi;
+                }
+            }
+        }
+    }
+
+    /// `out = ∂Ψ/∂p` at `(t, q, v)`.
+    pub(super) fn position_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        let mut psi = vec![0.0; self.n_q()];
+        // Fills the recursion, the inertias and the subtree sums F (applied wrenches in).
+        self.forces(sys, t, q, v, &mut psi);
+        let coords: Vec<&Coord> = sys.terms.iter().map(|tm| &tm.coord).collect();
+        let applied = self.linearize(sys, &coords, true, |k, cv| {
+            sys.term_law(k, cv.val, cv.rate, t)
+        });
+        let ag = sv(&Vector3::zeros(), &(-sys.gravity));
+        let kin = &self.ws.kin;
+        let acc: Vec<Sv> = kin.acc.iter().map(|a| a + ag).collect();
+        let inertial = Inertial {
+            vel: &kin.vel,
+            acc: &acc,
+            xd: &kin.xd,
+            xdd: &kin.xdd,
+        };
+        self.tangent(sys, Some(inertial), &applied, &self.ws.f, -1.0, out);
+    }
+
+    /// `out = ∂(M a)/∂p` at `q` (`M a` is the Newton–Euler pass with zero rates, no gravity
+    /// and the state accelerations `a`).
+    pub(super) fn mass_times_accel_position_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        a: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        self.load(sys, t, q, Rates::None);
+        self.inertias(sys);
+        let nn = self.nodes.len();
+        let (zv, zx) = (vec![Sv::zeros(); nn], vec![0.0; nn]);
+        let mut xdd = vec![0.0; nn];
+        let mut acc = vec![Sv::zeros(); nn];
+        let mut big_f = vec![Sv::zeros(); nn];
+        for (i, node) in self.nodes.iter().enumerate() {
+            if let NodeCoord::Free(k) = node.coord {
+                xdd[i] = a[k];
+            }
+            let ap = match node.parent {
+                Parent::Node(p) => acc[p],
+                _ => Sv::zeros(),
+            };
+            acc[i] = ap + self.ws.kin.s[i] * xdd[i];
+            big_f[i] = self.ws.i6[i] * acc[i];
+        }
+        for i in (0..nn).rev() {
+            if let Parent::Node(p) = self.nodes[i].parent {
+                let fi = big_f[i];
+                big_f[p] += fi;
+            }
+        }
+        let none = Applied {
+            lins: Vec::new(),
+            fr: vec![Vector3::zeros(); sys.layout().offsets.len()],
+            fe: vec![Vector4::zeros(); sys.layout().offsets.len()],
+            w: Vec::new(),
+        };
+        let inertial = Inertial {
+            vel: &zv,
+            acc: &acc,
+            xd: &zx,
+            xdd: &xdd,
+        };
+        self.tangent(sys, Some(inertial), &none, &big_f, 1.0, out);
+    }
+
+    /// `out = ∂(Gᵀλ)/∂p` at `q`: the constraint forces as applied forces `λ_r ∇ξ_r`.
+    pub(super) fn constraint_force_position_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        lambda: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        self.load(sys, t, q, Rates::None);
+        let coords: Vec<&Coord> = self
+            .active
+            .iter()
+            .map(|&a| Self::row_coord(sys, self.rows[a]).0)
+            .collect();
+        let applied = self.linearize(sys, &coords, false, |k, _| (lambda[k], 0.0, 0.0));
+        // Subtree sums of f_i = −W_i.
+        let mut big_f: Vec<Sv> = applied.w.iter().map(|w| -w).collect();
+        for i in (0..self.nodes.len()).rev() {
+            if let Parent::Node(p) = self.nodes[i].parent {
+                let fi = big_f[i];
+                big_f[p] += fi;
+            }
+        }
+        self.tangent(sys, None, &applied, &big_f, -1.0, out);
+    }
+}

@@ -1,0 +1,1171 @@
+//! The joint-coordinate formulation (`[model] formulation = "joint"`, `mbs::joint`) against
+//! independent references: the minimal-coordinate chain of paper 003 (closed form and the
+//! scipy table), the stiff double pendulum (scipy Radau table), the slider-crank (closed-form
+//! kinematics and inverse dynamics); and against the absolute formulation of the same models.
+//! Integration runs through the integrator traits (BDF and one-step methods), which do not
+//! know which formulation they integrate.
+
+mod common;
+use common::closed_form::{pendulum_chain, RefTable};
+use mbsfmu::integrate::any::AnyIntegrator;
+use mbsfmu::integrate::system::Mechanical;
+use mbsfmu::integrate::{Integrator, Method, Settings};
+use mbsfmu::mbs::inputs::InputSegment;
+use mbsfmu::mbs::spec::*;
+use mbsfmu::mbs::system::System;
+use nalgebra::{DMatrix, UnitQuaternion, Vector3};
+use std::path::Path;
+use std::sync::Arc;
+
+fn c(x: f64) -> Scalar {
+    Scalar::Const(x)
+}
+
+/// A gallery model's text with `formulation` set.
+fn model(file: &str, formulation: &str, extra: &str) -> System {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[model]\n",
+        &format!("[model]\nformulation = \"{formulation}\"\n"),
+        1,
+    ) + extra;
+    let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+fn out_index(sys: &System, name: &str) -> usize {
+    sys.spec()
+        .outputs
+        .iter()
+        .position(|o| o.name == name)
+        .unwrap_or_else(|| panic!("no output {name}"))
+}
+
+/// Integrate with `method` to every communication point `k·dt ≤ t_end`, returning the outputs
+/// at each point.
+fn run(sys: &mut System, method: Method, tol: f64, dt: f64, t_end: f64) -> Vec<(f64, Vec<f64>)> {
+    let x0 = sys.initial_state(0.0).unwrap();
+    let settings = Settings {
+        method,
+        rtol: tol,
+        atol: tol,
+        ..Settings::default()
+    };
+    let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+    integ.initialize(sys, &x0).unwrap();
+    let mut out = Vec::new();
+    let n = (t_end / dt).round() as usize;
+    for k in 1..=n {
+        let tc = k as f64 * dt;
+        while Integrator::<System>::state(&integ).t < tc - 1e-12 {
+            integ.step(sys, tc).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let mut y = vec![0.0; sys.n_outputs()];
+        sys.evaluate_outputs(&x, &mut y).unwrap();
+        out.push((tc, y));
+    }
+    out
+}
+
+// ----- stiff double pendulum -----
+
+#[test]
+fn double_pendulum_is_two_joint_angles_without_constraints() {
+    let mut sys = model("double_pendulum_stiff.toml", "joint", "");
+    assert_eq!((sys.n_q(), sys.n_c()), (2, 0));
+    let x = sys.initial_state(0.0).unwrap();
+    // Shoulder angle 0, elbow −π/12 (bar 2 relative to bar 1), rates 0 and 10 rad/s.
+    assert!(x.q[0].abs() < 1e-12 && (x.q[1] + std::f64::consts::PI / 12.0).abs() < 1e-12);
+    assert!(x.v[0].abs() < 1e-12 && (x.v[1] - 10.0).abs() < 1e-12);
+    // M by CRBA against the planar double pendulum in relative angles:
+    // bars m1 L1 I1, m2 L2 I2 (about the centres), centres at half length.
+    let (m1, l1, i1, m2, l2, i2) = (3.0, 2.0, 1.0, 0.3, 3.0, 0.225);
+    let th2 = x.q[1];
+    let c2 = (l1 * l2 / 2.0) * m2 * th2.cos();
+    let m22 = i2 + m2 * (l2 / 2.0f64).powi(2);
+    let m11 = i1 + m1 * (l1 / 2.0f64).powi(2) + m2 * l1 * l1 + m22 + 2.0 * c2;
+    let m12 = m22 + c2;
+    let mut m = DMatrix::zeros(2, 2);
+    sys.mass_matrix(0.0, &x.q, &mut m);
+    let expect = DMatrix::from_row_slice(2, 2, &[m11, m12, m12, m22]);
+    assert!((&m - &expect).amax() < 1e-12, "M = {m}, expected {expect}");
+}
+
+/// θ1 against scipy Radau at 1e-12 (tests/data/double_pendulum_stiff.csv), with BDF and the
+/// one-step Rosenbrock–Nyström and SDIRK methods, and against the absolute formulation.
+#[test]
+fn double_pendulum_follows_the_reference_and_the_absolute_formulation() {
+    let reference = RefTable::load("double_pendulum_stiff.csv").unwrap();
+    let mut abs = model("double_pendulum_stiff.toml", "absolute", "");
+    let k = out_index(&abs, "theta1");
+    let w = out_index(&abs, "omega1");
+    let abs_out = run(&mut abs, Method::Bdf, 1e-7, 0.02, 2.0);
+    for method in [Method::Bdf, Method::RosenbrockNystrom, Method::Sdirk] {
+        let mut sys = model("double_pendulum_stiff.toml", "joint", "");
+        let out = run(&mut sys, method, 1e-7, 0.02, 2.0);
+        let (mut err_ref, mut err_abs, mut err_w) = (0.0f64, 0.0f64, 0.0f64);
+        for ((t, y), (_, ya)) in out.iter().zip(&abs_out) {
+            err_ref = err_ref.max((y[k] - reference.at("theta1", *t).unwrap()).abs());
+            err_w = err_w.max((y[w] - reference.at("omega1", *t).unwrap()).abs());
+            err_abs = err_abs.max((y[k] - ya[k]).abs());
+        }
+        println!(
+            "double pendulum, joint, {}: max |θ1 − ref| {err_ref:.2e}, |ω1 − ref| {err_w:.2e}, |θ1 − absolute| {err_abs:.2e}",
+            method.name()
+        );
+        assert!(err_ref < 2e-5, "{}: θ1 error {err_ref}", method.name());
+        assert!(err_w < 2e-3, "{}: ω1 error {err_w}", method.name());
+        assert!(
+            err_abs < 2e-5,
+            "{}: θ1 vs absolute {err_abs}",
+            method.name()
+        );
+    }
+}
+
+// ----- paper 003's chain of revolute pendulums -----
+
+/// Paper 003's chain as rigid bodies and revolute joints (one angle per joint): bob `k` is a
+/// body of 1 kg at the end of rod `k`, hinged at the previous bob (the first at the moving
+/// suspension). A rigid body needs a positive inertia; `j` is tiny so that the bodies are the
+/// paper's point masses to ~1e-12.
+pub fn revolute_chain_spec(n: usize, j: f64) -> ModelSpec {
+    let w_hz = 0.05;
+    let omega = 2.0 * std::f64::consts::PI * w_hz;
+    // The chain starts hanging and moving rigidly with the suspension (as the reference).
+    let v0 = Vector3::new(0.3 * omega, 0.2 * omega, 0.0);
+    let bodies = (0..n)
+        .map(|k| BodySpec {
+            name: format!("bob{k}"),
+            kind: BodyKind::Rigid,
+            mass: c(1.0),
+            inertia: [c(j), c(j), c(j), c(0.0), c(0.0), c(0.0)],
+            position: Vector3::new(2.0, -(k as f64 + 1.0), 0.0),
+            orientation: UnitQuaternion::identity(),
+            velocity: v0,
+            angular_velocity: Vector3::zeros(),
+        })
+        .collect();
+    let joints = (0..n)
+        .map(|k| JointSpec {
+            name: format!("hinge{k}"),
+            kind: JointKind::Revolute,
+            body1: if k == 0 {
+                BodyRef::Frame(0)
+            } else {
+                BodyRef::Body(k - 1)
+            },
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame {
+                origin: Vector3::new(0.0, 1.0, 0.0),
+                axes: nalgebra::Matrix3::identity(),
+            },
+            length: None,
+        })
+        .collect();
+    let tip = |component| OutputSpec {
+        name: format!("tip_{}", ["x", "y"][component]),
+        unit: "m".into(),
+        description: String::new(),
+        quantity: OutputQuantity::Position {
+            body: BodyRef::Body(n - 1),
+            point: Vector3::zeros(),
+            component,
+        },
+        scale: 1.0,
+    };
+    ModelSpec {
+        name: "revolute_chain".into(),
+        description: String::new(),
+        gravity: [c(0.0), c(-9.81), c(0.0)],
+        initialization: Initialization::Consistent,
+        formulation: Formulation::Joint,
+        experiment: ExperimentSpec::default(),
+        solver: Default::default(),
+        parameters: vec![],
+        inputs: vec![],
+        bodies,
+        frames: vec![MovingFrameSpec {
+            name: "suspension".into(),
+            position: [
+                Motion::Sine {
+                    offset: c(2.0),
+                    amplitude: c(0.3),
+                    frequency: c(w_hz),
+                    phase: c(0.0),
+                },
+                Motion::Sine {
+                    offset: c(0.0),
+                    amplitude: c(0.2),
+                    frequency: c(w_hz),
+                    phase: c(0.0),
+                },
+                Motion::Constant(c(0.0)),
+            ],
+        }],
+        joints,
+        drivers: vec![],
+        forces: vec![],
+        outputs: vec![tip(0), tip(1)],
+        source_files: vec![],
+        warnings: vec![],
+        source_text: None,
+    }
+}
+
+/// Relative joint angles θ (θ_1 = φ_1, θ_k = φ_k − φ_{k−1}) against the paper's absolute rod
+/// angles φ: p̈ from `[M Gᵀ; G 0]` (no constraints here: M p̈ = Ψ) equals the closed form.
+#[test]
+fn revolute_chain_accelerations_equal_the_minimal_coordinate_chain() {
+    let n = 6;
+    let mut sys = System::new(Arc::new(revolute_chain_spec(n, 1e-12))).unwrap();
+    assert_eq!((sys.n_q(), sys.n_c()), (n, 0));
+    let p = pendulum_chain::Params::paper(n);
+    let t = 7.3;
+    let phi: Vec<f64> = (0..n).map(|k| 0.4 * (k as f64 + 0.7).sin()).collect();
+    let dphi: Vec<f64> = (0..n).map(|k| 0.8 * (1.3 * k as f64).cos()).collect();
+    let rel = |a: &[f64]| -> Vec<f64> {
+        (0..n)
+            .map(|k| if k == 0 { a[0] } else { a[k] - a[k - 1] })
+            .collect()
+    };
+    let (q, v) = (rel(&phi), rel(&dphi));
+    let (a, lambda) = sys.accelerations(t, &q, &v).unwrap();
+    assert!(lambda.is_empty());
+    let a_ref = rel(&pendulum_chain::accelerations(&p, t, &phi, &dphi));
+    for k in 0..n {
+        assert!(
+            (a[k] - a_ref[k]).abs() < 1e-9 * (1.0 + a_ref[k].abs()),
+            "joint {k}: {} vs {}",
+            a[k],
+            a_ref[k]
+        );
+    }
+}
+
+/// N = 16 over 20 s (the suspension sine included) against scipy DOP853 at 1e-12
+/// (tests/data/pendulum_chain_n16.csv), BDF and SDIRK; and against the absolute formulation of
+/// the same chain as particles with rods (`models/pendulum_chain.toml` physics).
+#[test]
+fn revolute_chain_n16_follows_the_paper_reference() {
+    let reference = RefTable::load("pendulum_chain_n16.csv").unwrap();
+    for method in [Method::Bdf, Method::Sdirk] {
+        let mut sys = System::new(Arc::new(revolute_chain_spec(16, 1e-12))).unwrap();
+        let out = run(&mut sys, method, 1e-7, 0.5, 20.0);
+        let mut err = 0.0f64;
+        for (t, y) in &out {
+            err = err
+                .max((y[0] - reference.at("tip_x", *t).unwrap()).abs())
+                .max((y[1] - reference.at("tip_y", *t).unwrap()).abs());
+        }
+        println!(
+            "chain N = 16, joint, {}: max tip error over 20 s {err:.2e}",
+            method.name()
+        );
+        assert!(err < 1e-4, "{}: tip error {err}", method.name());
+    }
+}
+
+// ----- slider-crank: a loop closed by a cut joint, the crank driven -----
+
+#[test]
+fn slider_crank_tree_cut_and_driven_coordinate() {
+    let sys = model("slider_crank.toml", "joint", "");
+    let jm = sys.joint_model().unwrap();
+    let names = |js: &[usize]| -> Vec<String> {
+        js.iter()
+            .map(|&j| sys.spec().joints[j].name.clone())
+            .collect()
+    };
+    assert_eq!(
+        names(&jm.tree_joints()),
+        ["crank_pivot", "crank_pin", "wrist_pin"]
+    );
+    assert_eq!(names(jm.cut_joints()), ["slide"]);
+    // The driven crank angle is eliminated: two state coordinates.
+    assert_eq!(sys.n_q(), 2);
+}
+
+/// `G`, `∂g/∂t` and `γ` of the cut joint (with the driven crank) against central differences
+/// of the constraint values along a smooth motion.
+#[test]
+fn slider_crank_constraint_derivatives_are_consistent() {
+    let mut sys = model("slider_crank.toml", "joint", "");
+    sys.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.0, 2.0 * std::f64::consts::PI, 0.5, 0.3],
+    };
+    let x = sys.initial_state(0.0).unwrap();
+    let (nq, nc) = (sys.n_q(), sys.n_c());
+    assert_eq!(nc, 2, "the planar loop leaves two independent rows");
+    let t = 0.13;
+    let q: Vec<f64> = x.q.iter().map(|a| a + 0.05).collect();
+    let v = vec![0.7, -1.1];
+    let a = [0.3, 0.9];
+    let g_at = |sys: &mut System, s: f64| {
+        // g along q(t+s) = q + v s + a s²/2.
+        let qs: Vec<f64> = (0..nq)
+            .map(|i| q[i] + v[i] * s + 0.5 * a[i] * s * s)
+            .collect();
+        let mut phi = vec![0.0; nc];
+        sys.constraints(t + s, &qs, &mut phi);
+        phi
+    };
+    let h = 1e-4;
+    let (gp, g0, gm) = (g_at(&mut sys, h), g_at(&mut sys, 0.0), g_at(&mut sys, -h));
+    let mut jac = DMatrix::zeros(nc, nq);
+    let mut phi_t = vec![0.0; nc];
+    let mut gamma = vec![0.0; nc];
+    sys.constraint_jacobian(t, &q, &mut jac);
+    sys.constraint_time_derivative(t, &q, &mut phi_t);
+    sys.acceleration_rhs(t, &q, &v, &mut gamma);
+    for k in 0..nc {
+        let gd = (gp[k] - gm[k]) / (2.0 * h);
+        let gdd = (gp[k] - 2.0 * g0[k] + gm[k]) / (h * h);
+        let gv: f64 = (0..nq).map(|i| jac[(k, i)] * v[i]).sum();
+        let ga: f64 = (0..nq).map(|i| jac[(k, i)] * a[i]).sum();
+        // Central differences: O(h²) ≈ 1e-8 relative.
+        assert!(
+            (gd - (gv + phi_t[k])).abs() < 1e-6 * (1.0 + gd.abs()),
+            "row {k}: ġ {gd} vs {}",
+            gv + phi_t[k]
+        );
+        // g̈ = G a − γ.
+        assert!(
+            (gdd - (ga - gamma[k])).abs() < 1e-4 * (1.0 + gdd.abs()),
+            "row {k}: g̈ {gdd} vs {}",
+            ga - gamma[k]
+        );
+    }
+}
+
+/// Slider position and crank torque against the closed-form inverse dynamics
+/// (tests/data/slider_crank.csv, crank at 2π rad/s), BDF and SDIRK, and against the absolute
+/// formulation.
+#[test]
+fn slider_crank_follows_the_closed_form() {
+    let reference = RefTable::load("slider_crank.csv").unwrap();
+    let drive = |sys: &mut System| {
+        sys.inputs_mut().segments[0] = InputSegment {
+            t0: 0.0,
+            coeffs: [0.0, 2.0 * std::f64::consts::PI, 0.0, 0.0],
+        };
+    };
+    let mut abs = model("slider_crank.toml", "absolute", "");
+    drive(&mut abs);
+    let abs_out = run(&mut abs, Method::Bdf, 1e-8, 0.01, 2.0);
+    let (kx, kt) = (out_index(&abs, "slider_x"), out_index(&abs, "crank_torque"));
+    for method in [Method::Bdf, Method::Sdirk] {
+        let mut sys = model("slider_crank.toml", "joint", "");
+        drive(&mut sys);
+        let out = run(&mut sys, method, 1e-8, 0.01, 2.0);
+        let (mut ex, mut et, mut ea) = (0.0f64, 0.0f64, 0.0f64);
+        for ((t, y), (_, ya)) in out.iter().zip(&abs_out) {
+            ex = ex.max((y[kx] - reference.at("slider_x", *t).unwrap()).abs());
+            et = et.max((y[kt] - reference.at("crank_torque", *t).unwrap()).abs());
+            ea = ea.max((y[kt] - ya[kt]).abs());
+        }
+        println!(
+            "slider-crank, joint, {}: max |x − ref| {ex:.2e} m, |torque − ref| {et:.2e} N m, |torque − absolute| {ea:.2e}",
+            method.name()
+        );
+        assert!(ex < 1e-9, "{}: slider x error {ex}", method.name());
+        assert!(et < 1e-4, "{}: torque error {et}", method.name());
+        assert!(ea < 1e-4, "{}: torque vs absolute {ea}", method.name());
+    }
+}
+
+// ----- selection and refusals -----
+
+#[test]
+fn unsupported_elements_are_refused_by_name() {
+    let load = |file: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models")
+            .join(file);
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "[model]\n",
+            "[model]\nformulation = \"joint\"\n",
+            1,
+        );
+        let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+        System::new(Arc::new(spec)).err().map(|e| e.to_string())
+    };
+    let e = load("pendulum_chain.toml").expect("particles are refused");
+    assert!(e.contains("body 'p1'") && e.contains("particle"), "{e}");
+    let e = load("spherical_chain.toml").expect("spherical tree joints are refused");
+    assert!(e.contains("joint '") && e.contains("Spherical"), "{e}");
+}
+
+#[test]
+fn formulation_key_is_checked() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/double_pendulum_stiff.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let bad = text.replacen("[model]\n", "[model]\nformulation = \"minimal\"\n", 1);
+    let e = mbsfmu::mbs::load_model_str(&bad, &path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("formulation") && e.contains("minimal"), "{e}");
+    let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+    assert_eq!(
+        spec.formulation,
+        Formulation::Absolute,
+        "absolute stays the default"
+    );
+}
+
+// ----- measurement (not a test of speed): cost of one evaluation, joint vs absolute -----
+
+/// Paper 003's chain as the gallery's absolute model has it: particles, rods (distance
+/// joints), a planar joint per particle, the suspension as a moving frame.
+fn particle_chain_spec(n: usize) -> ModelSpec {
+    let mut spec = revolute_chain_spec(n, 1e-12);
+    spec.formulation = Formulation::Absolute;
+    for b in &mut spec.bodies {
+        b.kind = BodyKind::Particle;
+        b.inertia = [c(0.0); 6];
+    }
+    spec.joints.clear();
+    for k in 0..n {
+        let prev = if k == 0 {
+            BodyRef::Frame(0)
+        } else {
+            BodyRef::Body(k - 1)
+        };
+        spec.joints.push(JointSpec {
+            name: format!("rod{k}"),
+            kind: JointKind::Distance,
+            body1: prev,
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: Some(c(1.0)),
+        });
+        spec.joints.push(JointSpec {
+            name: format!("plane{k}"),
+            kind: JointKind::Planar,
+            body1: BodyRef::Ground,
+            body2: BodyRef::Body(k),
+            frame1: LocalFrame::identity(),
+            frame2: LocalFrame::identity(),
+            length: None,
+        });
+    }
+    spec
+}
+
+fn cpu_time() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + 1e-9 * ts.tv_nsec as f64
+}
+
+/// Median, min, max in µs of `runs` runs of `reps` calls of `f`.
+fn measure(reps: usize, mut f: impl FnMut(usize) -> f64) -> (f64, f64, f64) {
+    let mut runs = Vec::new();
+    let mut sink = 0.0;
+    for _ in 0..9 {
+        let c0 = cpu_time();
+        for r in 0..reps {
+            sink += f(r);
+        }
+        runs.push((cpu_time() - c0) / reps as f64 * 1e6);
+    }
+    assert!(sink.is_finite());
+    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (runs[runs.len() / 2], runs[0], runs[runs.len() - 1])
+}
+
+/// Thread CPU time of one acceleration evaluation (`System::accelerations`: M, Ψ or f, G, γ and
+/// the solve of the saddle-point system) and of one residual batch (`mass_matrix`, `forces`,
+/// `constraints`, `constraint_jacobian`, `constraint_time_derivative` into preallocated
+/// storage), at a consistent state with nonzero rates. docs/benchmarks.md quotes the output of
+/// `cargo test --release --test joint_formulation -- --ignored --nocapture evaluation_cost`.
+#[test]
+#[ignore]
+fn evaluation_cost_joint_against_absolute() {
+    let dp = |f: &str| model("double_pendulum_stiff.toml", f, "");
+    let mut cases: Vec<(String, System, usize)> = vec![
+        ("double pendulum, absolute".into(), dp("absolute"), 20_000),
+        ("double pendulum, joint".into(), dp("joint"), 20_000),
+    ];
+    for n in [16, 32] {
+        let reps = 40_000 / n;
+        cases.push((
+            format!("chain N = {n}, absolute (particles, rods)"),
+            System::new(Arc::new(particle_chain_spec(n))).unwrap(),
+            reps,
+        ));
+        let mut rigid = revolute_chain_spec(n, 1e-3);
+        rigid.formulation = Formulation::Absolute;
+        cases.push((
+            format!("chain N = {n}, absolute (rigid bodies, revolute)"),
+            System::new(Arc::new(rigid)).unwrap(),
+            reps,
+        ));
+        cases.push((
+            format!("chain N = {n}, joint (revolute)"),
+            System::new(Arc::new(revolute_chain_spec(n, 1e-3))).unwrap(),
+            reps,
+        ));
+    }
+    println!("| model | n_q | n_c | accelerations µs (min, max) | residual batch µs (min, max) |");
+    println!("|---|---|---|---|---|");
+    for (name, mut sys, reps) in cases {
+        let x = sys.initial_state(0.0).unwrap();
+        let (nq, nc) = (sys.n_q(), sys.n_c());
+        // A state off the initial rest: advance a little with BDF.
+        let settings = Settings {
+            rtol: 1e-6,
+            atol: 1e-6,
+            ..Settings::default()
+        };
+        let mut integ = AnyIntegrator::new(settings, nq, nc).unwrap();
+        integ.initialize(&mut sys, &x).unwrap();
+        while Integrator::<System>::state(&integ).t < 1.0 {
+            integ.step(&mut sys, 1.0).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let acc = measure(reps, |r| {
+            let t = x.t + 1e-9 * r as f64;
+            sys.accelerations(t, &x.q, &x.v).unwrap().0[0]
+        });
+        let (mut f, mut phi, mut phi_t) = (vec![0.0; nq], vec![0.0; nc], vec![0.0; nc]);
+        let mut jac = DMatrix::zeros(nc, nq);
+        let mut m = DMatrix::zeros(nq, nq);
+        let batch = measure(reps, |r| {
+            let t = x.t + 1e-9 * r as f64;
+            sys.mass_matrix(t, &x.q, &mut m);
+            sys.forces(t, &x.q, &x.v, &mut f);
+            sys.constraints(t, &x.q, &mut phi);
+            sys.constraint_jacobian(t, &x.q, &mut jac);
+            sys.constraint_time_derivative(t, &x.q, &mut phi_t);
+            m[(0, 0)] + f[0]
+        });
+        println!(
+            "| {name} | {nq} | {nc} | {:.2} ({:.2}, {:.2}) | {:.2} ({:.2}, {:.2}) |",
+            acc.0, acc.1, acc.2, batch.0, batch.1, batch.2
+        );
+    }
+    // A hand-written minimal-coordinate right-hand side for scale: the closed-form chain of
+    // tests/common/closed_form.rs (absolute rod angles, M and the right-hand side formed
+    // directly, nalgebra LU; allocates like `System::accelerations`).
+    for n in [16, 32] {
+        let p = pendulum_chain::Params::paper(n);
+        let phi: Vec<f64> = (0..n).map(|k| 0.1 * (k as f64).sin()).collect();
+        let dphi: Vec<f64> = (0..n).map(|k| 0.2 * (k as f64).cos()).collect();
+        let acc = measure(40_000 / n, |r| {
+            pendulum_chain::accelerations(&p, 1.0 + 1e-9 * r as f64, &phi, &dphi)[0]
+        });
+        println!(
+            "| chain N = {n}, hand-written closed form (Rust) | {n} | 0 | {:.2} ({:.2}, {:.2}) | |",
+            acc.0, acc.1, acc.2
+        );
+    }
+}
+
+// ----- the rest of the gallery -----
+
+/// Four-link crank-rocker (a loop: the rocker pivot is the cut joint, rotor driven at π rad/s)
+/// against the closed form (tests/data/four_link.csv).
+#[test]
+fn four_link_follows_the_closed_form() {
+    let reference = RefTable::load("four_link.csv").unwrap();
+    for method in [Method::Bdf, Method::Sdirk] {
+        let mut sys = model("four_link.toml", "joint", "");
+        assert_eq!(
+            (sys.n_q(), sys.joint_model().unwrap().cut_joints().len()),
+            (2, 1)
+        );
+        sys.inputs_mut().segments[0] = InputSegment {
+            t0: 0.0,
+            coeffs: [0.0, std::f64::consts::PI, 0.0, 0.0],
+        };
+        let (ka, kt) = (
+            out_index(&sys, "rocker_angle"),
+            out_index(&sys, "rotor_torque"),
+        );
+        let out = run(&mut sys, method, 1e-8, 0.01, 2.0);
+        let (mut ea, mut et, mut scale) = (0.0f64, 0.0f64, 0.0f64);
+        for (t, y) in &out {
+            scale = scale.max(reference.at("rotor_torque", *t).unwrap().abs());
+            ea = ea.max((y[ka] - reference.at("rocker_angle", *t).unwrap()).abs());
+            et = et.max((y[kt] - reference.at("rotor_torque", *t).unwrap()).abs());
+        }
+        println!(
+            "four-link, joint, {}: max |rocker angle − ref| {ea:.2e} rad, |rotor torque − ref| {et:.2e} N m (max |torque| {scale:.3e})",
+            method.name()
+        );
+        assert!(ea < 1e-9, "{}: rocker angle error {ea}", method.name());
+        assert!(et < 1e-8 * scale, "{}: torque error {et}", method.name());
+    }
+}
+
+/// The quarter-car rig through the co-simulation layer (the engine type the FMU runs), stamp
+/// `0.01 sin(2π·1.5 t)` sent as value and slope every 2 ms, from static equilibrium, against
+/// the exact linear solution (tests/data/quarter_car.csv) with the absolute formulation's
+/// bound (tests/cosim_test_rig.rs).
+#[test]
+fn quarter_car_through_cosim_follows_the_exact_solution() {
+    use mbsfmu::cosim::{Advance, SetPhase, Simulation};
+    use mbsfmu::description::VariableTable;
+    let reference = RefTable::load("quarter_car.csv").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/quarter_car_rig.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[model]\n",
+        "[model]\nformulation = \"joint\"\n",
+        1,
+    );
+    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
+    for method in ["bdf", "sdirk"] {
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+        let item = Method::from_name(method).unwrap();
+        let value = Method::ALL.iter().position(|m| *m == item).unwrap() as i64 + 1;
+        sim.set_integer(vr("solver.integrator"), value, SetPhase::Setup)
+            .unwrap();
+        sim.setup_experiment(Some(1e-6), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        let w = 2.0 * std::f64::consts::PI * 1.5;
+        let outputs: Vec<usize> = ["chassis_z", "wheel_z"]
+            .iter()
+            .map(|n| spec.outputs.iter().position(|o| o.name == *n).unwrap())
+            .collect();
+        let (mut ec, mut ew) = (0.0f64, 0.0f64);
+        let h = 0.002;
+        for k in 0..1000 {
+            let t = k as f64 * h;
+            sim.set_real(vr("stamp_z"), 0.01 * (w * t).sin(), SetPhase::Stepping)
+                .unwrap();
+            sim.set_input_derivative(vr("stamp_z"), 1, 0.01 * w * (w * t).cos())
+                .unwrap();
+            let r = sim.advance_to((k + 1) as f64 * h, None).unwrap();
+            assert_eq!(r, Advance::Completed, "{method} at t = {t}");
+            let tc = (k + 1) as f64 * h;
+            if (tc * 100.0 - (tc * 100.0).round()).abs() < 1e-9 {
+                let o = sim.outputs().unwrap().to_vec();
+                ec = ec.max((o[outputs[0]] - reference.at("chassis_z", tc).unwrap()).abs());
+                ew = ew.max((o[outputs[1]] - reference.at("wheel_z", tc).unwrap()).abs());
+            }
+        }
+        println!("quarter car, joint, cosim, {method}: max |Δchassis_z| {ec:.2e} m, |Δwheel_z| {ew:.2e} m");
+        assert!(ec < 2e-5 && ew < 2e-5, "{method}: {ec} {ew}");
+    }
+}
+
+/// Paper 002's bouncing balls (penalty contact; each ball on a vertical prismatic guide, so one
+/// coordinate each) against scipy (tests/data/bouncing_balls.csv) and the absolute formulation.
+#[test]
+fn bouncing_balls_follow_the_reference_and_the_absolute_formulation() {
+    let reference = RefTable::load("bouncing_balls.csv").unwrap();
+    let mut abs = model("bouncing_balls.toml", "absolute", "");
+    let mut sys = model("bouncing_balls.toml", "joint", "");
+    assert_eq!((sys.n_q(), sys.n_c()), (2, 0));
+    let (k1, k2) = (out_index(&sys, "y1"), out_index(&sys, "y2"));
+    let out = run(&mut sys, Method::Bdf, 1e-8, 0.01, 1.0);
+    let abs_out = run(&mut abs, Method::Bdf, 1e-8, 0.01, 1.0);
+    let (mut er, mut ea) = (0.0f64, 0.0f64);
+    for ((t, y), (_, ya)) in out.iter().zip(&abs_out) {
+        for (k, name) in [(k1, "y1"), (k2, "y2")] {
+            er = er.max((y[k] - reference.at(name, *t).unwrap()).abs());
+            ea = ea.max((y[k] - ya[k]).abs());
+        }
+    }
+    println!("bouncing balls, joint, bdf: max |y − ref| {er:.2e} m, |y − absolute| {ea:.2e} m");
+    assert!(er < 1e-4, "error against the reference {er}");
+    assert!(ea < 1e-4, "error against the absolute formulation {ea}");
+}
+
+/// Paper 003's Table 2 analogue in joint coordinates (a measurement, printed): the chain of N
+/// revolute pendulums with the moving suspension as excitation, t ∈ [0, 200] s, ATOL 1e-6,
+/// RTOL 1e-4, BDF with each Jacobian strategy; thread CPU seconds, full Jacobians (#Je), cheap
+/// updates (#upd), and the tip deviation from scipy DOP853 at 1e-12 on the 0.5 s grid
+/// (tests/data/integrators/pendulum_chain_tip.csv, the reference of benches/bdf_table2.rs, from
+/// the same start). docs/benchmarks.md quotes
+/// `cargo test --release --test joint_formulation -- --ignored --nocapture table2` (N from
+/// `TABLE2_N`, default 16 and 32).
+#[test]
+#[ignore]
+fn table2_analogue_chain_in_joint_coordinates() {
+    use mbsfmu::integrate::bdf::Bdf;
+    use mbsfmu::integrate::{JacobianStrategy, MechState};
+    let ns: Vec<usize> = std::env::var("TABLE2_N")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![16, 32]);
+    let rtol: f64 = std::env::var("TABLE2_RTOL")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1e-4);
+    println!("| N | strategy | CPU [s] | % of dense | steps | #fc | #Je | #upd | #LU | tip dev [m] | (26) term at end |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let reference = RefTable::load("integrators/pendulum_chain_tip.csv").unwrap();
+    for n in ns {
+        // The "projected" start of benches/bdf_table2.rs (what the absolute assembly makes of
+        // the particle chain hanging at rest): every bob moves with (0, ẏ_susp(0)), the first
+        // rod turns with −ẋ_susp(0)/l.
+        let mut spec = revolute_chain_spec(n, 1e-12);
+        let omega = 2.0 * std::f64::consts::PI * 0.05;
+        for (k, b) in spec.bodies.iter_mut().enumerate() {
+            b.velocity = Vector3::new(0.0, 0.2 * omega, 0.0);
+            b.angular_velocity = Vector3::new(0.0, 0.0, if k == 0 { -0.3 * omega } else { 0.0 });
+        }
+        let spec = Arc::new(spec);
+        let mut dense_cpu = None;
+        for strategy in [
+            JacobianStrategy::Dense,
+            JacobianStrategy::DenseExtended,
+            JacobianStrategy::Analytic,
+            JacobianStrategy::AnalyticExtended,
+        ] {
+            let mut sys = System::new(spec.clone()).unwrap();
+            let x0 = sys.initial_state(0.0).unwrap();
+            let settings = Settings {
+                jacobian: strategy,
+                rtol,
+                atol: 1e-2 * rtol,
+                ..Settings::default()
+            };
+            let mut bdf = Bdf::new(settings, sys.n_q(), sys.n_c());
+            let (mut q, mut v) = (vec![0.0; sys.n_q()], vec![0.0; sys.n_q()]);
+            let mut y = vec![0.0; sys.n_outputs()];
+            let times = &reference.data[0];
+            let (mut next, mut dev) = (1, 0.0f64);
+            let c0 = cpu_time();
+            bdf.initialize(&mut sys, &x0).unwrap();
+            while bdf.state().t < 200.0 {
+                let t = bdf.step(&mut sys, 200.0).unwrap();
+                while next < times.len() && times[next] <= t {
+                    let tr = times[next];
+                    bdf.interpolate(tr, &mut q, &mut v);
+                    let x = MechState {
+                        t: tr,
+                        q: q.clone(),
+                        v: v.clone(),
+                        lambda: vec![],
+                    };
+                    sys.evaluate_outputs(&x, &mut y).unwrap();
+                    dev = dev
+                        .max((y[0] - reference.at(&format!("x{n}"), tr).unwrap()).abs())
+                        .max((y[1] - reference.at(&format!("y{n}"), tr).unwrap()).abs());
+                    next += 1;
+                }
+            }
+            let cpu = cpu_time() - c0;
+            let base = *dense_cpu.get_or_insert(cpu);
+            let s = bdf.stats();
+            println!(
+                "| {n} | {} | {cpu:.3} | {:.0}% | {} | {} | {} | {} | {} | {dev:.1e} | {} |",
+                strategy.name(),
+                100.0 * cpu / base,
+                s.steps,
+                s.f_evals,
+                s.jac_evals,
+                s.jac_updates,
+                s.lu,
+                if bdf.jacobian().excitation_term_active() {
+                    "on"
+                } else {
+                    "off"
+                }
+            );
+        }
+    }
+}
+
+/// A spatial (non-planar) tree with every kind of force element that acts through rotations:
+/// revolute joints about z and x, a prismatic joint along a skew axis, a bushing, a
+/// rotational spring-damper, a spring-damper, oblique gravity.
+fn spatial_arm() -> System {
+    spatial_arm_in("joint")
+}
+
+fn spatial_arm_in(formulation: &str) -> System {
+    let text = spatial_arm_text(formulation);
+    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("spatial_arm.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+fn spatial_arm_text(formulation: &str) -> String {
+    r#"
+[model]
+name = "spatial_arm"
+formulation = "FORMULATION"
+gravity = [0.0, -9.81, -1.0]
+
+[[bodies]]
+name = "a"
+mass = 2.0
+inertia = [0.1, 0.2, 0.3]
+position = [0.5, 0.0, 0.0]
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [0.05, 0.07, 0.09]
+position = [1.0, 0.0, -0.4]
+
+[[bodies]]
+name = "c"
+mass = 0.5
+inertia = [0.01, 0.02, 0.015]
+position = [1.0, 0.3, -0.6]
+
+[[joints]]
+name = "j1"
+type = "revolute"
+body1 = "ground"
+body2 = "a"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "j2"
+type = "revolute"
+body1 = "a"
+body2 = "b"
+point = [1.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[joints]]
+name = "j3"
+type = "prismatic"
+body1 = "b"
+body2 = "c"
+point = [1.0, 0.3, -0.6]
+axis = [0.0, 1.0, 1.0]
+
+[[forces]]
+name = "mount"
+type = "bushing"
+body1 = "ground"
+body2 = "b"
+point = [1.0, 0.0, -0.4]
+stiffness = [200.0, 300.0, 400.0]
+damping = [5.0, 6.0, 7.0]
+rot_stiffness = [50.0, 60.0, 70.0]
+rot_damping = [1.0, 2.0, 3.0]
+
+[[forces]]
+name = "twist"
+type = "rotational_spring_damper"
+joint = "j2"
+stiffness = 30.0
+damping = 2.0
+
+[[forces]]
+name = "cord"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.3, 0.5, 0.2]
+body2 = "c"
+point2 = [1.0, 0.3, -0.6]
+stiffness = 500.0
+damping = 9.0
+free_length = 0.8
+
+[[outputs]]
+name = "c_x"
+type = "position"
+body = "c"
+component = "x"
+
+[[outputs]]
+name = "c_y"
+type = "position"
+body = "c"
+component = "y"
+
+[[outputs]]
+name = "c_z"
+type = "position"
+body = "c"
+component = "z"
+
+[[outputs]]
+name = "b_wx"
+type = "angular_velocity"
+body = "b"
+axis = [1.0, 0.0, 0.0]
+
+[[outputs]]
+name = "energy"
+type = "energy"
+"#
+    .replace("FORMULATION", formulation)
+}
+
+/// The analytic `∂Ψ/∂ṗ` and `∂Ψ/∂p` (tangent recursions plus the elements through the
+/// element layer's Hessians) against central differences of `Ψ`: the double pendulum (stiff
+/// rotational springs and dampers), the chain (Coriolis and the moving suspension only), the
+/// quarter car (springs to a driven stamp, a prismatic tree), the four-link (driven rotor), and
+/// a spatial arm (non-planar rotations, bushing, rotational and point-to-point springs).
+#[test]
+fn force_jacobians_are_the_derivatives_of_the_bias_forces() {
+    use mbsfmu::integrate::system::ForceJacobians;
+    let mut quarter = model("quarter_car_rig.toml", "joint", "");
+    quarter.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.01, 0.2, -1.0, 3.0],
+    };
+    let mut four = model("four_link.toml", "joint", "");
+    four.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.0, 3.0, 0.5, 0.0],
+    };
+    let cases = [
+        model("double_pendulum_stiff.toml", "joint", ""),
+        System::new(Arc::new(revolute_chain_spec(7, 1e-2))).unwrap(),
+        quarter,
+        four,
+        spatial_arm(),
+    ];
+    for mut sys in cases {
+        let n = sys.n_q();
+        let t = 0.31;
+        let x = sys.initial_state(0.0).unwrap();
+        let q: Vec<f64> = (0..n)
+            .map(|k| x.q[k] + 0.03 * (k as f64 + 0.4).sin())
+            .collect();
+        let v: Vec<f64> = (0..n).map(|k| 1.1 * (0.7 * k as f64 + 0.2).cos()).collect();
+        let (mut dq, mut dv) = (DMatrix::zeros(n, n), DMatrix::zeros(n, n));
+        sys.force_jacobians(t, &q, &v, &mut dq, &mut dv);
+        let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
+        for (what, jac) in [("∂Ψ/∂p", &dq), ("∂Ψ/∂ṗ", &dv)] {
+            let (mut scale, mut err) = (0.0f64, 0.0f64);
+            for j in 0..n {
+                let h = 1e-6;
+                let (mut qq, mut vv) = (q.clone(), v.clone());
+                let x = if what == "∂Ψ/∂p" {
+                    &mut qq
+                } else {
+                    &mut vv
+                };
+                x[j] += h;
+                sys.forces(t, &qq, &vv, &mut fp);
+                let x = if what == "∂Ψ/∂p" {
+                    &mut qq
+                } else {
+                    &mut vv
+                };
+                x[j] -= 2.0 * h;
+                sys.forces(t, &qq, &vv, &mut fm);
+                for i in 0..n {
+                    let fd = (fp[i] - fm[i]) / (2.0 * h);
+                    scale = scale.max(fd.abs());
+                    err = err.max((jac[(i, j)] - fd).abs());
+                }
+            }
+            println!(
+                "{}: |{what} − differences| {err:.2e} (scale {scale:.2e})",
+                sys.spec().name
+            );
+            assert!(
+                err < 1e-6 * scale.max(1.0),
+                "{} {what}: {err} (scale {scale})",
+                sys.spec().name
+            );
+        }
+    }
+}
+
+/// The spatial arm (gyroscopic coupling between non-parallel axes, a skew prismatic joint,
+/// bushing and springs) in both formulations: the same motion within the integration
+/// tolerance (the absolute formulation is validated against independent references in
+/// tests/spherical_chain_reference.rs and the paper tests).
+#[test]
+fn spatial_arm_agrees_with_the_absolute_formulation() {
+    let mut abs = spatial_arm_in("absolute");
+    let abs_out = run(&mut abs, Method::Bdf, 1e-9, 0.05, 2.0);
+    for method in [Method::Bdf, Method::RosenbrockNystrom] {
+        let mut sys = spatial_arm_in("joint");
+        assert_eq!((sys.n_q(), sys.n_c()), (3, 0));
+        let out = run(&mut sys, method, 1e-9, 0.05, 2.0);
+        let mut err = 0.0f64;
+        for ((_, y), (_, ya)) in out.iter().zip(&abs_out) {
+            for k in 0..y.len() {
+                err = err.max((y[k] - ya[k]).abs() / (1.0 + ya[k].abs()));
+            }
+        }
+        println!(
+            "spatial arm, joint vs absolute, {}: max relative output difference {err:.2e}",
+            method.name()
+        );
+        assert!(err < 1e-6, "{}: {err}", method.name());
+    }
+}
+
+/// The analytic `∂(Gᵀλ)/∂p` and `∂(M a)/∂p` against central differences of `Gᵀλ` and `M a`:
+/// the slider-crank (prismatic cut joint, driven crank), the four-link (revolute cut joint),
+/// the spatial arm closed by a tether (a distance cut joint in 3-D), the chain.
+#[test]
+fn constraint_hessians_are_the_derivatives_of_g_and_m() {
+    use mbsfmu::integrate::system::ConstraintHessians;
+    let mut slider = model("slider_crank.toml", "joint", "");
+    slider.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.2, 2.0, 0.0, 0.0],
+    };
+    let tether = "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
+                  body2 = \"c\"\npoint1 = [0.3, 0.5, 0.2]\npoint2 = [1.0, 0.3, -0.6]\n";
+    // The arm with the tether: a loop through three tree joints.
+    let closed = {
+        let base = spatial_arm_text("joint") + tether;
+        let spec = mbsfmu::mbs::load_model_str(&base, Path::new("spatial_loop.toml")).unwrap();
+        System::new(Arc::new(spec)).unwrap()
+    };
+    let cases = [
+        slider,
+        model("four_link.toml", "joint", ""),
+        closed,
+        System::new(Arc::new(revolute_chain_spec(6, 1e-2))).unwrap(),
+    ];
+    for mut sys in cases {
+        let x = sys.initial_state(0.0).unwrap();
+        let (n, nc) = (sys.n_q(), sys.n_c());
+        let t = 0.27;
+        let q: Vec<f64> = (0..n)
+            .map(|k| x.q[k] + 0.02 * (k as f64 + 0.4).sin())
+            .collect();
+        let lambda: Vec<f64> = (0..nc)
+            .map(|k| 3.0 * (1.7 * k as f64 + 0.3).cos())
+            .collect();
+        let a: Vec<f64> = (0..n).map(|k| 2.0 * (0.9 * k as f64 + 0.1).sin()).collect();
+        let (mut hg, mut hm) = (DMatrix::zeros(n, n), DMatrix::zeros(n, n));
+        sys.constraint_force_jacobian(t, &q, &lambda, &mut hg);
+        sys.mass_times_accel_jacobian(t, &q, &a, &mut hm);
+        let l = nalgebra::DVector::from_column_slice(&lambda);
+        let av = nalgebra::DVector::from_column_slice(&a);
+        let eval = |sys: &mut System, qq: &[f64]| {
+            let (mut g, mut m) = (DMatrix::zeros(nc, n), DMatrix::zeros(n, n));
+            sys.constraint_jacobian(t, qq, &mut g);
+            sys.mass_matrix(t, qq, &mut m);
+            (g.transpose() * &l, m * &av)
+        };
+        let (mut eg, mut em, mut sg, mut sm) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for j in 0..n {
+            let h = 1e-6;
+            let mut qq = q.clone();
+            qq[j] += h;
+            let (gp, mp) = eval(&mut sys, &qq);
+            qq[j] -= 2.0 * h;
+            let (gm, mm) = eval(&mut sys, &qq);
+            for i in 0..n {
+                let (fg, fm) = ((gp[i] - gm[i]) / (2.0 * h), (mp[i] - mm[i]) / (2.0 * h));
+                sg = sg.max(fg.abs());
+                sm = sm.max(fm.abs());
+                eg = eg.max((hg[(i, j)] - fg).abs());
+                em = em.max((hm[(i, j)] - fm).abs());
+            }
+        }
+        println!(
+            "{} (n_c {nc}): |∂(Gᵀλ)/∂p − differences| {eg:.2e} (scale {sg:.2e}), |∂(M a)/∂p − differences| {em:.2e} (scale {sm:.2e})",
+            sys.spec().name
+        );
+        assert!(
+            eg < 1e-6 * sg.max(1.0),
+            "{}: Gᵀλ {eg} (scale {sg})",
+            sys.spec().name
+        );
+        assert!(
+            em < 1e-6 * sm.max(1.0),
+            "{}: M a {em} (scale {sm})",
+            sys.spec().name
+        );
+    }
+}
+
+/// Every integrator on every gallery model the joint formulation supports (the models'
+/// inputs held at their start values, as tests/models_integrate.rs does for the absolute
+/// formulation), plus the revolute chain and the spatial arm closed by a tether (a loop with
+/// two degrees of freedom), 0.2 s: each reaches the end, stays on the loop constraints and
+/// produces finite outputs. The integrators never learn which formulation runs.
+#[test]
+fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates() {
+    let mut failures = Vec::new();
+    let make = |file: &str| -> System {
+        match file {
+            "revolute chain N = 8" => System::new(Arc::new(revolute_chain_spec(8, 1e-12))).unwrap(),
+            "spatial loop" => {
+                let text = spatial_arm_text("joint")
+                    + "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
+                       body2 = \"c\"\npoint1 = [0.3, 0.5, 0.2]\npoint2 = [1.0, 0.3, -0.6]\n";
+                let spec = mbsfmu::mbs::load_model_str(&text, Path::new("loop.toml")).unwrap();
+                System::new(Arc::new(spec)).unwrap()
+            }
+            _ => model(file, "joint", ""),
+        }
+    };
+    for file in [
+        "bouncing_balls.toml",
+        "double_pendulum_stiff.toml",
+        "four_link.toml",
+        "quarter_car_rig.toml",
+        "slider_crank.toml",
+        "revolute chain N = 8",
+        "spatial loop",
+    ] {
+        for method in Method::ALL {
+            let mut sys = make(file);
+            let t0 = sys.spec().experiment.start;
+            let x0 = sys.initial_state(t0).unwrap();
+            let (nq, nc) = (sys.n_q(), sys.n_c());
+            let settings = Settings {
+                method,
+                rtol: 1e-4,
+                atol: 1e-6,
+                ..Settings::default()
+            };
+            let mut integ = AnyIntegrator::new(settings, nq, nc).unwrap();
+            let name = format!("{file} / {}", method.name());
+            if let Err(e) = integ.initialize(&mut sys, &x0) {
+                failures.push(format!("{name}: initialize: {e}"));
+                continue;
+            }
+            let t_end = t0 + 0.2;
+            let mut ok = true;
+            while Integrator::<System>::state(&integ).t < t_end {
+                if let Err(e) = integ.step(&mut sys, t_end) {
+                    failures.push(format!("{name}: {e}"));
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            let x = Integrator::<System>::state(&integ).clone();
+            let mut phi = vec![0.0; nc];
+            sys.constraints(x.t, &x.q, &mut phi);
+            let worst = phi.iter().fold(0.0f64, |m, p| m.max(p.abs()));
+            let mut out = vec![0.0; sys.n_outputs()];
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            println!(
+                "{name}: {} steps, residual {worst:.1e}",
+                Integrator::<System>::stats(&integ).steps
+            );
+            if worst.is_nan() || worst >= 1e-4 || out.iter().any(|o| !o.is_finite()) {
+                failures.push(format!("{name}: residual {worst:e}, outputs {out:?}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
