@@ -33,7 +33,9 @@ use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
 };
 use crate::integrate::any::AnyIntegrator;
-use crate::integrate::events::{Event, EventFunctions, EventLocator, StepOutcome};
+use crate::integrate::events::{
+    Event, EventFunctions, EventLocator, StepOutcome, MAX_STEPS_PER_CALL,
+};
 use crate::integrate::{
     IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
     Stats,
@@ -44,6 +46,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use thiserror::Error;
+
+pub mod shape;
 
 /// What the co-simulation layer needs from the engine beyond the integrator traits
 /// (implemented by `mbs::system::System`; generic so the layer can be tested with small
@@ -320,6 +324,35 @@ impl<E: Engine> Simulation<E> {
     /// Counters of the contact event location (located events, re-steps, discarded work).
     pub fn event_stats(&self) -> crate::integrate::events::EventStats {
         self.st.events.stats
+    }
+    /// Why the last internal step failed during the last communication step (for the message
+    /// of a Discard).
+    pub fn last_failure(&self) -> Option<&str> {
+        self.st.events.last_error()
+    }
+
+    /// Refuse, before any work, a communication step to `t_end` that the settings make cost
+    /// more than the work budget of one call ([`MAX_STEPS_PER_CALL`]): a fixed step or
+    /// `solver.max_step` that small against the step.
+    pub fn check_step_budget(&self, t_end: f64) -> Result<(), CosimError> {
+        let s = self.effective_settings();
+        let span = t_end - self.time();
+        for (name, h) in [
+            ("solver.max_step", s.max_step),
+            ("fixed step", s.fixed_step.unwrap_or(0.0)),
+        ] {
+            if h > 0.0 && h.is_finite() && span / h > MAX_STEPS_PER_CALL as f64 {
+                return Err(CosimError::InvalidValue {
+                    name: name.into(),
+                    value: h.to_string(),
+                    reason: format!(
+                        "a communication step of {span} s would need {:.3e} internal steps, more than the work budget of {MAX_STEPS_PER_CALL} per call; raise {name} or use shorter communication steps",
+                        span / h
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
     pub fn is_initialized(&self) -> bool {
         self.st.initialized
@@ -1033,7 +1066,8 @@ impl<E: Engine> Simulation<E> {
             .integrator
             .as_ref()
             .map_or(1e-3, |g| Integrator::<E>::next_step_size(g));
-        let d = (0.05 * h).clamp(1e-6 * t.abs().max(1.0), 1e-3);
+        // At most 1e-3 s, but never below the time resolution at t (which wins at large t).
+        let d = (0.05 * h).min(1e-3).max(1e-6 * t.abs().max(1.0));
         let (a, _) = self.accelerations(t, &x.q, &x.v)?;
         let n = x.q.len();
         let mut jerk = vec![0.0; n];
@@ -1211,7 +1245,98 @@ impl<E: Engine> Simulation<E> {
         if s.initialized != s.integrator.is_some() {
             return bad("integrator");
         }
+        self.validate_structure(s)
+    }
+
+    /// Every size and number in a state that came from outside (deserialized bytes, whose
+    /// checksum anyone can recompute) against this instance's own structure: the engine's
+    /// shape against the live engine's, the integrator's against one of the same method built
+    /// and initialized here (see [`shape`]), settings and times with the rules of the setters.
+    fn validate_structure(&self, s: &SimState<E>) -> Result<(), CosimError> {
+        use shape::Shape;
+        let bad = |m: String| CosimError::ForeignState(m);
+        let live = Shape::of(&self.st.engine).map_err(bad)?;
+        let (nq, nc) = (self.st.engine.n_q(), self.st.engine.n_c());
+        let bound = live.largest().max((nq + nc + 1) as u64);
+        Shape::of(&s.engine)
+            .map_err(bad)?
+            .check_against(&live, bound, "engine")
+            .map_err(bad)?;
+        check_settings(&s.settings).map_err(bad)?;
+        if let Some(tol) = s.tolerance {
+            if !(tol > TOLERANCE_RANGE.0 && tol < TOLERANCE_RANGE.1) {
+                return Err(bad(format!("tolerance {tol} outside {TOLERANCE_RANGE:?}")));
+            }
+        }
+        let finite = |v: &[f64]| v.iter().all(|z| z.is_finite());
+        if !finite(&s.params) || !s.start.is_finite() || s.stop.is_some_and(|t| t.is_nan()) {
+            return Err(bad("non-finite parameter, start or stop time".into()));
+        }
+        for inp in &s.inputs {
+            let ok = inp.value.is_finite()
+                && inp
+                    .history
+                    .iter()
+                    .all(|(t, u)| t.is_finite() && u.is_finite())
+                && inp.history.windows(2).all(|w| w[0].0 < w[1].0)
+                && inp.derivs.iter().flatten().all(|d| d.is_finite());
+            if !ok {
+                return Err(bad("input history is not finite and increasing".into()));
+            }
+        }
+        let (snq, snc) = (s.engine.n_q(), s.engine.n_c());
+        if let Some(x) = &s.x {
+            if !finite(&x.q) || !finite(&x.v) || x.lambda.len() > snc.max(nc) {
+                return Err(bad("state is not finite or has the wrong size".into()));
+            }
+        }
+        Shape::of(&s.events)
+            .map_err(bad)?
+            .check_against(&Shape::default(), bound, "event locator")
+            .map_err(bad)?;
+        let Some(integ) = &s.integrator else {
+            return Ok(());
+        };
+        let cand = Shape::of(integ).map_err(bad)?;
+        let method = <AnyIntegrator as Integrator<E>>::method(integ);
+        let x =
+            s.x.as_ref()
+                .ok_or_else(|| bad("integrator without a state".into()))?;
+        let settings = Settings {
+            method,
+            ..s.settings
+        };
+        let mut reference = AnyIntegrator::new(settings, snq, snc)?;
+        let mut engine = s.engine.clone();
+        if reference.initialize(&mut engine, x).is_err() {
+            reference = AnyIntegrator::new(settings, snq, snc)?;
+        }
+        let r = Shape::of(&reference).map_err(bad)?;
+        let bound = bound.max(r.largest());
+        cand.check_against(&r, bound, "integrator").map_err(bad)
+    }
+}
+
+/// Tolerances (`[experiment] tolerance`, `solver.rtol`, the importer's tolerance) must lie
+/// strictly inside this range: at 1 and above no step is ever rejected for accuracy, below
+/// 1e-14 the error test asks for less than double precision resolves.
+pub const TOLERANCE_RANGE: (f64, f64) = (1e-14, 1.0);
+
+/// The rules of the solver setters, for settings that arrive in a state.
+fn check_settings(s: &Settings) -> Result<(), String> {
+    let ok = s.rtol > TOLERANCE_RANGE.0
+        && s.rtol < TOLERANCE_RANGE.1
+        && s.atol > 0.0
+        && s.atol.is_finite()
+        && s.max_step >= 0.0
+        && !s.max_step.is_nan()
+        && s.initial_step >= 0.0
+        && s.initial_step.is_finite()
+        && s.fixed_step.is_none_or(|h| h > 0.0 && h.is_finite());
+    if ok {
         Ok(())
+    } else {
+        Err(format!("solver settings out of range: {s:?}"))
     }
 }
 

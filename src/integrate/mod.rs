@@ -220,6 +220,8 @@ pub enum IntegrateError {
     Inconsistent { t: f64, what: String },
     #[error("invalid setting: {0}")]
     Settings(String),
+    #[error("work budget of one communication step exhausted: {steps} internal steps reached t = {t} of {t_limit}; use shorter communication steps (or a larger solver.max_step)")]
+    WorkBudget { t: f64, t_limit: f64, steps: u64 },
 }
 
 impl IntegrateError {
@@ -231,6 +233,7 @@ impl IntegrateError {
                 | IntegrateError::NewtonFailed { .. }
                 | IntegrateError::NonFinite { .. }
                 | IntegrateError::Singular { .. }
+                | IntegrateError::WorkBudget { .. }
         )
     }
 }
