@@ -35,6 +35,7 @@
 //! forces committed by the thrown-away step (used only by joint friction, which lags one step
 //! by design anyway).
 
+use super::jacobian::thread_cpu_time;
 use super::system::{Mechanical, MultibodySystem};
 use super::{IntegrateError, Integrator, Stats};
 use serde::de::DeserializeOwned;
@@ -126,6 +127,9 @@ pub struct EventLocator {
     /// [`MAX_STEPS_PER_CALL`]).
     #[serde(skip, default = "default_budget")]
     pub max_steps_per_call: u64,
+    /// Most CPU seconds per communication step ([`MAX_CPU_SECONDS_PER_CALL`]).
+    #[serde(skip, default = "default_cpu_budget")]
+    pub max_cpu_per_call: f64,
     #[serde(skip)]
     call: CallBudget,
     #[serde(skip)]
@@ -133,16 +137,24 @@ pub struct EventLocator {
 }
 
 /// The work budget of one communication step: at most this many accepted internal steps
-/// between two communication points. A method that needs more is either stuck (step sizes
-/// collapsing towards the rounding limit) or asked for a horizon far beyond what one call
-/// should do (a host thread blocked for minutes); the step then ends with the recoverable
+/// between two communication points, and at most [`MAX_CPU_SECONDS_PER_CALL`] of the thread's
+/// CPU time. A method that needs more is either stuck (step sizes collapsing towards the
+/// rounding limit) or asked for a horizon far beyond what one call should do (the importer's
+/// thread blocked for minutes); the step then ends with the recoverable
 /// [`IntegrateError::WorkBudget`] (FMI Discard at the last accepted time), and shorter
-/// communication steps continue. The gallery models need at most a few hundred internal steps
-/// per second of simulated time.
-pub const MAX_STEPS_PER_CALL: u64 = 20_000;
+/// communication steps continue from there. The gallery models need a few hundred internal
+/// steps per simulated second.
+pub const MAX_STEPS_PER_CALL: u64 = 5_000;
+
+/// CPU seconds one communication step may take (see [`MAX_STEPS_PER_CALL`]).
+pub const MAX_CPU_SECONDS_PER_CALL: f64 = 0.5;
 
 fn default_budget() -> u64 {
     MAX_STEPS_PER_CALL
+}
+
+fn default_cpu_budget() -> f64 {
+    MAX_CPU_SECONDS_PER_CALL
 }
 
 /// Steps taken towards the current communication point (reset when the limit changes).
@@ -150,6 +162,8 @@ fn default_budget() -> u64 {
 struct CallBudget {
     t_limit: Option<f64>,
     steps: u64,
+    /// Thread CPU time at the first step of the call.
+    cpu0: f64,
     /// Why the last step failed (for the importer's log).
     last_error: Option<String>,
 }
@@ -212,6 +226,7 @@ impl EventLocator {
             restart_after_event: true,
             stats: EventStats::default(),
             max_steps_per_call: MAX_STEPS_PER_CALL,
+            max_cpu_per_call: MAX_CPU_SECONDS_PER_CALL,
             call: CallBudget::default(),
             ws: Workspace::default(),
         }
@@ -368,19 +383,28 @@ impl EventLocator {
         S: MultibodySystem + EventFunctions + ?Sized,
         I: Integrator<S> + Serialize + DeserializeOwned,
     {
+        let timed = self.max_cpu_per_call.is_finite();
         if self.call.t_limit != Some(t_limit) {
             self.call = CallBudget {
                 t_limit: Some(t_limit),
+                cpu0: if timed { thread_cpu_time() } else { 0.0 },
                 ..Default::default()
             };
         }
-        if self.call.steps >= self.max_steps_per_call {
+        // The clock is read every 8 steps (a system call).
+        let cpu = if timed && self.call.steps % 8 == 7 {
+            thread_cpu_time() - self.call.cpu0
+        } else {
+            0.0
+        };
+        if self.call.steps >= self.max_steps_per_call || cpu > self.max_cpu_per_call {
             // The next call starts with a fresh budget (progress in every call).
             self.call.t_limit = None;
             return Err(IntegrateError::WorkBudget {
                 t: integ.state().t,
                 t_limit,
                 steps: self.call.steps,
+                cpu,
             });
         }
         self.call.steps += 1;

@@ -220,8 +220,13 @@ pub enum IntegrateError {
     Inconsistent { t: f64, what: String },
     #[error("invalid setting: {0}")]
     Settings(String),
-    #[error("work budget of one communication step exhausted: {steps} internal steps reached t = {t} of {t_limit}; use shorter communication steps (or a larger solver.max_step)")]
-    WorkBudget { t: f64, t_limit: f64, steps: u64 },
+    #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {t} of {t_limit} (limits: {} steps, {} s CPU per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, events::MAX_STEPS_PER_CALL, events::MAX_CPU_SECONDS_PER_CALL)]
+    WorkBudget {
+        t: f64,
+        t_limit: f64,
+        steps: u64,
+        cpu: f64,
+    },
 }
 
 impl IntegrateError {
