@@ -881,6 +881,13 @@ impl<'a> Resolver<'a> {
             });
         }
 
+        if raw.bodies.is_empty() {
+            return Err(self.err(
+                raw.model.span(),
+                "[model]",
+                "the model has no [[bodies]]: nothing moves, there is nothing to integrate",
+            ));
+        }
         for (i, b) in raw.bodies.iter().enumerate() {
             self.body(i, b)?;
         }
