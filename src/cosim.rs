@@ -37,8 +37,8 @@ use crate::integrate::events::{
     Event, EventFunctions, EventLocator, StepOutcome, MAX_STEPS_PER_CALL,
 };
 use crate::integrate::{
-    IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
-    Stats,
+    rtol_in_range, IntegrateError, Integrator, JacobianStrategy, MechState, Method,
+    MultibodySystem, Settings, Stats, RTOL_MIN,
 };
 use crate::mbs::inputs::{InputSegment, InputSignals};
 use crate::mbs::{ModelError, ModelSpec};
@@ -392,11 +392,11 @@ impl<E: Engine> Simulation<E> {
             });
         }
         if let Some(tol) = tolerance {
-            if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+            if !rtol_in_range(tol) {
                 return Err(CosimError::InvalidValue {
                     name: "tolerance".into(),
                     value: tol.to_string(),
-                    reason: "must be in (0, 1)".into(),
+                    reason: format!("must be in [{RTOL_MIN}, 1)"),
                 });
             }
         }
@@ -470,15 +470,13 @@ impl<E: Engine> Simulation<E> {
                     reason: reason.into(),
                 };
                 match s {
-                    SolverSetting::Rtol if value > 0.0 && value < 1.0 => {
-                        self.st.settings.rtol = value
-                    }
+                    SolverSetting::Rtol if rtol_in_range(value) => self.st.settings.rtol = value,
                     SolverSetting::Atol if value > 0.0 => self.st.settings.atol = value,
                     SolverSetting::MaxStep if value >= 0.0 => self.st.settings.max_step = value,
                     SolverSetting::InitialStep if value >= 0.0 => {
                         self.st.settings.initial_step = value
                     }
-                    SolverSetting::Rtol => return Err(bad("must be in (0, 1)")),
+                    SolverSetting::Rtol => return Err(bad("must be in [1e-14, 1)")),
                     SolverSetting::Atol => return Err(bad("must be positive")),
                     _ => return Err(bad("must be non-negative")),
                 }
@@ -1264,8 +1262,8 @@ impl<E: Engine> Simulation<E> {
             .map_err(bad)?;
         check_settings(&s.settings).map_err(bad)?;
         if let Some(tol) = s.tolerance {
-            if !(tol > TOLERANCE_RANGE.0 && tol < TOLERANCE_RANGE.1) {
-                return Err(bad(format!("tolerance {tol} outside {TOLERANCE_RANGE:?}")));
+            if !rtol_in_range(tol) {
+                return Err(bad(format!("tolerance {tol} outside [{RTOL_MIN}, 1)")));
             }
         }
         let finite = |v: &[f64]| v.iter().all(|z| z.is_finite());
@@ -1317,15 +1315,9 @@ impl<E: Engine> Simulation<E> {
     }
 }
 
-/// Tolerances (`[experiment] tolerance`, `solver.rtol`, the importer's tolerance) must lie
-/// strictly inside this range: at 1 and above no step is ever rejected for accuracy, below
-/// 1e-14 the error test asks for less than double precision resolves.
-pub const TOLERANCE_RANGE: (f64, f64) = (1e-14, 1.0);
-
 /// The rules of the solver setters, for settings that arrive in a state.
 fn check_settings(s: &Settings) -> Result<(), String> {
-    let ok = s.rtol > TOLERANCE_RANGE.0
-        && s.rtol < TOLERANCE_RANGE.1
+    let ok = rtol_in_range(s.rtol)
         && s.atol > 0.0
         && s.atol.is_finite()
         && s.max_step >= 0.0

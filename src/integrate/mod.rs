@@ -166,6 +166,17 @@ impl Default for Settings {
     }
 }
 
+/// Smallest relative tolerance accepted anywhere (`solver.rtol`, `[experiment] tolerance`, the
+/// importer's tolerance); the largest is exclusive 1. Below 1e-14 the error test asks for more
+/// than double precision resolves (steps collapse to the rounding limit); at 1 and above no
+/// step is ever rejected for accuracy, so the result is noise.
+pub const RTOL_MIN: f64 = 1e-14;
+
+/// Whether `tol` is a usable relative tolerance: `[RTOL_MIN, 1)`.
+pub fn rtol_in_range(tol: f64) -> bool {
+    (RTOL_MIN..1.0).contains(&tol)
+}
+
 /// Solver statistics, counted as in paper 003's tables. Cumulative since initialisation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {

@@ -984,8 +984,12 @@ impl<'a> Resolver<'a> {
         }
         if let Some(v) = &x.tolerance {
             e.tolerance = self.number(v, el, "tolerance")?;
-            self.ensure(e.tolerance > 0.0, v.span(), el, || {
-                format!("`tolerance` must be positive, got {}", e.tolerance)
+            self.ensure(crate::integrate::rtol_in_range(e.tolerance), v.span(), el, || {
+                format!(
+                    "`tolerance` must be in [{}, 1) (a relative tolerance), got {}",
+                    crate::integrate::RTOL_MIN,
+                    e.tolerance
+                )
             })?;
         }
         if let Some(v) = &x.step {
@@ -1038,11 +1042,15 @@ impl<'a> Resolver<'a> {
         ] {
             if let Some(v) = val {
                 let n = self.number(v, el, key)?;
-                let ok = if positive { n > 0.0 } else { n >= 0.0 };
-                let need = if positive {
-                    "positive"
-                } else {
-                    "zero or positive"
+                let ok = match key {
+                    "rtol" => crate::integrate::rtol_in_range(n),
+                    _ if positive => n > 0.0,
+                    _ => n >= 0.0,
+                };
+                let need = match key {
+                    "rtol" => "in [1e-14, 1) (a relative tolerance)",
+                    _ if positive => "positive",
+                    _ => "zero or positive",
                 };
                 self.ensure(ok, v.span(), el, || {
                     format!("`{key}` must be {need}, got {n}")
