@@ -29,6 +29,10 @@
 //!    in time (`∛ε·max(1, |t|)` ≈ 6e-6) never reach the importer, and repeated evaluations at
 //!    one stage time (Newton iterations) ask once.
 
+mod reconstruct;
+use reconstruct::stage_segment;
+pub use reconstruct::InputState;
+
 use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
 };
@@ -41,6 +45,7 @@ use crate::integrate::{
     MultibodySystem, Settings, Stats, RTOL_MIN,
 };
 use crate::mbs::inputs::{InputSegment, InputSignals};
+use crate::mbs::spec::Reconstruction;
 use crate::mbs::{ModelError, ModelSpec};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -196,15 +201,6 @@ pub enum Advance {
     },
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct InputState {
-    value: f64,
-    /// Samples `(t, u)`, oldest first, at most three, strictly increasing times.
-    history: Vec<(f64, f64)>,
-    /// FMI 2 input derivatives of order 1 and 2 for the next step.
-    derivs: [Option<f64>; 2],
-}
-
 /// Everything that changes during a simulation: what FMU state save/restore copies.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SimState<E> {
@@ -265,10 +261,7 @@ impl<E: Engine> Simulation<E> {
         let inputs = spec
             .inputs
             .iter()
-            .map(|u| InputState {
-                value: u.start,
-                ..Default::default()
-            })
+            .map(|u| InputState::new(u.start))
             .collect();
         let n_out = engine.n_outputs();
         Simulation {
@@ -632,6 +625,7 @@ impl<E: Engine> Simulation<E> {
                     StatKind::JacUpdates => s.jac_updates,
                     StatKind::Lu => s.lu,
                     StatKind::NewtonIters => s.newton_iters,
+                    StatKind::Restarts => s.restarts,
                     StatKind::CpuTime => unreachable!("cpu time is Float64"),
                 };
                 n.min(i64::MAX as u64) as i64
@@ -681,6 +675,7 @@ impl<E: Engine> Simulation<E> {
             s.newton_iters += c.newton_iters;
             s.convergence_failures += c.convergence_failures;
             s.error_test_failures += c.error_test_failures;
+            s.restarts += c.restarts;
         }
         s
     }
@@ -734,30 +729,43 @@ impl<E: Engine> Simulation<E> {
     // ---- inputs as segments ----
 
     /// Record the current value of every input as a sample at `t` and rebuild the engine's
-    /// segments from the derivatives or the history (see the module documentation).
+    /// segments for a step of size `h` (see [`reconstruct`]: FMI 2 derivatives, the dense
+    /// samples of intermediate updates, or the input's reconstruction mode).
     /// Between communication points the segments stay those the last step used (outputs at
     /// the end of a step are evaluated with the input the step was integrated with) until the
     /// importer sets an input.
-    fn prepare_inputs(&mut self, t: f64) {
+    fn prepare_inputs(&mut self, t: f64, h: f64) {
         self.st.inputs_dirty = false;
         let signals = self.st.engine.inputs_mut();
         for (i, inp) in self.st.inputs.iter_mut().enumerate() {
-            record_sample(&mut inp.history, t, inp.value);
-            signals.segments[i] = segment_for(inp, t);
+            inp.record(t, inp.value);
+            signals.segments[i] = inp.segment(self.spec.inputs[i].reconstruction, t, h);
+        }
+    }
+
+    /// The step size segments are built for before the importer's `doStep` says it: the last
+    /// communication step (only `ü` at the communication point depends on it).
+    fn expected_step(&self) -> f64 {
+        if self.st.last_h > 0.0 {
+            self.st.last_h
+        } else {
+            Some(self.spec.experiment.step)
+                .filter(|h| *h > 0.0 && h.is_finite())
+                .unwrap_or(1e-3)
         }
     }
 
     fn refresh_inputs(&mut self) {
         if self.st.inputs_dirty {
             let t = self.time();
-            self.prepare_inputs(t);
+            self.prepare_inputs(t, self.expected_step());
         }
     }
 
     fn ensure_state(&mut self) -> Result<(), CosimError> {
         if self.st.x.is_none() {
             let t0 = self.st.start;
-            self.prepare_inputs(t0);
+            self.prepare_inputs(t0, self.expected_step());
             let x = self.st.engine.initial_state(t0)?;
             self.st.x = Some(x);
         }
@@ -802,11 +810,19 @@ impl<E: Engine> Simulation<E> {
         Ok(())
     }
 
-    /// The state at `t0` projected onto the position and velocity constraints for the
-    /// current input segments, or `None` when it already satisfies them.
-    fn consistent_after_input_change(&mut self, t0: f64) -> Option<MechState> {
-        use nalgebra::{DMatrix, DVector};
+    /// After new input segments at `t0`: the state projected onto the position and velocity
+    /// constraints of those segments, when they moved a driven position or velocity by more
+    /// than the integrator's tolerance (a jump); `None` when the state still fits within it (a
+    /// C¹ reconstruction, or the small mismatch of consecutive Taylor segments, which the
+    /// next step's constraint stabilization absorbs).
+    ///
+    /// The projection is the physical one: positions move by the smallest change in the
+    /// mass metric, velocities take the impulsive response `Δv = M⁻¹ Φ_qᵀ Λ` that makes
+    /// `Φ_q v + Φ_t = 0` (momentum is changed only through the constraints), so a driven
+    /// velocity jump acts on the rest of the mechanism like a hammer blow through the joints.
+    fn input_jump(&mut self, t0: f64) -> Option<MechState> {
         let x = self.st.x.as_ref()?;
+        let s = self.effective_settings();
         let e = &mut self.st.engine;
         let (nq, nc) = (e.n_q(), e.n_c());
         if nc == 0 {
@@ -814,40 +830,26 @@ impl<E: Engine> Simulation<E> {
         }
         let mut phi = vec![0.0; nc];
         let mut phi_t = vec![0.0; nc];
-        let mut jac = DMatrix::zeros(nc, nq);
-        let velocity_residual =
-            |e: &mut E, q: &[f64], v: &[f64], jac: &mut DMatrix<f64>, phi_t: &mut Vec<f64>| {
-                e.constraint_jacobian(t0, q, jac);
-                e.constraint_time_derivative(t0, q, phi_t);
-                &*jac * DVector::from_column_slice(v) + DVector::from_column_slice(phi_t)
-            };
+        let mut jac = nalgebra::DMatrix::zeros(nc, nq);
         e.constraints(t0, &x.q, &mut phi);
-        let r = velocity_residual(e, &x.q, &x.v, &mut jac, &mut phi_t);
-        let v_scale = 1.0 + x.v.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let pos_ok = phi.iter().all(|p| p.abs() <= 1e-10);
-        if pos_ok && r.amax() <= 1e-9 * v_scale {
+        e.constraint_jacobian(t0, &x.q, &mut jac);
+        e.constraint_time_derivative(t0, &x.q, &mut phi_t);
+        let vel = &jac * nalgebra::DVector::from_column_slice(&x.v)
+            + nalgebra::DVector::from_column_slice(&phi_t);
+        // Cheap test first: residuals far below the tolerance need no projection.
+        let small = 1e-3 * s.atol;
+        if phi.iter().all(|p| p.abs() <= small) && vel.amax() <= small {
             return None;
         }
-        // Minimal-norm corrections: Δ = Φ_qᵀ (Φ_q Φ_qᵀ)⁻¹ residual (the active rows are
-        // independent, so Φ_q Φ_qᵀ is regular).
-        let min_norm = |jac: &DMatrix<f64>, res: &DVector<f64>| -> Option<DVector<f64>> {
-            let y = (jac * jac.transpose()).lu().solve(res)?;
-            Some(jac.transpose() * y)
-        };
-        let (mut q, mut v) = (x.q.clone(), x.v.clone());
-        for _ in 0..20 {
-            e.constraints(t0, &q, &mut phi);
-            if phi.iter().all(|p| p.abs() <= 1e-12) {
-                break;
-            }
-            e.constraint_jacobian(t0, &q, &mut jac);
-            let dq = min_norm(&jac, &DVector::from_column_slice(&phi))?;
-            q.iter_mut().zip(dq.iter()).for_each(|(a, d)| *a -= d);
-        }
-        let r = velocity_residual(e, &q, &v, &mut jac, &mut phi_t);
-        let dv = min_norm(&jac, &r)?;
-        v.iter_mut().zip(dv.iter()).for_each(|(a, d)| *a -= d);
-        Some(MechState {
+        let (q, v) = project_state(e, t0, &x.q, &x.v)?;
+        let weight = |a: f64, b: f64| s.atol + s.rtol * a.abs().max(b.abs());
+        let jump =
+            x.q.iter()
+                .zip(&q)
+                .chain(x.v.iter().zip(&v))
+                .map(|(&a, &b)| (a - b).abs() / weight(a, b))
+                .fold(0.0f64, f64::max);
+        (jump > 1.0).then(|| MechState {
             t: t0,
             q,
             v,
@@ -876,28 +878,40 @@ impl<E: Engine> Simulation<E> {
                 return Err(CosimError::PastStop { t_end, stop });
             }
         }
-        self.prepare_inputs(t0);
+        self.prepare_inputs(t0, t_end - t0);
         for inp in &mut self.st.inputs {
             inp.derivs = [None, None];
+            inp.intermediate = false;
         }
-        // New input segments may make the state inconsistent at t0: a kink in a driven input
-        // makes the driven velocities jump (and a jump in its value moves the positions). A
-        // multistep history cannot absorb a jump in the state, so for such a method project
-        // onto the constraints and restart it there.
+        // New input segments may make the state inconsistent at t0: a jump in a driven
+        // input's value or slope moves the driven positions or velocities. A communication
+        // point is not a discontinuity by itself: only a jump beyond the tolerance is
+        // projected, and the method restarted there (keeping what does not depend on the
+        // history: a multistep method's Jacobian, iteration matrix and step size).
+        // One-step methods start every step from the state they hold and project on their
+        // own; only a multistep history cannot carry a jump.
         let multistep = self.effective_settings().method.is_multistep();
-        if let Some(x) = multistep
-            .then(|| self.consistent_after_input_change(t0))
-            .flatten()
-        {
-            self.st.x = Some(x);
-            self.st.reinit = true;
+        let jumped = if self.st.reinit || !multistep {
+            None
+        } else {
+            self.input_jump(t0)
+        };
+        let restarted = self.st.reinit || jumped.is_some();
+        if let Some(x) = jumped {
+            self.st.x = Some(x.clone());
+            let integ = self.st.integrator.as_mut().expect("initialized");
+            let before = *<AnyIntegrator as Integrator<E>>::stats(integ);
+            let kept = integ.restart(&mut self.st.engine, &x)?;
+            if !kept {
+                add_stats(&mut self.st.stats_base, &before);
+            }
+            self.st.stats_base.restarts += 1;
+            self.st.events.reset();
         }
-        let x0 = self.st.x.clone().expect("initialized");
-        let restarted = self.st.reinit;
         if self.st.reinit {
             // Restart from the current state with a fresh method object (its history and
-            // Jacobians belong to the old parameters or the old inputs); the statistics so far
-            // carry over.
+            // Jacobians belong to the old parameters); the statistics so far carry over.
+            let x0 = self.st.x.clone().expect("initialized");
             let settings = self.effective_settings();
             let (n_q, n_c) = (self.st.engine.n_q(), self.st.engine.n_c());
             let old = self.st.integrator.as_ref().expect("initialized");
@@ -908,6 +922,7 @@ impl<E: Engine> Simulation<E> {
             self.st.integrator = Some(fresh);
             self.st.events.reset();
             self.st.reinit = false;
+            self.st.stats_base.restarts += 1;
         }
         let integ = self.st.integrator.as_mut().expect("initialized");
         if !restarted {
@@ -964,8 +979,13 @@ impl<E: Engine> Simulation<E> {
                             if let Some(inp) = self.st.inputs.get_mut(i) {
                                 if u.is_finite() {
                                     inp.value = u;
-                                    record_sample(&mut inp.history, t, u);
-                                    signals.segments[i] = segment_for(inp, t);
+                                    inp.intermediate = true;
+                                    inp.record(t, u);
+                                    signals.segments[i] = inp.segment(
+                                        self.spec.inputs[i].reconstruction,
+                                        t,
+                                        t_end - t,
+                                    );
                                 }
                             }
                         }
@@ -986,6 +1006,11 @@ impl<E: Engine> Simulation<E> {
             }
         };
         let x = Integrator::<E>::state(self.st.integrator.as_ref().expect("initialized")).clone();
+        // The reconstruction of the next step continues from the segments this one ended with.
+        let signals = self.st.engine.inputs_mut();
+        for (inp, seg) in self.st.inputs.iter_mut().zip(&signals.segments) {
+            inp.committed = Some(*seg);
+        }
         self.st.last_h = x.t - t0;
         self.st.x = Some(x);
         self.st.outputs_valid = false;
@@ -1122,7 +1147,8 @@ impl<E: Engine> Simulation<E> {
         let der = self.st.engine.output_input_derivatives(&x, &cols)?;
         let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
         for (c, &j) in cols.iter().enumerate() {
-            let ds = rebuild_derivative(&self.st.inputs[j], x.t);
+            let mode = self.spec.inputs[j].reconstruction;
+            let ds = rebuild_derivative(&self.st.inputs[j], mode, x.t, self.expected_step());
             for (r, &i) in rows.iter().enumerate() {
                 jac[(r, c)] = (0..3).map(|k| der[c][k][i] * ds[k]).sum();
             }
@@ -1149,7 +1175,11 @@ impl<E: Engine> Simulation<E> {
             let inp = &self.st.inputs[j];
             let u = inp.value;
             let d = f64::EPSILON.cbrt() * u.abs().max(1.0);
-            let (sp, sm) = (rebuilt_segment(inp, t, d), rebuilt_segment(inp, t, -d));
+            let (mode, h) = (self.spec.inputs[j].reconstruction, self.expected_step());
+            let (sp, sm) = (
+                rebuilt_segment(inp, mode, t, h, d),
+                rebuilt_segment(inp, mode, t, h, -d),
+            );
             let saved = self.st.engine.inputs_mut().segments[j];
             self.st.engine.inputs_mut().segments[j] = sp;
             let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
@@ -1343,6 +1373,7 @@ fn add_stats(a: &mut Stats, c: &Stats) {
     a.newton_iters += c.newton_iters;
     a.convergence_failures += c.convergence_failures;
     a.error_test_failures += c.error_test_failures;
+    a.restarts += c.restarts;
 }
 
 /// The engine as the integrator sees it during a step with stage-time input requests (FMI 3
@@ -1514,88 +1545,95 @@ impl<E: Engine> crate::integrate::system::StepHooks for StageSampled<'_, E> {
     }
 }
 
-/// The segment at a stage time `ts` with the importer's value `u` there: the quadratic
-/// through the last two accepted samples before `ts` and `(ts, u)` (linear with one sample).
-fn stage_segment(history: &[(f64, f64)], ts: f64, u: f64) -> InputSegment {
-    let mut pts = [(0.0, 0.0); 3];
-    let mut n = 0;
-    for &p in history.iter().filter(|&&(th, _)| th < ts).rev().take(2) {
-        pts[1 - n] = p;
-        n += 1;
-    }
-    // pts[2 - n..2] now holds the samples in increasing time.
-    pts[2] = (ts, u);
-    through_samples(&pts[2 - n..], ts, u)
-}
-
-/// The polynomial through the samples (increasing times, the last one `(t, u)`), expanded
-/// at `t`: constant, linear or quadratic.
-fn through_samples(h: &[(f64, f64)], t: f64, u: f64) -> InputSegment {
-    let n = h.len();
-    if n < 2 {
-        return InputSegment::constant(t, u);
-    }
-    let (t2, u2) = h[n - 1];
-    let (t1, u1) = h[n - 2];
-    let f21 = (u2 - u1) / (t2 - t1);
-    if n < 3 {
-        return InputSegment {
-            t0: t2,
-            coeffs: [u2, f21, 0.0, 0.0],
+/// `(q, v)` projected onto the position and velocity constraints at `t` in the mass metric:
+/// positions by Newton on `[M Φ_qᵀ; Φ_q 0] (Δq, μ) = (0, −Φ)`, velocities by the impulsive
+/// response `[M Φ_qᵀ; Φ_q 0] (Δv, Λ) = (0, −(Φ_q v + Φ_t))`. Falls back to minimal-norm
+/// corrections (`Φ_qᵀ (Φ_q Φ_qᵀ)⁻¹`) if the saddle-point matrix is singular.
+fn project_state<E: Engine>(
+    e: &mut E,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+) -> Option<(Vec<f64>, Vec<f64>)> {
+    use nalgebra::{DMatrix, DVector};
+    let (nq, nc) = (e.n_q(), e.n_c());
+    let mut m = DMatrix::zeros(nq, nq);
+    let mut jac = DMatrix::zeros(nc, nq);
+    let mut phi = vec![0.0; nc];
+    let mut phi_t = vec![0.0; nc];
+    // Solves for the correction of a constraint residual `r` at positions `q`.
+    let correction = |e: &mut E,
+                      q: &[f64],
+                      r: &[f64],
+                      m: &mut DMatrix<f64>,
+                      jac: &mut DMatrix<f64>|
+     -> Option<DVector<f64>> {
+        e.mass_matrix(t, q, m);
+        e.constraint_jacobian(t, q, jac);
+        let mut k = DMatrix::zeros(nq + nc, nq + nc);
+        k.view_mut((0, 0), (nq, nq)).copy_from(m);
+        k.view_mut((nq, 0), (nc, nq)).copy_from(jac);
+        k.view_mut((0, nq), (nq, nc)).copy_from(&jac.transpose());
+        let mut rhs = DVector::zeros(nq + nc);
+        for (i, ri) in r.iter().enumerate() {
+            rhs[nq + i] = -ri;
+        }
+        let sol = k
+            .lu()
+            .solve(&rhs)
+            .filter(|s| s.iter().all(|z| z.is_finite()));
+        let sol = match sol {
+            Some(s) => s.rows(0, nq).into_owned(),
+            None => {
+                let y = (&*jac * jac.transpose())
+                    .lu()
+                    .solve(&DVector::from_column_slice(r))?;
+                -(jac.transpose() * y)
+            }
         };
+        Some(sol)
+    };
+    let mut q = q.to_vec();
+    let scale = 1.0 + q.iter().fold(0.0f64, |a, z| a.max(z.abs()));
+    for _ in 0..20 {
+        e.constraints(t, &q, &mut phi);
+        if phi.iter().all(|p| p.abs() <= 1e-13 * scale) {
+            break;
+        }
+        let dq = correction(e, &q, &phi, &mut m, &mut jac)?;
+        q.iter_mut().zip(dq.iter()).for_each(|(a, d)| *a += d);
     }
-    let (t0, u0) = h[n - 3];
-    let f10 = (u1 - u0) / (t1 - t0);
-    let f210 = (f21 - f10) / (t2 - t0);
-    InputSegment {
-        t0: t2,
-        coeffs: [u2, f21 + f210 * (t2 - t1), f210, 0.0],
+    e.constraints(t, &q, &mut phi);
+    if !phi.iter().all(|p| p.abs() <= 1e-9 * scale) {
+        return None;
     }
+    e.constraint_jacobian(t, &q, &mut jac);
+    e.constraint_time_derivative(t, &q, &mut phi_t);
+    let r = &jac * DVector::from_column_slice(v) + DVector::from_column_slice(&phi_t);
+    let dv = correction(e, &q, r.as_slice(), &mut m, &mut jac)?;
+    let v: Vec<f64> = v.iter().zip(dv.iter()).map(|(a, d)| a + d).collect();
+    Some((q, v))
 }
 
-/// Add `(t, u)` to the history, dropping samples at or after `t` (a restored state or a retry
-/// after Discard goes back in time) and keeping the last three.
-fn record_sample(history: &mut Vec<(f64, f64)>, t: f64, u: f64) {
-    history.retain(|&(ts, _)| ts < t);
-    history.push((t, u));
-    if history.len() > 3 {
-        history.remove(0);
-    }
-}
-
-/// The segment at `t` for one input: Taylor from FMI 2 derivatives, otherwise the polynomial
-/// through the history samples (the last of which is at `t`).
-/// The segment the FMU would build after the importer set `value + s` at `t`.
-fn rebuilt_segment(inp: &InputState, t: f64, s: f64) -> InputSegment {
+/// The segment the FMU would build for a step of size `h` after the importer set
+/// `value + s` at `t`.
+fn rebuilt_segment(inp: &InputState, mode: Reconstruction, t: f64, h: f64, s: f64) -> InputSegment {
     let mut probe = inp.clone();
     probe.value = inp.value + s;
-    record_sample(&mut probe.history, t, inp.value + s);
-    segment_for(&probe, t)
+    probe.record(t, inp.value + s);
+    probe.segment(mode, t, h)
 }
 
 /// `d(u, u̇, ü)(t)/du` of the segment rebuilt after setting the input to `u` at `t`. The
-/// rebuild is affine in the sample, so a central difference with a step of the value's own
-/// size is exact up to round-off.
-fn rebuild_derivative(inp: &InputState, t: f64) -> [f64; 3] {
-    let d = inp.value.abs().max(1.0);
+/// rebuild is piecewise affine in the sample (the smooth mode's limiter switches), so a
+/// central difference with a small step gives the derivative of the branch in use.
+fn rebuild_derivative(inp: &InputState, mode: Reconstruction, t: f64, h: f64) -> [f64; 3] {
+    let d = f64::EPSILON.cbrt() * inp.value.abs().max(1.0);
     let (p, m) = (
-        rebuilt_segment(inp, t, d).eval(t),
-        rebuilt_segment(inp, t, -d).eval(t),
+        rebuilt_segment(inp, mode, t, h, d).eval(t),
+        rebuilt_segment(inp, mode, t, h, -d).eval(t),
     );
     [0, 1, 2].map(|k| (p[k] - m[k]) / (2.0 * d))
-}
-
-fn segment_for(inp: &InputState, t: f64) -> InputSegment {
-    let u = inp.value;
-    if inp.derivs.iter().any(Option::is_some) {
-        let d1 = inp.derivs[0].unwrap_or(0.0);
-        let d2 = inp.derivs[1].unwrap_or(0.0);
-        return InputSegment {
-            t0: t,
-            coeffs: [u, d1, 0.5 * d2, 0.0],
-        };
-    }
-    through_samples(&inp.history, t, u)
 }
 
 #[cfg(test)]
@@ -1679,58 +1717,5 @@ mod tests {
                 assert!((a - d).abs() <= tol, "{m}: analytic {a} vs differenced {d}");
             }
         }
-    }
-
-    #[test]
-    fn history_segment_reproduces_a_quadratic_exactly() {
-        let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
-        let mut inp = InputState::default();
-        for &t in &[0.1, 0.25, 0.3] {
-            inp.value = p(t);
-            record_sample(&mut inp.history, t, p(t));
-        }
-        let seg = segment_for(&inp, 0.3);
-        for &t in &[0.3, 0.35, 0.5] {
-            let [u, du, ddu] = seg.eval(t);
-            assert!((u - p(t)).abs() < 1e-13);
-            assert!((du - (-1.2 + 1.4 * t)).abs() < 1e-12);
-            assert!((ddu - 1.4).abs() < 1e-12);
-        }
-        // Going back in time drops the later samples.
-        record_sample(&mut inp.history, 0.2, 1.0);
-        assert_eq!(inp.history, vec![(0.1, p(0.1)), (0.2, 1.0)]);
-    }
-
-    #[test]
-    fn stage_segment_interpolates_through_the_last_two_accepted_samples() {
-        let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
-        // Three accepted samples; the stage uses the last two and its own value.
-        let history = vec![(0.0, 5.0), (0.1, p(0.1)), (0.25, p(0.25))];
-        let seg = stage_segment(&history, 0.3, p(0.3));
-        assert_eq!(seg.t0, 0.3);
-        for &t in &[0.25, 0.3, 0.32] {
-            let [u, du, ddu] = seg.eval(t);
-            assert!((u - p(t)).abs() < 1e-13);
-            assert!((du - (-1.2 + 1.4 * t)).abs() < 1e-12);
-            assert!((ddu - 1.4).abs() < 1e-11);
-        }
-        // Samples at or after the stage time (a retry after going back) are not used; one
-        // sample before it gives the line through it.
-        let seg = stage_segment(&[(0.1, 1.0), (0.4, 9.0)], 0.3, 2.0);
-        assert_eq!(seg.eval(0.3), [2.0, 5.0, 0.0]);
-        assert_eq!(stage_segment(&[], 0.3, 2.0).eval(0.5), [2.0, 0.0, 0.0]);
-    }
-
-    #[test]
-    fn taylor_segment_from_input_derivatives() {
-        let inp = InputState {
-            value: 2.0,
-            history: vec![],
-            derivs: [Some(3.0), Some(-4.0)],
-        };
-        let [u, du, ddu] = segment_for(&inp, 1.0).eval(1.5);
-        assert!((u - (2.0 + 3.0 * 0.5 - 2.0 * 0.25)).abs() < 1e-15);
-        assert!((du - (3.0 - 4.0 * 0.5)).abs() < 1e-15);
-        assert!((ddu + 4.0).abs() < 1e-15);
     }
 }

@@ -292,12 +292,14 @@ fn kitchen_sink() -> ModelSpec {
                 unit: "m".into(),
                 start: 0.1,
                 description: String::new(),
+                reconstruction: Default::default(),
             },
             InputSpec {
                 name: "u1".into(),
                 unit: "N".into(),
                 start: 3.0,
                 description: String::new(),
+                reconstruction: Default::default(),
             },
         ],
         bodies: vec![

@@ -49,6 +49,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
             unit: "N".into(),
             start: 0.5,
             description: "Actuator force".into(),
+            reconstruction: Default::default(),
         }],
         bodies: vec![BodySpec {
             name: "block".into(),
@@ -871,6 +872,7 @@ fn kinematic_inputs_make_every_output_dependent() {
         unit: "m".into(),
         start: 0.0,
         description: String::new(),
+        reconstruction: Default::default(),
     });
     spec.drivers.push(DriverSpec {
         name: "drive".into(),

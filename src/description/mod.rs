@@ -104,6 +104,7 @@ pub enum StatKind {
     Lu,
     NewtonIters,
     CpuTime,
+    Restarts,
 }
 
 /// What a variable maps to in the runtime.
@@ -275,9 +276,16 @@ impl VariableTable {
             );
         }
         for (i, u) in spec.inputs.iter().enumerate() {
+            // The importer sees how the FMU fills in the input between communication points.
+            let mode = format!("between communication points: {}", u.reconstruction.name());
+            let description = if u.description.is_empty() {
+                mode
+            } else {
+                format!("{} ({mode})", u.description)
+            };
             push(
                 u.name.clone(),
-                u.description.clone(),
+                description,
                 Causality::Input,
                 Variability::Continuous,
                 None,
@@ -300,7 +308,7 @@ impl VariableTable {
                 VarKind::Output(i),
             );
         }
-        let stats: [(&str, &str, StatKind); 8] = [
+        let stats: [(&str, &str, StatKind); 9] = [
             ("stats.steps", "Accepted internal steps", StatKind::Steps),
             (
                 "stats.rejected_steps",
@@ -332,6 +340,11 @@ impl VariableTable {
                 "stats.cpu_time",
                 "CPU time spent inside doStep",
                 StatKind::CpuTime,
+            ),
+            (
+                "stats.restarts",
+                "Integrator restarts from a projected state (input jumps, parameter changes)",
+                StatKind::Restarts,
             ),
         ];
         for (name, desc, kind) in stats {

@@ -101,6 +101,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for AnyIntegrator {
     fn rhs_changed(&mut self) {
         dispatch!(self, i => Integrator::<S>::rhs_changed(i))
     }
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        dispatch!(self, i => Integrator::<S>::restart(i, sys, x))
+    }
 }
 
 #[cfg(test)]

@@ -371,6 +371,65 @@ impl Bdf {
         Ok(())
     }
 
+    /// Start again at order 1 from `x` (a jump in the state), keeping the Jacobian store
+    /// (`G`, its LU, the policy and its counters: the matrix depends on where the system is,
+    /// not on the history), the statistics, and the step size as far as the start-up estimate
+    /// allows. Falls back to [`Integrator::initialize`] before the first initialization or for
+    /// a state of another size. Returns `true` when the statistics were kept.
+    pub fn restart<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        x: &MechState,
+    ) -> Result<bool, IntegrateError> {
+        if !self.initialized || x.q.len() != self.nq || x.v.len() != self.nq {
+            Integrator::<S>::initialize(self, sys, x)?;
+            return Ok(false);
+        }
+        let evals = self.ggl.evals;
+        let mut acc = vec![0.0; self.nq];
+        let r = self.consistent_y(sys, x, &mut acc);
+        self.ggl.evals += evals;
+        r?;
+        let (nq, nc) = (self.nq, self.nc);
+        let mut dy = vec![0.0; 2 * nq];
+        dy[..nq].copy_from_slice(&x.v);
+        dy[nq..].copy_from_slice(&acc);
+        let s = self.settings;
+        let estimate = initial_step_size(
+            x.t,
+            &self.y[..2 * nq],
+            &dy,
+            s.rtol,
+            s.atol,
+            1,
+            if self.h_max().is_finite() {
+                self.h_max()
+            } else {
+                0.0
+            },
+        );
+        let h0 = s.fixed_step.unwrap_or(estimate.min(self.h_next));
+        self.d.fill(0.0);
+        self.d.column_mut(0).copy_from_slice(&self.y);
+        for i in 0..2 * nq {
+            self.d[(i, 1)] = h0 * dy[i];
+        }
+        self.order = 1;
+        self.order_next = 1;
+        self.h = h0;
+        self.h_next = h0;
+        self.n_equal_steps = 0;
+        self.rate_prev = None;
+        self.state = MechState {
+            t: x.t,
+            q: x.q.clone(),
+            v: x.v.clone(),
+            lambda: self.y[2 * nq..2 * nq + nc].to_vec(),
+        };
+        self.stats.f_evals = self.ggl.evals;
+        Ok(true)
+    }
+
     /// Re-interpolate the differences onto a grid of spacing `factor · h` (scipy's `change_D`).
     fn change_d(&mut self, factor: f64) {
         let k = self.order;
@@ -915,6 +974,10 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
 
     fn method(&self) -> Method {
         Method::Bdf
+    }
+
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        Bdf::restart(self, sys, x)
     }
 
     fn set_settings(&mut self, settings: Settings) {

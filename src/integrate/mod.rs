@@ -200,6 +200,9 @@ pub struct Stats {
     pub convergence_failures: u64,
     /// Error-test failures.
     pub error_test_failures: u64,
+    /// Restarts from a projected state (input jumps, parameter changes), counted by the
+    /// co-simulation layer.
+    pub restarts: u64,
 }
 
 impl Stats {
@@ -292,4 +295,12 @@ pub trait Integrator<S: MultibodySystem + ?Sized> {
     /// next (`f(t_n, y_n)`, start-of-step data) evaluates them again before its next step.
     /// Methods that evaluate everything at the start of each step need nothing (the default).
     fn rhs_changed(&mut self) {}
+    /// Start again from `x` after a jump in the state (an input that moved a driven position
+    /// or velocity): the history is gone, but what does not depend on it may be kept (a
+    /// multistep method keeps its Jacobian, iteration matrix and step size). Returns whether
+    /// the statistics were kept (`true`) or start over like after [`Integrator::initialize`]
+    /// (the default, which is `initialize`).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        self.initialize(sys, x).map(|()| false)
+    }
 }

@@ -870,6 +870,20 @@ impl<'a> Resolver<'a> {
                 Some(s) => self.number(s, &el, "start")?,
                 None => 0.0,
             };
+            let reconstruction = match &inp.reconstruction {
+                None => Reconstruction::default(),
+                Some(r) => Reconstruction::from_name(r.get_ref()).ok_or_else(|| {
+                    self.err(
+                        r.span(),
+                        &el,
+                        format!(
+                            "`reconstruction` must be \"hold\", \"linear\" or \"smooth\", \
+                             got \"{}\"",
+                            r.get_ref()
+                        ),
+                    )
+                })?,
+            };
             self.input_index
                 .insert(inp.name.get_ref().clone(), self.inputs.len());
             self.input_used.push(false);
@@ -878,6 +892,7 @@ impl<'a> Resolver<'a> {
                 unit: inp.unit.clone().unwrap_or_default(),
                 start,
                 description: inp.description.clone().unwrap_or_default(),
+                reconstruction,
             });
         }
 

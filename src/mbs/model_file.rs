@@ -298,6 +298,7 @@ pub struct RawInput {
     pub unit: Option<String>,
     pub start: Option<S<Num>>,
     pub description: Option<String>,
+    pub reconstruction: Option<S<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -314,6 +314,42 @@ pub struct InputSpec {
     pub unit: String,
     pub start: f64,
     pub description: String,
+    /// How the value between communication points is rebuilt from the samples the importer
+    /// sets (docs/fmi-runtime.md, "Inputs inside a communication step").
+    pub reconstruction: Reconstruction,
+}
+
+/// How an input is reconstructed between the samples the importer sets at communication
+/// points (when it gives no input derivatives and no intermediate updates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Reconstruction {
+    /// Zero-order hold: the newest sample over the whole step, `u̇ = ü = 0`.
+    Hold,
+    /// First-order hold one step late: a straight line from the value at the communication
+    /// point to the newest sample at the end of the step; never overshoots.
+    Linear,
+    /// C¹ cubic segments that follow the quadratic extrapolation of the samples while they
+    /// are smooth and fall back to a bounded least-squares trend on steps and noise.
+    #[default]
+    Smooth,
+}
+
+impl Reconstruction {
+    pub const ALL: [Reconstruction; 3] = [
+        Reconstruction::Hold,
+        Reconstruction::Linear,
+        Reconstruction::Smooth,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Reconstruction::Hold => "hold",
+            Reconstruction::Linear => "linear",
+            Reconstruction::Smooth => "smooth",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Reconstruction> {
+        Self::ALL.into_iter().find(|r| r.name() == s)
+    }
 }
 
 /// What an output reports.
