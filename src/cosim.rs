@@ -438,6 +438,14 @@ impl<E: Engine> Simulation<E> {
         }
         match v.kind {
             VarKind::Parameter(i) => {
+                if let Some(rule) = &self.spec.parameters[i].rule {
+                    rule.check(value)
+                        .map_err(|reason| CosimError::InvalidValue {
+                            name: v.name.clone(),
+                            value: value.to_string(),
+                            reason,
+                        })?;
+                }
                 self.st
                     .engine
                     .set_parameter(i, value)
@@ -453,6 +461,7 @@ impl<E: Engine> Simulation<E> {
                 }
             }
             VarKind::Input(i) => {
+                check_input_magnitude(&v.name, value)?;
                 self.st.inputs[i].value = value;
                 self.st.inputs_dirty = true;
             }
@@ -582,7 +591,19 @@ impl<E: Engine> Simulation<E> {
             VarKind::Solver(_) => unreachable!("enumerations are not Float64"),
             VarKind::Output(i) => {
                 self.ensure_outputs()?;
-                self.st.outputs[i]
+                let y = self.st.outputs[i];
+                if !y.is_finite() {
+                    // After a failed step the state may hold NaN: say so instead of OK + NaN.
+                    return Err(CosimError::Model(ModelError::Assembly {
+                        file: self.spec.source_files.first().cloned().unwrap_or_default(),
+                        message: format!(
+                            "output `{}` is {y} at t = {} (the state is not finite: the last step failed; restore a saved state or reset)",
+                            self.var(vr)?.name,
+                            self.time()
+                        ),
+                    }));
+                }
+                y
             }
             VarKind::Stat(StatKind::CpuTime) => self.st.cpu_time,
             VarKind::Stat(_) => unreachable!("counters are Int64"),
@@ -706,12 +727,7 @@ impl<E: Engine> Simulation<E> {
                 reason: "input derivatives of order 1 and 2 are supported".into(),
             });
         }
-        if !value.is_finite() {
-            return Err(CosimError::NotFinite {
-                name: v.name,
-                value,
-            });
-        }
+        check_input_magnitude(&v.name, value)?;
         self.st.inputs[i].derivs[order as usize - 1] = Some(value);
         self.st.inputs_dirty = true;
         self.invalidate();
@@ -1297,7 +1313,17 @@ impl<E: Engine> Simulation<E> {
             }
         }
         let finite = |v: &[f64]| v.iter().all(|z| z.is_finite());
-        if !finite(&s.params) || !s.start.is_finite() || s.stop.is_some_and(|t| t.is_nan()) {
+        let rules_ok = self
+            .spec
+            .parameters
+            .iter()
+            .zip(&s.params)
+            .all(|(p, &v)| p.rule.as_ref().is_none_or(|r| r.check(v).is_ok()));
+        if !rules_ok
+            || !finite(&s.params)
+            || !s.start.is_finite()
+            || s.stop.is_some_and(|t| t.is_nan())
+        {
             return Err(bad("non-finite parameter, start or stop time".into()));
         }
         for inp in &s.inputs {
@@ -1343,6 +1369,28 @@ impl<E: Engine> Simulation<E> {
         let bound = bound.max(r.largest());
         cand.check_against(&r, bound, "integrator").map_err(bad)
     }
+}
+
+/// Largest magnitude of an input value or input derivative. The reconstruction of an input
+/// over a step takes differences and divided differences of samples, which overflow long
+/// before `f64::MAX`; no physical input comes near this.
+pub const MAX_INPUT_MAGNITUDE: f64 = 1e100;
+
+fn check_input_magnitude(name: &str, value: f64) -> Result<(), CosimError> {
+    if !value.is_finite() {
+        return Err(CosimError::NotFinite {
+            name: name.into(),
+            value,
+        });
+    }
+    if value.abs() > MAX_INPUT_MAGNITUDE {
+        return Err(CosimError::InvalidValue {
+            name: name.into(),
+            value: value.to_string(),
+            reason: format!("inputs are limited to |u| <= {MAX_INPUT_MAGNITUDE:e}"),
+        });
+    }
+    Ok(())
 }
 
 /// The rules of the solver setters, for settings that arrive in a state.

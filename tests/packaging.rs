@@ -35,6 +35,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 unit: "N/m".into(),
                 description: "Spring stiffness".into(),
                 tunable: true,
+                rule: None,
             },
             ParameterSpec {
                 name: "m".into(),
@@ -42,6 +43,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 unit: "kg".into(),
                 description: "Mass".into(),
                 tunable: false,
+                rule: None,
             },
         ],
         inputs: vec![InputSpec {

@@ -454,8 +454,8 @@ pub unsafe extern "C" fn fmi2FreeFMUstate(
     FMUstate: *mut fmi2FMUstate,
 ) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2FreeFMUstate", M_ANY, |_, _| {
-            fmu_state::free(FMUstate)
+        b2(c, "fmi2FreeFMUstate", M_ANY, |_, core| {
+            fmu_state::free(core, FMUstate)
         })
     }
 }

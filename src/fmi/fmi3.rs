@@ -822,8 +822,8 @@ pub unsafe extern "C" fn fmi3FreeFMUState(
     FMUState: *mut fmi3FMUState,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3FreeFMUState", M_ANY, |_, _| {
-            fmu_state::free(FMUState)
+        b3(instance, "fmi3FreeFMUState", M_ANY, |_, core| {
+            fmu_state::free(core, FMUState)
         })
     }
 }

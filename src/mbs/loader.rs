@@ -413,6 +413,7 @@ impl<'a> Resolver<'a> {
         self.ensure(v >= 0.0, n.span(), el, || {
             format!("`{field}` must not be negative, got {v} {unit}")
         })?;
+        self.sign_rule(s, false, el, field);
         Ok(s)
     }
 
@@ -429,7 +430,21 @@ impl<'a> Resolver<'a> {
         self.ensure(v > 0.0, n.span(), el, || {
             format!("`{field}` must be positive, got {v} {unit}")
         })?;
+        self.sign_rule(s, true, el, field);
         Ok(s)
+    }
+
+    /// Remember the sign a parameter must keep when the importer sets it (the strictest use).
+    fn sign_rule(&mut self, s: Scalar, positive: bool, el: &str, field: &str) {
+        if let Scalar::Param(i) = s {
+            let r = &mut self.params[i].rule;
+            if r.as_ref().is_none_or(|r| positive && !r.positive) {
+                *r = Some(crate::mbs::spec::ParamRule {
+                    positive,
+                    what: format!("{el} `{field}`"),
+                });
+            }
+        }
     }
 
     fn list(&mut self, v: &NumList, el: &str, field: &str, len: usize) -> Res<Vec<f64>> {
@@ -840,6 +855,7 @@ impl<'a> Resolver<'a> {
                 unit: p.unit.clone().unwrap_or_default(),
                 description: p.description.clone().unwrap_or_default(),
                 tunable: false,
+                rule: None,
             });
         }
 
@@ -999,13 +1015,18 @@ impl<'a> Resolver<'a> {
         }
         if let Some(v) = &x.tolerance {
             e.tolerance = self.number(v, el, "tolerance")?;
-            self.ensure(crate::integrate::rtol_in_range(e.tolerance), v.span(), el, || {
-                format!(
-                    "`tolerance` must be in [{}, 1) (a relative tolerance), got {}",
-                    crate::integrate::RTOL_MIN,
-                    e.tolerance
-                )
-            })?;
+            self.ensure(
+                crate::integrate::rtol_in_range(e.tolerance),
+                v.span(),
+                el,
+                || {
+                    format!(
+                        "`tolerance` must be in [{}, 1) (a relative tolerance), got {}",
+                        crate::integrate::RTOL_MIN,
+                        e.tolerance
+                    )
+                },
+            )?;
         }
         if let Some(v) = &x.step {
             e.step = self.number(v, el, "step")?;
