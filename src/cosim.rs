@@ -1270,7 +1270,10 @@ impl<E: Engine> Simulation<E> {
         if s.params.len() != self.spec.parameters.len() {
             return bad("parameter count");
         }
-        if s.inputs.len() != self.spec.inputs.len() || s.inputs.iter().any(|i| i.history.len() > 3)
+        if s.inputs.len() != self.spec.inputs.len()
+            || s.inputs
+                .iter()
+                .any(|i| i.history.len() > reconstruct::HISTORY)
         {
             return bad("input count");
         }

@@ -41,7 +41,9 @@ pub struct Shape {
 
 /// Fields whose length changes during a run (history buffers, lists of kinks): compared only
 /// against the bound, not for equality.
-const VARIABLE: &[&str] = &["kinks", "history", "dropped", "report", "z", "k", "rcont"];
+const VARIABLE: &[&str] = &[
+    "kinks", "history", "dropped", "report", "z", "k", "rcont", "active",
+];
 
 /// Integer fields that are dimensions of the model: must equal the reference's.
 const DIMENSIONS: &[&str] = &["nq", "nc", "ny", "nd", "n_q", "n_c"];
@@ -150,7 +152,9 @@ impl Shape {
             // An index is below the reference's largest at this path (patterns, partitions)
             // or below the length of its sequence (pivots); elsewhere below the bound.
             let seq = path.strip_suffix("[]").unwrap_or(path);
+            let variable = VARIABLE.iter().any(|v| seq.ends_with(&format!(".{v}")));
             let limit = match (reference.ints_in_seq.get(path), reference.nodes.get(seq)) {
+                _ if variable => bound.max(1),
                 (None, None) => bound.max(1),
                 (r, l) => {
                     let l = match l {
