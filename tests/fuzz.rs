@@ -95,11 +95,12 @@ impl Rng {
         }
     }
     /// A communication step: mostly ordinary, sometimes hostile.
+    /// Hostile sizes are rare: each may cost the whole work budget of a call (0.5 s).
     fn step(&mut self) -> f64 {
-        match self.below(40) {
-            0 => self.hostile(),
-            1 => 1e170,
-            2 => 10.0 * self.unit(),
+        match self.below(400) {
+            0..=1 => self.hostile(),
+            2 => 1e170,
+            3..=12 => 10.0 * self.unit(),
             _ => self.pick(&[1e-3, 2e-3, 1e-2, 0.05]),
         }
     }

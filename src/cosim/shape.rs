@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// What a path holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Node {
     /// A sequence of this length (several elements merged: the largest).
     Seq(u64),
@@ -28,6 +28,10 @@ enum Node {
     Matrix(Option<u64>, Option<u64>),
     /// An integer (inside sequences: the largest seen).
     Int(u64),
+    /// The numbers of a method constant (controller parameters, tableaux), hashed in order.
+    Float(u64),
+    /// A step size: must be finite and not negative.
+    StepSize(f64),
 }
 
 /// The sizes of a value, by field path (`.field`, `[]` for all elements of a sequence, `?` for
@@ -46,7 +50,25 @@ const VARIABLE: &[&str] = &[
 ];
 
 /// Integer fields that are dimensions of the model: must equal the reference's.
-const DIMENSIONS: &[&str] = &["nq", "nc", "ny", "nd", "n_q", "n_c"];
+const DIMENSIONS: &[&str] = &["nq", "nc", "ny", "nd", "n_q", "n_c", "max_order", "s"];
+
+/// Integer fields bounded by the reference's `max_order` (multistep order).
+const ORDERS: &[&str] = &["order", "order_next", "fixed_order"];
+
+/// Number fields that are constants of the method (step-size controller, Butcher and
+/// Rosenbrock tableaux, Newmark parameters): must equal the reference's bit for bit.
+const CONSTANTS: &[&str] = &[
+    "safety",
+    "min_factor",
+    "max_factor",
+    "beta1",
+    "beta2",
+    "tab",
+    "par",
+];
+
+/// Step sizes: finite and not negative (a NaN step size never reaches the minimum step).
+const STEP_SIZES: &[&str] = &["h", "h_next", "h_prev", "dense_h"];
 
 #[derive(Debug)]
 pub struct ShapeError(pub String);
@@ -82,7 +104,7 @@ impl Shape {
             .map(|n| match *n {
                 Node::Seq(l) => l,
                 Node::Matrix(r, c) => r.unwrap_or(0).max(c.unwrap_or(0)),
-                Node::Int(_) => 0,
+                Node::Int(_) | Node::Float(_) | Node::StepSize(_) => 0,
             })
             .max()
             .unwrap_or(0)
@@ -129,6 +151,19 @@ impl Shape {
                         ));
                     }
                 }
+                (Node::Float(v), Some(&Node::Float(rv))) => {
+                    if v != rv {
+                        return Err(format!(
+                            "{what}: {path} differs from the constants of this method"
+                        ));
+                    }
+                }
+                (Node::Float(_), _) => {}
+                (Node::StepSize(h), _) => {
+                    if !(h.is_finite() && h >= 0.0) {
+                        return Err(format!("{what}: step size {path} = {h}"));
+                    }
+                }
                 (Node::Matrix(r, c), _) => {
                     if r.is_some_and(too_big) || c.is_some_and(too_big) {
                         return Err(format!(
@@ -145,7 +180,24 @@ impl Shape {
                         ));
                     }
                 }
-                (Node::Int(_), _) => {}
+                (Node::Int(v), _) => {
+                    // An order is bounded by the reference's `max_order` beside it.
+                    let name = path.rsplit('.').next().unwrap_or("");
+                    if ORDERS.contains(&name) {
+                        let max = path
+                            .rsplit_once('.')
+                            .and_then(|(parent, _)| {
+                                reference.nodes.get(&format!("{parent}.max_order"))
+                            })
+                            .map_or(0, |n| match *n {
+                                Node::Int(m) => m,
+                                _ => 0,
+                            });
+                        if v > max.max(6) {
+                            return Err(format!("{what}: order {path} = {v} above {}", max.max(6)));
+                        }
+                    }
+                }
             }
         }
         for (path, &v) in &self.ints_in_seq {
@@ -203,6 +255,31 @@ impl Walker {
             *e = (*e).max(v);
         } else {
             self.shape.nodes.insert(self.path.clone(), Node::Int(v));
+        }
+    }
+    /// Record method constants (hashed, in order) and step sizes.
+    fn float(&mut self, v: f64) {
+        let segs = || {
+            self.path
+                .split(['.', '[', ']', '?', ':'])
+                .filter(|s| !s.is_empty())
+        };
+        if segs().any(|s| CONSTANTS.contains(&s)) {
+            let e = self
+                .shape
+                .nodes
+                .entry(self.path.clone())
+                .or_insert(Node::Float(0));
+            if let Node::Float(h) = e {
+                *h = h.wrapping_mul(0x100_0000_01b3).wrapping_add(v.to_bits());
+            }
+        } else if self.in_seq == 0 {
+            let last = self.path.rsplit('.').next().unwrap_or("");
+            if STEP_SIZES.contains(&last) {
+                self.shape
+                    .nodes
+                    .insert(self.path.clone(), Node::StepSize(v));
+            }
         }
     }
     fn put(&mut self, node: Node) {
@@ -278,8 +355,9 @@ impl<'a> ser::Serializer for &'a mut Walker {
         self.last = Kind::Other;
         Ok(())
     }
-    fn serialize_f64(self, _: f64) -> R {
+    fn serialize_f64(self, v: f64) -> R {
         self.last = Kind::Other;
+        self.float(v);
         Ok(())
     }
     fn serialize_char(self, _: char) -> R {
