@@ -1305,10 +1305,9 @@ impl<E: Engine> Simulation<E> {
         let live = Shape::of(&self.st.engine).map_err(bad)?;
         let (nq, nc) = (self.st.engine.n_q(), self.st.engine.n_c());
         let bound = live.largest().max((nq + nc + 1) as u64);
-        Shape::of(&s.engine)
-            .map_err(bad)?
-            .check_against(&live, bound, "engine")
-            .map_err(bad)?;
+        let engine = Shape::of(&s.engine).map_err(bad)?;
+        engine.check_against(&live, bound, "engine").map_err(bad)?;
+        engine.check_integers_equal(&live, "engine").map_err(bad)?;
         check_settings(&s.settings).map_err(bad)?;
         if let Some(tol) = s.tolerance {
             if !rtol_in_range(tol) {
@@ -1365,8 +1364,16 @@ impl<E: Engine> Simulation<E> {
         };
         let mut reference = AnyIntegrator::new(settings, snq, snc)?;
         let mut engine = s.engine.clone();
-        if reference.initialize(&mut engine, x).is_err() {
-            reference = AnyIntegrator::new(settings, snq, snc)?;
+        // The candidate engine passed the checks above. Should its numbers still make the
+        // method's start panic, the state is refused (every step would do the same); should
+        // the start merely fail, the uninitialized reference serves.
+        let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            reference.initialize(&mut engine, x).is_ok()
+        }));
+        match started {
+            Ok(true) => {}
+            Ok(false) => reference = AnyIntegrator::new(settings, snq, snc)?,
+            Err(_) => return Err(bad("the state's engine cannot start its method".into())),
         }
         let r = Shape::of(&reference).map_err(bad)?;
         let bound = bound.max(r.largest());

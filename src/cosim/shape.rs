@@ -41,6 +41,8 @@ pub struct Shape {
     nodes: BTreeMap<String, Node>,
     /// Integers stored as sequence elements, by path: the largest.
     ints_in_seq: BTreeMap<String, u64>,
+    /// Every integer by path, hashed in order (for [`Shape::check_integers_equal`]).
+    int_hash: BTreeMap<String, u64>,
 }
 
 /// Fields whose length changes during a run (history buffers, lists of kinks): compared only
@@ -114,15 +116,7 @@ impl Shape {
     /// limits every size and index that the reference does not pin down.
     pub fn check_against(&self, reference: &Shape, bound: u64, what: &str) -> Result<(), String> {
         for (path, node) in &self.nodes {
-            let variable = path
-                .rsplit('.')
-                .next()
-                .map(|last| {
-                    let last = last.trim_end_matches(['[', ']', '?']);
-                    VARIABLE.contains(&last)
-                })
-                .unwrap_or(false)
-                || VARIABLE.iter().any(|v| path.contains(&format!(".{v}[]")));
+            let variable = is_variable(path);
             let too_big = |n: u64| n > bound;
             match (*node, reference.nodes.get(path)) {
                 (Node::Matrix(r, c), Some(&Node::Matrix(rr, rc))) if !variable => {
@@ -204,7 +198,7 @@ impl Shape {
             // An index is below the reference's largest at this path (patterns, partitions)
             // or below the length of its sequence (pivots); elsewhere below the bound.
             let seq = path.strip_suffix("[]").unwrap_or(path);
-            let variable = VARIABLE.iter().any(|v| seq.ends_with(&format!(".{v}")));
+            let variable = is_variable(seq);
             let limit = match (reference.ints_in_seq.get(path), reference.nodes.get(seq)) {
                 _ if variable => bound.max(1),
                 (None, None) => bound.max(1),
@@ -224,6 +218,42 @@ impl Shape {
         }
         Ok(())
     }
+}
+
+impl Shape {
+    /// Every integer (indices, counts, enum tags aside) equal to the reference's, path by
+    /// path, except in `VARIABLE` fields: for a value whose integer structure is fixed by the
+    /// model (the engine: body offsets, constraint rows, coordinate slots).
+    pub fn check_integers_equal(&self, reference: &Shape, what: &str) -> Result<(), String> {
+        // No part the reference does not have (another enum variant, another element kind).
+        if let Some(p) = self
+            .nodes
+            .keys()
+            .find(|p| !is_variable(p) && !reference.nodes.contains_key(*p))
+        {
+            return Err(format!("{what}: {p} is not part of this model's structure"));
+        }
+        for (path, h) in &self.int_hash {
+            if is_variable(path) {
+                continue;
+            }
+            match reference.int_hash.get(path) {
+                Some(r) if r == h => {}
+                _ => {
+                    return Err(format!(
+                        "{what}: the integers in {path} differ from this model's structure"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a path lies in a field whose size legitimately changes (`VARIABLE`).
+fn is_variable(path: &str) -> bool {
+    path.split(['.', '[', ']', '?', ':'])
+        .any(|seg| VARIABLE.contains(&seg))
 }
 
 fn dim(d: Option<u64>) -> String {
@@ -250,6 +280,8 @@ struct Walker {
 impl Walker {
     fn int(&mut self, v: u64) {
         self.last = Kind::U64(v);
+        let h = self.shape.int_hash.entry(self.path.clone()).or_insert(0);
+        *h = h.wrapping_mul(0x100_0000_01b3).wrapping_add(v);
         if self.in_seq > 0 {
             let e = self.shape.ints_in_seq.entry(self.path.clone()).or_insert(0);
             *e = (*e).max(v);
@@ -257,6 +289,17 @@ impl Walker {
             self.shape.nodes.insert(self.path.clone(), Node::Int(v));
         }
     }
+    /// Record a flag or an enum variant in the integer structure (a particle's kind changed
+    /// to rigid reads beyond its coordinates).
+    fn tag(&mut self, v: u32) {
+        let h = self
+            .shape
+            .int_hash
+            .entry(format!("{}#", self.path))
+            .or_insert(0);
+        *h = h.wrapping_mul(0x100_0000_01b3).wrapping_add(2 + v as u64);
+    }
+
     /// Record method constants (hashed, in order) and step sizes.
     fn float(&mut self, v: f64) {
         let segs = || {
@@ -315,8 +358,10 @@ impl<'a> ser::Serializer for &'a mut Walker {
     type SerializeStruct = Struct<'a>;
     type SerializeStructVariant = Struct<'a>;
 
-    fn serialize_bool(self, _: bool) -> R {
+    fn serialize_bool(self, v: bool) -> R {
         self.last = Kind::Other;
+        // Flags are structure too.
+        self.tag(v as u32);
         Ok(())
     }
     fn serialize_i8(self, _: i8) -> R {
@@ -390,8 +435,9 @@ impl<'a> ser::Serializer for &'a mut Walker {
         self.last = Kind::Unit;
         Ok(())
     }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> R {
+    fn serialize_unit_variant(self, _: &'static str, index: u32, _: &'static str) -> R {
         self.last = Kind::Other;
+        self.tag(index);
         Ok(())
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> R {
@@ -400,10 +446,11 @@ impl<'a> ser::Serializer for &'a mut Walker {
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
         _: &'static str,
-        _: u32,
+        index: u32,
         variant: &'static str,
         v: &T,
     ) -> R {
+        self.tag(index);
         self.with(&format!(":{variant}"), |w| v.serialize(w))?;
         self.last = Kind::Other;
         Ok(())
@@ -432,10 +479,11 @@ impl<'a> ser::Serializer for &'a mut Walker {
     fn serialize_tuple_variant(
         self,
         _: &'static str,
-        _: u32,
+        index: u32,
         variant: &'static str,
         len: usize,
     ) -> Result<Tuple<'a>, ShapeError> {
+        self.tag(index);
         self.path.push(':');
         self.path.push_str(variant);
         self.serialize_tuple(len)
@@ -453,10 +501,11 @@ impl<'a> ser::Serializer for &'a mut Walker {
     fn serialize_struct_variant(
         self,
         _: &'static str,
-        _: u32,
+        index: u32,
         variant: &'static str,
         _: usize,
     ) -> Result<Struct<'a>, ShapeError> {
+        self.tag(index);
         let n = self.path.len();
         self.path.push(':');
         self.path.push_str(variant);
@@ -563,6 +612,7 @@ impl Tuple<'_> {
                     let part = format!("{}.{k}", self.w.path);
                     self.w.shape.nodes.remove(&part);
                     self.w.shape.ints_in_seq.remove(&part);
+                    self.w.shape.int_hash.remove(&part);
                 }
                 self.w.put(Node::Matrix(r, c));
             }
