@@ -119,7 +119,11 @@ impl Shape {
             let variable = is_variable(path);
             let too_big = |n: u64| n > bound;
             match (*node, reference.nodes.get(path)) {
-                (Node::Matrix(r, c), Some(&Node::Matrix(rr, rc))) if !variable => {
+                // A workspace the reference has not allocated yet (allocated on first use)
+                // is only bounded.
+                (Node::Matrix(r, c), Some(&Node::Matrix(rr, rc)))
+                    if !variable && rr != Some(0) && rc != Some(0) =>
+                {
                     if (r, c) != (rr, rc) {
                         return Err(format!(
                             "{what}: matrix {path} is {}x{}, this model needs {}x{}",
@@ -130,7 +134,7 @@ impl Shape {
                         ));
                     }
                 }
-                (Node::Seq(l), Some(&Node::Seq(rl))) if !variable => {
+                (Node::Seq(l), Some(&Node::Seq(rl))) if !variable && rl != 0 => {
                     if l != rl {
                         return Err(format!(
                             "{what}: {path} has {l} entries, this model needs {rl}"
