@@ -31,6 +31,7 @@
 
 mod reconstruct;
 use reconstruct::stage_segment;
+
 pub use reconstruct::InputState;
 
 use crate::description::{
@@ -826,53 +827,6 @@ impl<E: Engine> Simulation<E> {
         Ok(())
     }
 
-    /// After new input segments at `t0`: the state projected onto the position and velocity
-    /// constraints of those segments, when they moved a driven position or velocity by more
-    /// than the integrator's tolerance (a jump); `None` when the state still fits within it (a
-    /// C¹ reconstruction, or the small mismatch of consecutive Taylor segments, which the
-    /// next step's constraint stabilization absorbs).
-    ///
-    /// The projection is the physical one: positions move by the smallest change in the
-    /// mass metric, velocities take the impulsive response `Δv = M⁻¹ Φ_qᵀ Λ` that makes
-    /// `Φ_q v + Φ_t = 0` (momentum is changed only through the constraints), so a driven
-    /// velocity jump acts on the rest of the mechanism like a hammer blow through the joints.
-    fn input_jump(&mut self, t0: f64) -> Option<MechState> {
-        let x = self.st.x.as_ref()?;
-        let s = self.effective_settings();
-        let e = &mut self.st.engine;
-        let (nq, nc) = (e.n_q(), e.n_c());
-        if nc == 0 {
-            return None;
-        }
-        let mut phi = vec![0.0; nc];
-        let mut phi_t = vec![0.0; nc];
-        let mut jac = nalgebra::DMatrix::zeros(nc, nq);
-        e.constraints(t0, &x.q, &mut phi);
-        e.constraint_jacobian(t0, &x.q, &mut jac);
-        e.constraint_time_derivative(t0, &x.q, &mut phi_t);
-        let vel = &jac * nalgebra::DVector::from_column_slice(&x.v)
-            + nalgebra::DVector::from_column_slice(&phi_t);
-        // Cheap test first: residuals far below the tolerance need no projection.
-        let small = 1e-3 * s.atol;
-        if phi.iter().all(|p| p.abs() <= small) && vel.amax() <= small {
-            return None;
-        }
-        let (q, v) = project_state(e, t0, &x.q, &x.v)?;
-        let weight = |a: f64, b: f64| s.atol + s.rtol * a.abs().max(b.abs());
-        let jump =
-            x.q.iter()
-                .zip(&q)
-                .chain(x.v.iter().zip(&v))
-                .map(|(&a, &b)| (a - b).abs() / weight(a, b))
-                .fold(0.0f64, f64::max);
-        (jump > 1.0).then(|| MechState {
-            t: t0,
-            q,
-            v,
-            lambda: x.lambda.clone(),
-        })
-    }
-
     /// Advance from the current time to `t_end` (exactly). `intermediate`, when given, is
     /// called after every accepted internal step before `t_end` and at the stage times inside
     /// the steps (see the module documentation) with the time and the reason, and returns new
@@ -907,21 +861,18 @@ impl<E: Engine> Simulation<E> {
         // One-step methods start every step from the state they hold and project on their
         // own; only a multistep history cannot carry a jump.
         let multistep = self.effective_settings().method.is_multistep();
-        let jumped = if self.st.reinit || !multistep {
-            None
-        } else {
-            self.input_jump(t0)
+        let settings = self.effective_settings();
+        let jumped = match &self.st.x {
+            Some(x) if multistep && !self.st.reinit => {
+                input_jump(&mut self.st.engine, &settings, x)
+            }
+            _ => None,
         };
         let restarted = self.st.reinit || jumped.is_some();
         if let Some(x) = jumped {
             self.st.x = Some(x.clone());
             let integ = self.st.integrator.as_mut().expect("initialized");
-            let before = *<AnyIntegrator as Integrator<E>>::stats(integ);
-            let kept = integ.restart(&mut self.st.engine, &x)?;
-            if !kept {
-                add_stats(&mut self.st.stats_base, &before);
-            }
-            self.st.stats_base.restarts += 1;
+            restart_after_jump(integ, &mut self.st.engine, &x, &mut self.st.stats_base)?;
             self.st.events.reset();
         }
         if self.st.reinit {
@@ -951,6 +902,8 @@ impl<E: Engine> Simulation<E> {
         let mut base = self.st.engine.inputs_mut().segments.clone();
         let mut stage_samples: Vec<(f64, Vec<(usize, f64)>)> = Vec::new();
         let mut t_n = t0;
+        // The accepted time at which a kink seen at the stage times was already restarted on.
+        let mut kink_restarted_at = f64::NAN;
         let result = loop {
             let stepped = match intermediate.as_mut() {
                 Some(cb) => {
@@ -1007,12 +960,69 @@ impl<E: Engine> Simulation<E> {
                         }
                         base.copy_from_slice(&signals.segments);
                         <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
+                        // The importer's samples may start a motion the state does not have
+                        // yet (an input that moves from its first sample on): a jump, as at a
+                        // communication point.
+                        if multistep {
+                            let x = Integrator::<E>::state(integ).clone();
+                            if let Some(xn) = input_jump(&mut self.st.engine, &settings, &x) {
+                                if let Err(e) = restart_after_jump(
+                                    integ,
+                                    &mut self.st.engine,
+                                    &xn,
+                                    &mut self.st.stats_base,
+                                ) {
+                                    break Err(CosimError::Integrate(e));
+                                }
+                                self.st.events.reset();
+                            }
+                        }
                         t_n = t;
                         stage_samples.retain(|&(ts, _)| ts > t);
                     }
                 }
                 Err(e) if e.is_recoverable() => {
                     let t = Integrator::<E>::state(integ).t;
+                    // Intermediate update: an input with a kink exactly at the accepted time
+                    // (a ramp starting there) shows only at the stage times after it, as a
+                    // velocity jump no step size resolves. Restart once from the state
+                    // projected onto the line through the accepted sample and the newest stage
+                    // answer, then try again.
+                    if multistep && intermediate.is_some() && kink_restarted_at != t {
+                        kink_restarted_at = t;
+                        if let Some((ts, values)) = stage_samples
+                            .iter()
+                            .filter(|(ts, _)| *ts > t)
+                            .min_by(|a, b| a.0.total_cmp(&b.0))
+                            .cloned()
+                        {
+                            let signals = self.st.engine.inputs_mut();
+                            for (i, u) in values {
+                                let (Some(inp), true) = (self.st.inputs.get(i), u.is_finite())
+                                else {
+                                    continue;
+                                };
+                                let un = inp.history.last().map_or(inp.value, |&(_, v)| v);
+                                let line = reconstruct::through_samples(&[(t, un), (ts, u)], ts, u);
+                                base[i] = line;
+                                signals.segments[i] = line;
+                            }
+                            let x = Integrator::<E>::state(integ).clone();
+                            if let Some(xn) = input_jump(&mut self.st.engine, &settings, &x) {
+                                if let Err(e) = restart_after_jump(
+                                    integ,
+                                    &mut self.st.engine,
+                                    &xn,
+                                    &mut self.st.stats_base,
+                                ) {
+                                    break Err(CosimError::Integrate(e));
+                                }
+                                self.st.events.reset();
+                                stage_samples.clear();
+                                continue;
+                            }
+                        }
+                    }
                     break Ok(Advance::Discard {
                         last_successful_time: t,
                         reason_is_recoverable: true,
@@ -1601,6 +1611,67 @@ impl<E: Engine> crate::integrate::system::StepHooks for StageSampled<'_, E> {
     fn normalize(&mut self, q: &mut [f64]) -> bool {
         self.engine.normalize(q)
     }
+}
+
+/// After new input segments at `x.t`: the state projected onto the position and velocity
+/// constraints of those segments, when they moved a driven position or velocity by more than
+/// the integrator's tolerance (a jump); `None` when the state still fits within it (a C¹
+/// reconstruction, or the small mismatch of consecutive Taylor segments, which the next
+/// step's constraint stabilization absorbs).
+///
+/// The projection is the physical one ([`project_state`]): positions move by the smallest
+/// change in the mass metric, velocities take the impulsive response `Δv = M⁻¹ Φ_qᵀ Λ` that
+/// makes `Φ_q v + Φ_t = 0` (momentum changes only through the constraints), so a driven
+/// velocity jump acts on the rest of the mechanism like a blow through the joints.
+fn input_jump<E: Engine>(e: &mut E, s: &Settings, x: &MechState) -> Option<MechState> {
+    let t0 = x.t;
+    let (nq, nc) = (e.n_q(), e.n_c());
+    if nc == 0 {
+        return None;
+    }
+    let mut phi = vec![0.0; nc];
+    let mut phi_t = vec![0.0; nc];
+    let mut jac = nalgebra::DMatrix::zeros(nc, nq);
+    e.constraints(t0, &x.q, &mut phi);
+    e.constraint_jacobian(t0, &x.q, &mut jac);
+    e.constraint_time_derivative(t0, &x.q, &mut phi_t);
+    let vel = &jac * nalgebra::DVector::from_column_slice(&x.v)
+        + nalgebra::DVector::from_column_slice(&phi_t);
+    // Cheap test first: residuals far below the tolerance need no projection.
+    let small = 1e-3 * s.atol;
+    if phi.iter().all(|p| p.abs() <= small) && vel.amax() <= small {
+        return None;
+    }
+    let (q, v) = project_state(e, t0, &x.q, &x.v)?;
+    let weight = |a: f64, b: f64| s.atol + s.rtol * a.abs().max(b.abs());
+    let jump =
+        x.q.iter()
+            .zip(&q)
+            .chain(x.v.iter().zip(&v))
+            .map(|(&a, &b)| (a - b).abs() / weight(a, b))
+            .fold(0.0f64, f64::max);
+    (jump > 1.0).then(|| MechState {
+        t: t0,
+        q,
+        v,
+        lambda: x.lambda.clone(),
+    })
+}
+
+/// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the
+/// method starts them over.
+fn restart_after_jump<E: Engine>(
+    integ: &mut AnyIntegrator,
+    e: &mut E,
+    x: &MechState,
+    base: &mut Stats,
+) -> Result<(), IntegrateError> {
+    let before = *<AnyIntegrator as Integrator<E>>::stats(integ);
+    if !integ.restart(e, x)? {
+        add_stats(base, &before);
+    }
+    base.restarts += 1;
+    Ok(())
 }
 
 /// `(q, v)` projected onto the position and velocity constraints at `t` in the mass metric:

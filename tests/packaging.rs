@@ -416,7 +416,7 @@ fn fmi2_model_description_matches_hand_written_expectation() {
     var(
         "9",
         "F",
-        "Actuator force",
+        "Actuator force (between communication points: smooth)",
         "input",
         "continuous",
         None,
@@ -485,6 +485,16 @@ fn fmi2_model_description_matches_hand_written_expectation() {
         Some("calculated"),
         "Real",
         &[("unit", "s")],
+    );
+    var(
+        "21",
+        "stats.restarts",
+        "Integrator restarts from a projected state (input jumps, parameter changes)",
+        "local",
+        "discrete",
+        Some("calculated"),
+        "Integer",
+        &[],
     );
     e.push((format!("{r}/ModelStructure"), attrs(&[])));
     e.push((format!("{r}/ModelStructure/Outputs"), attrs(&[])));
@@ -722,7 +732,10 @@ fn fmi3_model_description_matches_hand_written_expectation() {
         &[
             ("name", "F"),
             ("valueReference", "9"),
-            ("description", "Actuator force"),
+            (
+                "description",
+                "Actuator force (between communication points: smooth)",
+            ),
             ("causality", "input"),
             ("variability", "continuous"),
             ("unit", "N"),
@@ -801,6 +814,20 @@ fn fmi3_model_description_matches_hand_written_expectation() {
             ("variability", "discrete"),
             ("initial", "calculated"),
             ("unit", "s"),
+        ],
+    );
+    var(
+        "Int64",
+        &[
+            ("name", "stats.restarts"),
+            ("valueReference", "21"),
+            (
+                "description",
+                "Integrator restarts from a projected state (input jumps, parameter changes)",
+            ),
+            ("causality", "local"),
+            ("variability", "discrete"),
+            ("initial", "calculated"),
         ],
     );
     e.push((format!("{r}/ModelStructure"), attrs(&[])));

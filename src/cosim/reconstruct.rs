@@ -28,11 +28,17 @@ use serde::{Deserialize, Serialize};
 /// Samples kept per input (the window of the smooth mode's least-squares trend).
 pub const HISTORY: usize = 8;
 
-/// Misfit ratios `|u_k − Q(t_k)| / Σ|Δu|` below `SMOOTH_FIT` count as smooth, above
-/// `ROUGH_FIT` as a step or noise; linear blend in between. A sine sampled at 10 or more
-/// points per period has ratios below 0.01; a step gives 1, white noise about 1.
-const SMOOTH_FIT: f64 = 0.01;
-const ROUGH_FIT: f64 = 0.05;
+/// The newest sample's misfit `|u_k − Q(t_k)|` (`Q` the quadratic through the three samples
+/// before it) against the last three increments `Σ|Δu|`: below `NOW_SMOOTH` the sample fits
+/// the trend, above `NOW_ROUGH` it is a step (a step gives 1; a sine sampled at 12 points per
+/// period at most 0.2). Linear blend in between.
+const NOW_SMOOTH: f64 = 0.2;
+const NOW_ROUGH: f64 = 0.4;
+/// The same over the window, `mean|u_j − Q(t_j)| / mean|Δu|`: white noise gives about 3, a sine
+/// sampled at 12 points per period 0.25, so a noisy history is told from a smooth one even
+/// where a single sample happens to fit.
+const WINDOW_SMOOTH: f64 = 0.5;
+const WINDOW_ROUGH: f64 = 1.0;
 
 /// One input's values as the importer gave them, and the segment the last step ran with.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -155,7 +161,12 @@ fn smooth_segment(
     let [e_end, e_slope, _] = q.eval(t + h);
     // Rough target: the least-squares line through the window.
     let (l_end, l_slope) = ls_line(history, t + h);
-    let w = smoothness(history);
+    let (w_now, w_window) = smoothness(history);
+    let w = w_now.min(w_window);
+    // Rough target: on a noisy history the least-squares line through the window (it
+    // averages the noise), after a step out of a smooth history the newest sample.
+    let a = 1.0 - w_window;
+    let (r_end, r_slope) = (a * l_end + (1.0 - a) * u, a * l_slope);
     let (lo, hi) = history
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, v)| {
@@ -164,15 +175,15 @@ fn smooth_segment(
     // How far a smooth continuation may leave the samples' range: as far as the quadratic
     // goes inside the step (a peak between samples), weighted by the smoothness.
     let excess = quadratic_excess(&q, t, h, lo, hi);
+    let (lo0, hi0) = (lo, hi);
     let (lo, hi) = (lo - w * excess, hi + w * excess);
-    let raw_target = w * e_end + (1.0 - w) * l_end;
+    let raw_target = w * e_end + (1.0 - w) * r_end;
     let mut target = raw_target.clamp(lo, hi);
-    // A target held at the edge of the range is approached flat.
-    let mut slope = if target != raw_target {
-        0.0
-    } else {
-        w * e_slope + (1.0 - w) * l_slope
-    };
+    // Near the edge of the range the end slope must not carry the next segment out of it:
+    // |slope| h / 3 within the room left (continuous in the samples, 0 at the edge).
+    let room = 3.0 * (hi - target).min(target - lo).max(0.0) / h;
+    let rough_slope = r_slope.clamp(-room, room);
+    let mut slope = w * e_slope + (1.0 - w) * rough_slope;
     // Fritsch–Carlson bound on the end slope (monotone segment), blended out when smooth.
     let delta = (target - p) / h;
     let bounded = if delta == 0.0 || slope / delta < 0.0 {
@@ -186,11 +197,15 @@ fn smooth_segment(
     if !target.is_finite() || !slope.is_finite() {
         (target, slope) = (u, 0.0);
     }
-    // Keep C¹ unless the carried slope would take the segment outside the range.
+    // Keep C¹ unless a step (the newest sample off the trend) meets a carried slope that
+    // would take the segment outside the samples' range. A sample that fits the trend keeps
+    // C¹ always: near a peak, or while the start-up's slope settles, the segment may leave
+    // the range by about the quadratic's own excursion.
     let seg = hermite(t, h, p, d, target, slope);
     let (smin, smax) = cubic_range(&seg, t, h);
-    let margin = 1e-3 * (hi - lo).max(0.0) + 1e-12 * hi.abs().max(lo.abs());
-    if smax > hi.max(p) + margin || smin < lo.min(p) - margin {
+    let margin = 1e-3 * (hi0 - lo0).max(0.0) + 1e-12 * hi0.abs().max(lo0.abs());
+    let step_like = w_now < 0.5;
+    if step_like && (smax > hi0.max(p) + margin || smin < lo0.min(p) - margin) {
         let delta = (target - p) / h;
         d = if delta == 0.0 || d / delta < 0.0 {
             0.0
@@ -204,27 +219,36 @@ fn smooth_segment(
     seg
 }
 
-/// Weight of the smooth target: 1 when the newest sample fits the quadratic through the three
-/// before it, 0 when it misses by a sizeable part of the recent increments.
-fn smoothness(history: &[(f64, f64)]) -> f64 {
+/// Weights of the smooth target (1: smooth, 0: rough): from the newest sample's misfit, and
+/// from the window's mean misfit.
+fn smoothness(history: &[(f64, f64)]) -> (f64, f64) {
     let n = history.len();
     if n < 4 {
-        return 0.0;
+        return (0.0, 0.0);
     }
-    let (tk, uk) = history[n - 1];
-    let q = through_samples(&history[n - 4..n - 1], history[n - 2].0, history[n - 2].1);
-    let misfit = (uk - q.eval(tk)[0]).abs();
-    let scale: f64 = history[n - 4..]
-        .windows(2)
-        .map(|w| (w[1].1 - w[0].1).abs())
-        .sum();
-    if misfit == 0.0 {
-        return 1.0;
-    }
-    if scale == 0.0 {
-        return 0.0;
-    }
-    ((ROUGH_FIT - misfit / scale) / (ROUGH_FIT - SMOOTH_FIT)).clamp(0.0, 1.0)
+    let misfit = |j: usize| {
+        let q = through_samples(&history[j - 3..j], history[j - 1].0, history[j - 1].1);
+        (history[j].1 - q.eval(history[j].0)[0]).abs()
+    };
+    let increment = |j: usize| (history[j].1 - history[j - 1].1).abs();
+    let weight = |num: f64, den: f64, smooth: f64, rough: f64| {
+        if num == 0.0 {
+            1.0
+        } else if den == 0.0 {
+            0.0
+        } else {
+            ((rough - num / den) / (rough - smooth)).clamp(0.0, 1.0)
+        }
+    };
+    let now = weight(
+        misfit(n - 1),
+        (n - 3..n).map(increment).sum(),
+        NOW_SMOOTH,
+        NOW_ROUGH,
+    );
+    let m = (3..n).map(misfit).sum::<f64>() / (n - 3) as f64;
+    let d = (1..n).map(increment).sum::<f64>() / (n - 1) as f64;
+    (now, weight(m, d, WINDOW_SMOOTH, WINDOW_ROUGH))
 }
 
 /// Value at `t_eval` and slope of the least-squares line through the samples.
@@ -407,6 +431,39 @@ mod tests {
                 );
             }
             inp.committed = Some(seg);
+        }
+    }
+
+    /// On smooth signals (sines with 12 or more samples per period, offsets, slow ramps) the
+    /// smooth mode never breaks C¹: no input jump, so no restart of a multistep method.
+    #[test]
+    fn smooth_mode_stays_c1_on_smooth_signals() {
+        for (offset, amp, omega, h) in [
+            (2.0, 0.02, 3.0, 0.1),
+            (0.0, 0.02, 3.0, 0.1),
+            (0.0, 1.0, 5.0, 0.1),
+            (0.0, 0.01, 9.42, 0.005),
+            (0.0, 0.01, 9.42, 0.001),
+            (0.5, 0.2, 20.0, 0.01),
+        ] {
+            let f = |t: f64| offset + amp * (omega * t).sin();
+            let mut inp = InputState::new(f(0.0));
+            for k in 0..400 {
+                let t = k as f64 * h;
+                inp.value = f(t);
+                inp.record(t, inp.value);
+                let seg = inp.segment(Reconstruction::Smooth, t, h);
+                if let Some(c) = inp.committed {
+                    let (a, b) = (c.eval(t), seg.eval(t));
+                    let scale = amp * omega;
+                    assert!(
+                        (a[0] - b[0]).abs() <= 1e-15 * offset.abs().max(amp)
+                            && (a[1] - b[1]).abs() <= 1e-9 * scale,
+                        "offset {offset} amp {amp} omega {omega} h {h}, step {k}: {a:?} -> {b:?}"
+                    );
+                }
+                inp.committed = Some(seg);
+            }
         }
     }
 

@@ -148,15 +148,26 @@ pub struct Resources {
 
 impl Resources {
     pub fn oscillator(extra: &str) -> Resources {
+        Resources::from_text(&format!("{OSCILLATOR}\n# {extra}\n"))
+    }
+
+    /// The oscillator with its input held over each step (`reconstruction = "hold"`): a
+    /// sample acts on the outputs at the instant it is set.
+    pub fn oscillator_hold() -> Resources {
+        let text = OSCILLATOR.replace(
+            "description = \"Base position\"",
+            "description = \"Base position\"\nreconstruction = \"hold\"",
+        );
+        assert_ne!(text, OSCILLATOR);
+        Resources::from_text(&text)
+    }
+
+    fn from_text(text: &str) -> Resources {
         let dir = TempDir::new("res");
         // A space in the path exercises the percent-encoding of FMI 2 URIs.
         let resources = dir.0.join("unpacked fmu").join("resources");
         std::fs::create_dir_all(&resources).unwrap();
-        std::fs::write(
-            resources.join("model.toml"),
-            format!("{OSCILLATOR}\n# {extra}\n"),
-        )
-        .unwrap();
+        std::fs::write(resources.join("model.toml"), text).unwrap();
         let model = resources.join("model.toml");
         let spec = mbsfmu::mbs::load_model(&model).expect("oscillator model loads");
         let token = mbsfmu::description::token::model_token_of(&model, &spec.source_files).unwrap();

@@ -140,6 +140,19 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
         s.push_str(line.trim_end());
         s.push('\n');
     }
+    // Inputs with their descriptions: the FMU writes there how it reconstructs the input
+    // between communication points.
+    let inputs: Vec<_> = md
+        .variables
+        .iter()
+        .filter(|v| v.causality == Causality::Input)
+        .collect();
+    if !inputs.is_empty() {
+        s.push_str("  inputs:\n");
+        for v in inputs {
+            s.push_str(&format!("    {}: {}\n", v.name, v.description));
+        }
+    }
     if !md.outputs.is_empty() {
         s.push_str("  output dependencies (direct, on inputs):\n");
         let name = |vr: u32| {

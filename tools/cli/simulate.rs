@@ -56,6 +56,10 @@ pub trait CoSimulation {
     fn advance_to(&mut self, t: f64) -> Result<(), String>;
     /// Current outputs in `ModelSpec::outputs` order.
     fn outputs(&mut self, out: &mut [f64]);
+    /// Solver statistics so far, where the implementation keeps them.
+    fn stats(&self) -> Option<mbsfmu::integrate::Stats> {
+        None
+    }
 }
 
 /// The FMU's own co-simulation layer, in process: the same `Simulation` the C ABI drives.
@@ -82,6 +86,10 @@ impl InProcess {
 }
 
 impl CoSimulation for InProcess {
+    fn stats(&self) -> Option<mbsfmu::integrate::Stats> {
+        Some(self.sim.stats())
+    }
+
     fn set_input(&mut self, index: usize, value: f64, slope: f64) {
         let vr = self.input_vr[index];
         let phase = if self.initialized {
@@ -427,6 +435,19 @@ pub fn run(a: &SimulateArgs) -> CliResult {
         .collect();
     write_csv(&out, &header, &rows)?;
     print!("{}", summary(&spec, &rows, secs));
+    if let Some(st) = sim.stats() {
+        println!(
+            "  solver: {} steps ({} rejected), {} evaluations, {} Jacobians, {} updates, {} LU, \
+             {} restarts",
+            st.steps,
+            st.rejected_steps,
+            st.f_evals,
+            st.jac_evals,
+            st.jac_updates,
+            st.lu,
+            st.restarts
+        );
+    }
     println!("wrote {}", out.display());
     if let Some(p) = &a.plot {
         write_plot_file(&spec, &rows, &plot_sel, p)?;

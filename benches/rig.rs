@@ -1,0 +1,442 @@
+//! The test-rig benchmark (issue 12): the FMU driven through its FMI 2 C ABI the way a rig
+//! master drives it: `libmbsfmu.so` loaded with dlopen, one instance per run, a `fmi2DoStep`
+//! loop at a fixed communication step with the input sampled and set (`fmi2SetReal`) before
+//! every step, no input derivatives. Every integrator on
+//! 1. a suspension corner on a post driven by a seeded random road sampled at 1 ms for 10 s
+//!    (models/suspension_corner.toml when present, else the quarter-car rig),
+//! 2. the pendulum chain N = 16 through its two suspension inputs at H = 1 ms for 20 s,
+//! 3. the slider-crank, crank angle 2π t, at H = 1 ms for 8 s.
+//!
+//! Per run: the thread CPU time of the whole master loop (instantiate to free), the FMU's
+//! statistics, the error against the independent reference where one exists, the real-time
+//! factor (simulated time / CPU time). Medians with min and max over `BENCH_REPEATS` runs
+//! (default 3; one run when a run takes longer than 20 s). A run is stopped after 60 s of CPU.
+//!
+//! Run: `cargo build --release --lib && cargo bench --bench rig` (writes the `rig` section of
+//! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case.
+
+#![allow(clippy::missing_safety_doc)]
+
+#[path = "common/report.rs"]
+mod report;
+
+use fmi_sys::fmi2::*;
+use report::{benchmarks_md, median_min_max, replace_section};
+use std::ffi::{c_char, c_void, CString};
+use std::path::{Path, PathBuf};
+
+const RUN_BUDGET: f64 = 60.0;
+
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// `libmbsfmu.so` of this profile: `deps/` next to the bench binary, or one level up.
+fn lib_path() -> PathBuf {
+    let exe = std::env::current_exe().expect("bench executable path");
+    let deps = exe.parent().expect("target/<profile>/deps");
+    [
+        deps.join("libmbsfmu.so"),
+        deps.parent()
+            .expect("target/<profile>")
+            .join("libmbsfmu.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .expect("libmbsfmu.so: run `cargo build --release --lib` first")
+}
+
+unsafe extern "C" fn logger(
+    _env: *mut c_void,
+    _name: *const c_char,
+    status: u32,
+    _category: *const c_char,
+    message: *const c_char,
+) {
+    if status >= fmi2Status_fmi2Warning && !message.is_null() {
+        // SAFETY: the FMU passes a NUL-terminated message.
+        let m = unsafe { std::ffi::CStr::from_ptr(message) };
+        eprintln!("  fmu: {}", m.to_string_lossy());
+    }
+}
+
+/// A model in an FMU-like resources folder, with its token and value references.
+struct Unpacked {
+    _dir: tempdir::Dir,
+    uri: CString,
+    token: CString,
+    table: mbsfmu::description::VariableTable,
+}
+
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Unpacked {
+    fn new(tag: &str, text: &str) -> Unpacked {
+        let dir = std::env::temp_dir().join(format!("mbsfmu-rig-{tag}-{}", std::process::id()));
+        let res = dir.join("resources");
+        std::fs::create_dir_all(&res).unwrap();
+        let model = res.join("model.toml");
+        std::fs::write(&model, text).unwrap();
+        let spec = mbsfmu::mbs::load_model(&model).expect("model loads");
+        let token = mbsfmu::description::token::model_token_of(&model, &spec.source_files).unwrap();
+        let table = mbsfmu::description::VariableTable::from_spec(&spec);
+        Unpacked {
+            uri: CString::new(format!("file://{}/", res.display())).unwrap(),
+            token: CString::new(token).unwrap(),
+            _dir: tempdir::Dir(dir),
+            table,
+        }
+    }
+    fn vr(&self, name: &str) -> u32 {
+        self.table
+            .by_name(name)
+            .unwrap_or_else(|| panic!("no variable {name}"))
+            .value_reference
+    }
+}
+
+/// One case: a model, its inputs as functions of time, the step, the horizon, and the error
+/// measure (output names with their reference values at a time, if any).
+struct Case {
+    name: &'static str,
+    model: String,
+    h: f64,
+    t_end: f64,
+    inputs: Vec<&'static str>,
+    signal: Box<dyn Fn(f64) -> Vec<f64>>,
+    outputs: Vec<&'static str>,
+    reference: Option<Box<dyn Fn(f64) -> Option<Vec<f64>>>>,
+    rtol: f64,
+}
+
+struct RunOut {
+    cpu: f64,
+    t_reached: f64,
+    error: Option<f64>,
+    stats: [i64; 6],
+    message: Option<String>,
+}
+
+fn run_once(f: &Fmi2Binding, u: &Unpacked, case: &Case, method_item: i32) -> RunOut {
+    let cb = fmi2CallbackFunctions {
+        // SAFETY: the FMU calls the logger with exactly these five arguments for "%s" formats;
+        // the variadic tail is never read.
+        logger: Some(unsafe {
+            std::mem::transmute::<
+                *const (),
+                unsafe extern "C" fn(
+                    *mut c_void,
+                    *const c_char,
+                    u32,
+                    *const c_char,
+                    *const c_char,
+                    ...
+                ),
+            >(logger as *const ())
+        }),
+        allocateMemory: None,
+        freeMemory: None,
+        stepFinished: None,
+        componentEnvironment: std::ptr::null_mut(),
+    };
+    let name = CString::new("rig").unwrap();
+    let in_vr: Vec<u32> = case.inputs.iter().map(|n| u.vr(n)).collect();
+    let out_vr: Vec<u32> = case.outputs.iter().map(|n| u.vr(n)).collect();
+    let stat_vr: Vec<u32> = [
+        "stats.steps",
+        "stats.rejected_steps",
+        "stats.jac_evals",
+        "stats.jac_updates",
+        "stats.lu",
+        "stats.restarts",
+    ]
+    .iter()
+    .map(|n| u.vr(n))
+    .collect();
+    let c0 = thread_cpu();
+    // SAFETY: valid strings and callbacks that outlive the instance.
+    let c = unsafe {
+        f.fmi2Instantiate(
+            name.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            u.token.as_ptr(),
+            u.uri.as_ptr(),
+            &cb,
+            0,
+            0,
+        )
+    };
+    assert!(!c.is_null(), "instantiate failed");
+    let mut out = vec![0.0; out_vr.len()];
+    let mut err: Option<f64> = None;
+    let mut message = None;
+    let n = (case.t_end / case.h).round() as usize;
+    let mut t_reached = 0.0;
+    unsafe {
+        let it = u.vr("solver.integrator");
+        assert_eq!(f.fmi2SetInteger(c, &it, 1, &method_item), fmi2Status_fmi2OK);
+        let rt = u.vr("solver.rtol");
+        assert_eq!(f.fmi2SetReal(c, &rt, 1, &case.rtol), fmi2Status_fmi2OK);
+        f.fmi2SetupExperiment(c, 0, 0.0, 0.0, 0, 0.0);
+        let u0 = (case.signal)(0.0);
+        f.fmi2SetReal(c, in_vr.as_ptr(), in_vr.len(), u0.as_ptr());
+        f.fmi2EnterInitializationMode(c);
+        if f.fmi2ExitInitializationMode(c) != fmi2Status_fmi2OK {
+            message = Some("initialization failed".into());
+        }
+        for k in 0..n {
+            if message.is_some() {
+                break;
+            }
+            let t = k as f64 * case.h;
+            let v = (case.signal)(t);
+            f.fmi2SetReal(c, in_vr.as_ptr(), in_vr.len(), v.as_ptr());
+            let s = f.fmi2DoStep(c, t, case.h, 1);
+            if s != fmi2Status_fmi2OK {
+                message = Some(format!("doStep status {s} at t = {t}"));
+                break;
+            }
+            t_reached = t + case.h;
+            if let Some(r) = &case.reference {
+                if let Some(want) = r(t_reached) {
+                    f.fmi2GetReal(c, out_vr.as_ptr(), out_vr.len(), out.as_mut_ptr());
+                    let e = want
+                        .iter()
+                        .zip(&out)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0f64, f64::max);
+                    err = Some(err.unwrap_or(0.0).max(e));
+                }
+            }
+            if thread_cpu() - c0 > RUN_BUDGET {
+                message = Some(format!(
+                    "stopped after {RUN_BUDGET} s CPU at t = {t_reached}"
+                ));
+                break;
+            }
+        }
+        let mut stats = [0i32; 6];
+        f.fmi2GetInteger(c, stat_vr.as_ptr(), stat_vr.len(), stats.as_mut_ptr());
+        f.fmi2Terminate(c);
+        f.fmi2FreeInstance(c);
+        RunOut {
+            cpu: thread_cpu() - c0,
+            t_reached,
+            error: err,
+            stats: stats.map(i64::from),
+            message,
+        }
+    }
+}
+
+/// A reference table: `t` and columns, linear interpolation only at its own grid points.
+fn table(file: &str, cols: &[&str]) -> Box<dyn Fn(f64) -> Option<Vec<f64>>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let idx: Vec<usize> = cols
+        .iter()
+        .map(|c| header.iter().position(|h| h == c).unwrap())
+        .collect();
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    let dt = rows[1][0] - rows[0][0];
+    Box::new(move |t: f64| {
+        let k = (t / dt).round();
+        if (t - k * dt).abs() > 1e-9 || k as usize >= rows.len() {
+            return None;
+        }
+        let r = &rows[k as usize];
+        Some(idx.iter().map(|&i| r[i]).collect())
+    })
+}
+
+/// A seeded random road: a sum of sines with random phases over 0.5–20 Hz, amplitude falling
+/// like 1/f (an ISO 8608 class-B-like profile at about 50 km/h), about 12 mm RMS, sampled
+/// with 0.1 mm measurement noise.
+fn road() -> Box<dyn Fn(f64) -> Vec<f64>> {
+    let mut seed = 0x9E3779B97F4A7C15u64;
+    let mut uniform = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let comps: Vec<(f64, f64, f64)> = (0..40)
+        .map(|k| {
+            let f = 0.5 * (40.0f64).powf(k as f64 / 39.0);
+            (
+                f,
+                0.006 / f.sqrt() / (1.0 + f / 10.0),
+                2.0 * std::f64::consts::PI * uniform(),
+            )
+        })
+        .collect();
+    let noise: Vec<f64> = (0..20_001)
+        .map(|_| 1e-4 * ((0..12).map(|_| uniform()).sum::<f64>() - 6.0))
+        .collect();
+    Box::new(move |t: f64| {
+        let k = ((t / 1e-3).round() as usize).min(noise.len() - 1);
+        let z: f64 = comps
+            .iter()
+            .map(|(f, a, p)| a * (2.0 * std::f64::consts::PI * f * t + p).sin())
+            .sum();
+        vec![z + noise[k]]
+    })
+}
+
+fn cases(quick: bool) -> Vec<Case> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corner = root.join("models/suspension_corner.toml");
+    let (corner_model, corner_input) = if corner.is_file() {
+        (std::fs::read_to_string(&corner).unwrap(), "post_z")
+    } else {
+        (
+            std::fs::read_to_string(root.join("models/quarter_car_rig.toml")).unwrap(),
+            "stamp_z",
+        )
+    };
+    let horizon = |t: f64| if quick { t.min(2.0) } else { t };
+    let w = 2.0 * std::f64::consts::PI * 0.05;
+    vec![
+        Case {
+            name: if corner.is_file() {
+                "corner"
+            } else {
+                "quarter car"
+            },
+            model: corner_model,
+            h: 1e-3,
+            t_end: horizon(10.0),
+            inputs: vec![corner_input],
+            signal: road(),
+            outputs: vec![],
+            reference: None,
+            rtol: 1e-4,
+        },
+        Case {
+            name: "chain N=16",
+            model: std::fs::read_to_string(root.join("models/pendulum_chain.toml")).unwrap(),
+            h: 1e-3,
+            t_end: horizon(20.0),
+            inputs: vec!["susp_x", "susp_y"],
+            signal: Box::new(move |t| vec![2.0 + 0.3 * (w * t).sin(), 0.2 * (w * t).sin()]),
+            outputs: vec!["tip_x", "tip_y"],
+            reference: Some(table(
+                "pendulum_chain_n16_projected.csv",
+                &["tip_x", "tip_y"],
+            )),
+            rtol: 1e-4,
+        },
+        Case {
+            name: "slider-crank",
+            model: std::fs::read_to_string(root.join("models/slider_crank.toml")).unwrap(),
+            h: 1e-3,
+            t_end: horizon(8.0),
+            inputs: vec!["crank_angle"],
+            signal: Box::new(|t| vec![2.0 * std::f64::consts::PI * t]),
+            outputs: vec!["slider_x"],
+            reference: Some(table("slider_crank.csv", &["slider_x"])),
+            rtol: 1e-5,
+        },
+    ]
+}
+
+fn main() {
+    let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
+    let repeats: usize = std::env::var("BENCH_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1 } else { 3 });
+    let only: Option<Vec<String>> = std::env::var("BENCH_METHODS")
+        .ok()
+        .map(|v| v.split(',').map(str::to_string).collect());
+    // SAFETY: loading our own library, which has no initialization side effects.
+    let f = unsafe { Fmi2Binding::new(lib_path()) }.expect("load libmbsfmu.so");
+    let mut md = String::new();
+    md.push_str(&format!(
+        "Run id `{}`; {} run(s) per cell (median, min–max of thread CPU time of the whole \
+         master loop); `cargo bench --bench rig`.\n\n",
+        std::env::var("BENCH_RUN_ID").unwrap_or_else(|_| "manual".into()),
+        repeats
+    ));
+    for case in cases(quick) {
+        let u = Unpacked::new(&case.name.replace([' ', '='], "_"), &case.model);
+        md.push_str(&format!(
+            "**{}**, H = {} ms, {} s, rtol {}:\n\n| integrator | CPU s median (min–max) | \
+             real-time factor | steps | rejected | Jacobians | updates | LU | Jacobians per \
+             comm. step | restarts | max error | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            case.name,
+            case.h * 1e3,
+            case.t_end,
+            case.rtol
+        ));
+        for (k, m) in mbsfmu::integrate::Method::ALL.iter().enumerate() {
+            if let Some(o) = &only {
+                if !o.iter().any(|x| x == m.name()) {
+                    continue;
+                }
+            }
+            let mut cpus = Vec::new();
+            let mut last = None;
+            for _ in 0..repeats {
+                let r = run_once(&f, &u, &case, k as i32 + 1);
+                cpus.push(r.cpu);
+                let slow = r.cpu > 20.0 || r.message.is_some();
+                last = Some(r);
+                if slow {
+                    break;
+                }
+            }
+            let r = last.unwrap();
+            let (med, lo, hi) = median_min_max(&cpus);
+            let n_comm = (r.t_reached / case.h).round().max(1.0);
+            let line = format!(
+                "| {} | {:.3} ({:.3}–{:.3}) | {:.2} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |\n",
+                m.name(),
+                med,
+                lo,
+                hi,
+                r.t_reached / med,
+                r.stats[0],
+                r.stats[1],
+                r.stats[2],
+                r.stats[3],
+                r.stats[4],
+                r.stats[2] as f64 / n_comm,
+                r.stats[5],
+                r.error.map_or("–".into(), |e| format!("{e:.1e}")),
+                r.message.clone().unwrap_or_default()
+            );
+            eprint!("{}: {line}", case.name);
+            md.push_str(&line);
+        }
+        md.push('\n');
+    }
+    if !quick && only.is_none() {
+        if let Err(e) = replace_section(&benchmarks_md(), "rig", &md) {
+            eprintln!("{e}");
+        }
+    } else {
+        print!("{md}");
+    }
+}
