@@ -390,7 +390,7 @@ impl<E: Engine> Simulation<E> {
                 return Err(CosimError::InvalidValue {
                     name: "tolerance".into(),
                     value: tol.to_string(),
-                    reason: format!("must be in [{RTOL_MIN}, 1)"),
+                    reason: format!("must be in [{RTOL_MIN:e}, 1)"),
                 });
             }
         }
@@ -1321,7 +1321,7 @@ impl<E: Engine> Simulation<E> {
         check_settings(&s.settings).map_err(bad)?;
         if let Some(tol) = s.tolerance {
             if !rtol_in_range(tol) {
-                return Err(bad(format!("tolerance {tol} outside [{RTOL_MIN}, 1)")));
+                return Err(bad(format!("tolerance {tol} outside [{RTOL_MIN:e}, 1)")));
             }
         }
         let finite = |v: &[f64]| v.iter().all(|z| z.is_finite());

@@ -1021,7 +1021,7 @@ impl<'a> Resolver<'a> {
                 el,
                 || {
                     format!(
-                        "`tolerance` must be in [{}, 1) (a relative tolerance), got {}",
+                        "`tolerance` must be in [{:e}, 1) (a relative tolerance), got {}",
                         crate::integrate::RTOL_MIN,
                         e.tolerance
                     )
