@@ -321,8 +321,23 @@ impl<E: Engine> Simulation<E> {
     }
     /// Why the last internal step failed during the last communication step (for the message
     /// of a Discard).
-    pub fn last_failure(&self) -> Option<&str> {
-        self.st.events.last_error()
+    pub fn last_failure(&self) -> Option<String> {
+        let e = self.st.events.last_error()?;
+        // What to choose instead, for the methods that stall on stiff models.
+        let hint = match self.effective_settings().method {
+            Method::HalfImplicit | Method::Dopri5 => {
+                "; this method treats the forces explicitly, so stiff springs, dampers and \
+                 contacts bound its step size: for stiff models use solver.integrator = bdf \
+                 (or sdirk, rosenbrock_nystrom)"
+            }
+            Method::LocalLinearization => {
+                "; local_linearization evaluates a matrix exponential of the full Jacobian in \
+                 every step, slow on models with many coordinates or frequent Jacobian \
+                 changes: use solver.integrator = bdf"
+            }
+            _ => "",
+        };
+        Some(format!("{e}{hint}"))
     }
 
     /// Refuse, before any work, a communication step to `t_end` that the settings make cost

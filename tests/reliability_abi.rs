@@ -598,33 +598,54 @@ fn export_refuses_what_check_refuses() {
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }
 
-/// The integrator enumeration: every method at its default settings either completes 50 ms
-/// of the stiff double pendulum or stops with a Discard that says why.
+/// Methods that stall on stiff models stop fast and say why and what to choose: half_implicit
+/// on the stiff double pendulum (step size underflow at t = 4.7e-7 s), local_linearization on
+/// the double pendulum and the spherical chain (the work budget).
 #[test]
-fn discards_name_their_reason() {
+fn stalling_methods_fail_fast_with_what_to_choose() {
     let f = lib();
-    let r = Res::new(&gallery("double_pendulum_stiff"));
-    let inst = Inst::new(&f, &r);
-    assert_eq!(
-        inst.seti(r.vr("solver.integrator"), method_value("dopri5")),
-        OK
-    );
-    inst.init();
-    let mut t = 0.0;
-    for _ in 0..50 {
-        let (s, lst) = within_1s("doStep", || inst.step(t, 1e-3));
-        if s != OK {
-            assert_eq!(s, DISCARD);
-            // The reason is in the message, not only "could not reach".
-            let log = inst.sink.dump();
-            assert!(
-                log.contains("step size")
-                    || log.contains("work budget")
-                    || log.contains("non-finite"),
-                "{log}"
-            );
-            return;
+    for (model, method, h, needle) in [
+        (
+            "double_pendulum_stiff",
+            "half_implicit",
+            0.01,
+            "treats the forces explicitly",
+        ),
+        (
+            "double_pendulum_stiff",
+            "local_linearization",
+            0.01,
+            "matrix exponential",
+        ),
+        (
+            "spherical_chain",
+            "local_linearization",
+            0.01,
+            "matrix exponential",
+        ),
+    ] {
+        let r = Res::new(&gallery(model));
+        let inst = Inst::new(&f, &r);
+        assert_eq!(
+            inst.seti(r.vr("solver.integrator"), method_value(method)),
+            OK
+        );
+        inst.init();
+        let mut t = 0.0;
+        let mut status = OK;
+        for _ in 0..50 {
+            let (s, lst) = within_1s(model, || inst.step(t, h));
+            status = s;
+            if s != OK {
+                break;
+            }
+            t = lst;
         }
-        t = lst;
+        assert_eq!(status, DISCARD, "{model} {method}");
+        assert!(
+            inst.said(DISCARD, needle) && inst.said(DISCARD, "solver.integrator = bdf"),
+            "{model} {method}: {}",
+            inst.sink.dump()
+        );
     }
 }

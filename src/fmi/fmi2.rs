@@ -606,7 +606,7 @@ pub unsafe extern "C" fn fmi2DoStep(
                     core.last_successful_time = last_successful_time;
                     inst.log(
                     Status::Discard,
-                    &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time} ({}); restore a saved state (fmi2SetFMUstate) and retry with a smaller step", currentCommunicationPoint + communicationStepSize, core.sim.last_failure().unwrap_or("no reason given")),
+                    &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time} ({}); restore a saved state (fmi2SetFMUstate) and retry with a smaller step", currentCommunicationPoint + communicationStepSize, core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
                 );
                     Ok(Status::Discard)
                 }
