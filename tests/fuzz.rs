@@ -586,7 +586,7 @@ fn craft(r: &mut Rng, legit: &[u8]) -> Vec<u8> {
     let mut out = legit.to_vec();
     match r.below(8) {
         // Matrix dimensions whose product wraps to the element count (the segfault).
-        0 | 1 | 2 if !mats.is_empty() => {
+        0..=2 if !mats.is_empty() => {
             let (s, e, l, _, _) = mats[r.below(mats.len())];
             let c = (r.next() | 1) | (1 << 40);
             let rows = l.wrapping_mul(inv_odd(c));

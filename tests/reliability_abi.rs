@@ -238,7 +238,7 @@ fn crafted_overflowing_matrix_dimensions_are_refused() {
             let Some((l, a)) = varint(payload, i) else {
                 continue;
             };
-            if l < 4 || l > 1 << 16 {
+            if !(4..=1 << 16).contains(&l) {
                 continue;
             }
             let dims = a + 8 * l as usize;
@@ -648,4 +648,60 @@ fn stalling_methods_fail_fast_with_what_to_choose() {
             inst.sink.dump()
         );
     }
+}
+
+/// `mbsfmu info` on an FMU from another tool: a Model-Exchange-only FMI 3 description with
+/// Float32 (continuous by default), UInt64, String and Binary start values and an array.
+#[test]
+fn info_shows_interfaces_types_starts_and_dimensions() {
+    let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<fmiModelDescription fmiVersion="3.0" modelName="other" instantiationToken="{x}">
+  <ModelExchange modelIdentifier="other"/>
+  <ModelVariables>
+    <Float64 name="time" valueReference="0" causality="independent" variability="continuous"/>
+    <Float32 name="f" valueReference="1" causality="output"/>
+    <UInt64 name="n" valueReference="2" causality="parameter" variability="fixed" start="18446744073709551615"/>
+    <String name="s" valueReference="3" causality="parameter" variability="fixed"><Start value="hello"/></String>
+    <Binary name="b" valueReference="4" causality="parameter" variability="fixed"><Start value="0a0b"/></Binary>
+    <Float64 name="a" valueReference="5" causality="parameter" variability="fixed" start="1 2 3"><Dimension start="3"/></Float64>
+  </ModelVariables>
+  <ModelStructure><Output valueReference="1"/></ModelStructure>
+</fmiModelDescription>"#;
+    let dir = TempDir::new("info");
+    let fmu = dir.0.join("other.fmu");
+    {
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&fmu).unwrap());
+        z.start_file(
+            "modelDescription.xml",
+            zip::write::SimpleFileOptions::default(),
+        )
+        .unwrap();
+        std::io::Write::write_all(&mut z, xml.as_bytes()).unwrap();
+        z.finish().unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mbsfmu"))
+        .args(["info", fmu.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("FMI 3.0 Model Exchange FMU"), "{text}");
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}: {text}"))
+            .to_string()
+    };
+    assert!(
+        line("f").contains("continuous") && line("f").contains("Float32"),
+        "{text}"
+    );
+    assert!(line("n").contains("18446744073709551615"), "{text}");
+    assert!(line("s").contains("hello"), "{text}");
+    assert!(line("b").contains("0a0b"), "{text}");
+    assert!(line("a").contains("Float64[3]"), "{text}");
 }
