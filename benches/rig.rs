@@ -13,7 +13,8 @@
 //! (default 3; one run when a run takes longer than 20 s). A run is stopped after 60 s of CPU.
 //!
 //! Run: `cargo build --release --lib && cargo bench --bench rig` (writes the `rig` section of
-//! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case.
+//! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case; `BENCH_METHODS=bdf,sdirk` and
+//! `BENCH_CASES=chain,slider` select (and then print instead of writing the docs).
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -127,10 +128,18 @@ struct RunOut {
     t_reached: f64,
     error: Option<f64>,
     stats: [i64; 6],
+    /// `stats.cpu_time`: thread CPU time inside doStep.
+    fmu_cpu: f64,
     message: Option<String>,
 }
 
-fn run_once(f: &Fmi2Binding, u: &Unpacked, case: &Case, method_item: i32) -> RunOut {
+fn run_once(
+    f: &Fmi2Binding,
+    u: &Unpacked,
+    case: &Case,
+    method_item: i32,
+    jacobian_item: Option<i32>,
+) -> RunOut {
     let cb = fmi2CallbackFunctions {
         // SAFETY: the FMU calls the logger with exactly these five arguments for "%s" formats;
         // the variadic tail is never read.
@@ -190,6 +199,10 @@ fn run_once(f: &Fmi2Binding, u: &Unpacked, case: &Case, method_item: i32) -> Run
         assert_eq!(f.fmi2SetInteger(c, &it, 1, &method_item), fmi2Status_fmi2OK);
         let rt = u.vr("solver.rtol");
         assert_eq!(f.fmi2SetReal(c, &rt, 1, &case.rtol), fmi2Status_fmi2OK);
+        if let Some(j) = jacobian_item {
+            let jv = u.vr("solver.jacobian");
+            assert_eq!(f.fmi2SetInteger(c, &jv, 1, &j), fmi2Status_fmi2OK);
+        }
         f.fmi2SetupExperiment(c, 0, 0.0, 0.0, 0, 0.0);
         let u0 = (case.signal)(0.0);
         f.fmi2SetReal(c, in_vr.as_ptr(), in_vr.len(), u0.as_ptr());
@@ -230,6 +243,9 @@ fn run_once(f: &Fmi2Binding, u: &Unpacked, case: &Case, method_item: i32) -> Run
         }
         let mut stats = [0i32; 6];
         f.fmi2GetInteger(c, stat_vr.as_ptr(), stat_vr.len(), stats.as_mut_ptr());
+        let mut fmu_cpu = 0.0;
+        let cv = u.vr("stats.cpu_time");
+        f.fmi2GetReal(c, &cv, 1, &mut fmu_cpu);
         f.fmi2Terminate(c);
         f.fmi2FreeInstance(c);
         RunOut {
@@ -237,6 +253,7 @@ fn run_once(f: &Fmi2Binding, u: &Unpacked, case: &Case, method_item: i32) -> Run
             t_reached,
             error: err,
             stats: stats.map(i64::from),
+            fmu_cpu,
             message,
         }
     }
@@ -361,6 +378,77 @@ fn cases(quick: bool) -> Vec<Case> {
     ]
 }
 
+/// Paper 003's Jacobian reuse through the FMU: the chain N = 16 with smooth suspension inputs
+/// (sampled, default reconstruction) at H = 0.05 s for 60 s, BDF with `dense` and
+/// `dense_extended`; full Jacobians and `stats.cpu_time` (thread CPU inside doStep).
+fn paper003(f: &Fmi2Binding, quick: bool, repeats: usize) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let w = 2.0 * std::f64::consts::PI * 0.05;
+    let case = Case {
+        name: "chain N=16, H = 0.05 s",
+        model: std::fs::read_to_string(root.join("models/pendulum_chain.toml")).unwrap(),
+        h: 0.05,
+        t_end: if quick { 10.0 } else { 60.0 },
+        inputs: vec!["susp_x", "susp_y"],
+        signal: Box::new(move |t| vec![2.0 + 0.3 * (w * t).sin(), 0.2 * (w * t).sin()]),
+        outputs: vec!["tip_x", "tip_y"],
+        reference: Some(table(
+            "pendulum_chain_n16_projected.csv",
+            &["tip_x", "tip_y"],
+        )),
+        rtol: 1e-4,
+    };
+    let u = Unpacked::new("paper003", &case.model);
+    let bdf = 1 + mbsfmu::integrate::Method::ALL
+        .iter()
+        .position(|m| *m == mbsfmu::integrate::Method::Bdf)
+        .unwrap() as i32;
+    let mut md = format!(
+        "**Paper 003 through the FMU**: {}, {} s, BDF rtol {}, sampled inputs:\n\n| Jacobian \
+         | stats.cpu_time s median (min–max) | full Jacobians | updates | LU | steps | restarts \
+         | max error |\n|---|---|---|---|---|---|---|---|\n",
+        case.name, case.t_end, case.rtol
+    );
+    let mut rows = Vec::new();
+    for strategy in [
+        mbsfmu::integrate::JacobianStrategy::Dense,
+        mbsfmu::integrate::JacobianStrategy::DenseExtended,
+    ] {
+        let item = 1 + mbsfmu::integrate::JacobianStrategy::ALL
+            .iter()
+            .position(|j| *j == strategy)
+            .unwrap() as i32;
+        let runs: Vec<RunOut> = (0..repeats)
+            .map(|_| run_once(f, &u, &case, bdf, Some(item)))
+            .collect();
+        let cpus: Vec<f64> = runs.iter().map(|r| r.fmu_cpu).collect();
+        let (med, lo, hi) = median_min_max(&cpus);
+        let r = runs.last().unwrap();
+        let line = format!(
+            "| {} | {:.3} ({:.3}–{:.3}) | {} | {} | {} | {} | {} | {} |\n",
+            strategy.name(),
+            med,
+            lo,
+            hi,
+            r.stats[2],
+            r.stats[3],
+            r.stats[4],
+            r.stats[0],
+            r.stats[5],
+            r.error.map_or("–".into(), |e| format!("{e:.1e}")),
+        );
+        eprint!("paper003: {line}");
+        md.push_str(&line);
+        rows.push((med, r.stats[2]));
+    }
+    md.push_str(&format!(
+        "\ndense_extended / dense: full Jacobians {:.2}, CPU {:.0} % (targets ≤ 0.2 and ≤ 60 %).\n\n",
+        rows[1].1 as f64 / rows[0].1.max(1) as f64,
+        100.0 * rows[1].0 / rows[0].0
+    ));
+    md
+}
+
 fn main() {
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
     let repeats: usize = std::env::var("BENCH_REPEATS")
@@ -379,7 +467,15 @@ fn main() {
         std::env::var("BENCH_RUN_ID").unwrap_or_else(|_| "manual".into()),
         repeats
     ));
+    let only_cases: Option<Vec<String>> = std::env::var("BENCH_CASES")
+        .ok()
+        .map(|v| v.split(',').map(str::to_string).collect());
     for case in cases(quick) {
+        if let Some(o) = &only_cases {
+            if !o.iter().any(|x| case.name.starts_with(x.as_str())) {
+                continue;
+            }
+        }
         let u = Unpacked::new(&case.name.replace([' ', '='], "_"), &case.model);
         md.push_str(&format!(
             "**{}**, H = {} ms, {} s, rtol {}:\n\n| integrator | CPU s median (min–max) | \
@@ -399,7 +495,7 @@ fn main() {
             let mut cpus = Vec::new();
             let mut last = None;
             for _ in 0..repeats {
-                let r = run_once(&f, &u, &case, k as i32 + 1);
+                let r = run_once(&f, &u, &case, k as i32 + 1, None);
                 cpus.push(r.cpu);
                 let slow = r.cpu > 20.0 || r.message.is_some();
                 last = Some(r);
@@ -432,7 +528,14 @@ fn main() {
         }
         md.push('\n');
     }
-    if !quick && only.is_none() {
+    if only_cases.is_none()
+        || only_cases
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x == "paper003"))
+    {
+        md.push_str(&paper003(&f, quick, repeats));
+    }
+    if !quick && only.is_none() && only_cases.is_none() {
         if let Err(e) = replace_section(&benchmarks_md(), "rig", &md) {
             eprintln!("{e}");
         }

@@ -877,8 +877,21 @@ impl<E: Engine> Simulation<E> {
         // own; only a multistep history cannot carry a jump.
         let multistep = self.effective_settings().method.is_multistep();
         let settings = self.effective_settings();
+        // Segments that continue the last ones in value and slope (the smooth mode) cannot
+        // move a driven position or velocity: no need to evaluate the constraints.
+        let continued = self
+            .st
+            .inputs
+            .iter()
+            .zip(&self.st.engine.inputs_mut().segments)
+            .all(|(inp, seg)| {
+                inp.committed.is_some_and(|c| {
+                    let (a, b) = (c.eval(t0), seg.eval(t0));
+                    a[0] == b[0] && a[1] == b[1]
+                })
+            });
         let jumped = match &self.st.x {
-            Some(x) if multistep && !self.st.reinit => {
+            Some(x) if multistep && !self.st.reinit && !continued => {
                 input_jump(&mut self.st.engine, &settings, x)
             }
             _ => None,
@@ -1476,6 +1489,12 @@ struct StageSampled<'a, E: Engine> {
     current: f64,
 }
 
+/// Stage times within this of the accepted time, or of an earlier request, reuse that
+/// segment (the integrators' finite differences in time never reach the importer).
+fn stage_resolution(t: f64) -> f64 {
+    1e-5 * t.abs().max(1.0)
+}
+
 /// At most this many stage answers are kept (a step's stages plus a few from rejected tries).
 const STAGE_SAMPLES_KEPT: usize = 16;
 
@@ -1489,7 +1508,7 @@ impl<E: Engine> StageSampled<'_, E> {
         self.current = t;
         let segments = &mut self.engine.inputs_mut().segments;
         segments.copy_from_slice(self.base);
-        let sigma = 1e-5 * t.abs().max(1.0);
+        let sigma = stage_resolution(t);
         if !(t > self.t_n + sigma && t <= self.t_end + sigma) {
             return;
         }

@@ -1191,6 +1191,8 @@ fn cli_info_shows_version_variables_capabilities_platforms() {
             "a <- F".into(),
             "x <- none".into(),
             "bdf (1)".into(),
+            // The input with its reconstruction mode.
+            "F: Actuator force (between communication points: smooth)".into(),
         ] {
             assert!(out.contains(&needle), "info lacks {needle:?}:\n{out}");
         }
@@ -1276,6 +1278,32 @@ fn cli_simulate_set_solver_rtol_wins_over_the_experiment_tolerance() {
     assert!(
         loose > 100.0 * tight,
         "rtol 1e-3: {loose:e} vs 1e-10: {tight:e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `mbsfmu simulate` prints the solver statistics, restarts included.
+#[test]
+fn cli_simulate_prints_solver_statistics() {
+    let dir = temp_dir("stats");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/quarter_car_rig.toml");
+    let out = dir.join("qc.csv");
+    let (code, stdout, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.05",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("solver:"))
+        .unwrap_or_else(|| panic!("no solver line:\n{stdout}"));
+    assert!(
+        line.contains(" steps (") && line.contains(" Jacobians") && line.ends_with(" 0 restarts"),
+        "{line}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

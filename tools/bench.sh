@@ -7,7 +7,7 @@
 #      integrators on the same engine equations, tolerance sweeps)
 #                                          -> benches/peers/results/sundials.json
 #      and Exudyn on the same physical models -> benches/peers/results/exudyn.json
-#   3. cargo bench --bench bdf_table2, bdf_quarter_car, scaling and suite_matrix when those
+#   3. cargo bench --bench rig, bdf_table2, bdf_quarter_car, scaling and suite_matrix when those
 #      bench targets exist (each writes its own section)
 #   4. tools/peers/report.py: the `machine`, `peers` and `fmu_overhead` sections of
 #      docs/benchmarks.md (ratios ours / peer taken only between rows of this run)
@@ -15,7 +15,7 @@
 # Usage: tools/bench.sh [--quick] [--only LIST] [--problems LIST] [--repeats N] [--no-setup]
 #   --quick          dp, slider-crank and chain N = 4 only, 1 run per point (benches with
 #                    BENCH_QUICK=1, bdf_table2 at N = 12 only); about 100 s
-#   --only LIST      any of peers,exudyn,fmu,bdf_table2,bdf_quarter_car,scaling,suite_matrix,report
+#   --only LIST      any of peers,exudyn,fmu,rig,bdf_table2,bdf_quarter_car,scaling,suite_matrix,report
 #                    (default all)
 #   --problems LIST  peers problems (dp,slider,chain4,chain8,chain16,chain32,chain64)
 #   --repeats N      runs per measured point (default 3; long points are run 3 times at most,
@@ -25,7 +25,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-quick=0 only="peers,exudyn,fmu,bdf_table2,bdf_quarter_car,scaling,suite_matrix,report" problems="" repeats=3 setup=1
+quick=0 only="peers,exudyn,fmu,rig,bdf_table2,bdf_quarter_car,scaling,suite_matrix,report" problems="" repeats=3 setup=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick=1 ;;
@@ -86,7 +86,7 @@ for p in ${problems//,/ }; do
 done
 # Bench targets other parts of the project add; each rewrites its own section.
 has_bench() { grep -A2 '^\[\[bench\]\]' Cargo.toml | grep -q "^name = \"$1\""; }
-for b in bdf_table2 bdf_quarter_car scaling suite_matrix; do
+for b in rig bdf_table2 bdf_quarter_car scaling suite_matrix; do
     want "$b" || continue
     if ! has_bench "$b"; then
         step "cargo bench --bench $b: no such bench target in Cargo.toml, skipped"

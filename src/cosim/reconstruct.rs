@@ -156,8 +156,14 @@ fn smooth_segment(
     if n < 2 {
         return hermite(t, h, p, d, u, 0.0);
     }
-    // Smooth target: the quadratic through the last three samples at t + h.
-    let q = through_samples(&history[n.saturating_sub(3)..], t, u);
+    // Smooth target: the cubic through the last four samples (the quadratic through three at
+    // the start) at t + h. The cubic's slope is accurate to O(H³), so the segment's `ü`
+    // (which the carried slope and the end slope set) is accurate to O(H²).
+    let q = if n >= 4 {
+        cubic_through(&history[n - 4..])
+    } else {
+        through_samples(&history[n.saturating_sub(3)..], t, u)
+    };
     let [e_end, e_slope, _] = q.eval(t + h);
     // Rough target: the least-squares line through the window.
     let (l_end, l_slope) = ls_line(history, t + h);
@@ -327,6 +333,30 @@ pub fn stage_segment(history: &[(f64, f64)], ts: f64, u: f64) -> InputSegment {
     // pts[2 - n..2] now holds the samples in increasing time.
     pts[2] = (ts, u);
     through_samples(&pts[2 - n..], ts, u)
+}
+
+/// The cubic through four samples (increasing times), expanded at the last one.
+fn cubic_through(h: &[(f64, f64)]) -> InputSegment {
+    let [(t0, u0), (t1, u1), (t2, u2), (t3, u3)] = [h[0], h[1], h[2], h[3]];
+    // Newton divided differences on the nodes t3, t2, t1, t0.
+    let d32 = (u3 - u2) / (t3 - t2);
+    let d21 = (u2 - u1) / (t2 - t1);
+    let d10 = (u1 - u0) / (t1 - t0);
+    let d321 = (d32 - d21) / (t3 - t1);
+    let d210 = (d21 - d10) / (t2 - t0);
+    let d3210 = (d321 - d210) / (t3 - t0);
+    // p(s) = u3 + d32 s + d321 s (s + a) + d3210 s (s + a)(s + b), s = t − t3,
+    // a = t3 − t2, b = t3 − t1.
+    let (a, b) = (t3 - t2, t3 - t1);
+    InputSegment {
+        t0: t3,
+        coeffs: [
+            u3,
+            d32 + d321 * a + d3210 * a * b,
+            d321 + d3210 * (a + b),
+            d3210,
+        ],
+    }
 }
 
 /// The polynomial through the samples (increasing times, the last one `(t, u)`), expanded
@@ -509,6 +539,19 @@ mod tests {
             .collect();
         let rms = (tail.iter().map(|e| e * e).sum::<f64>() / tail.len() as f64).sqrt();
         assert!(rms <= sigma, "rms {rms:e} against noise {sigma:e}");
+    }
+
+    #[test]
+    fn cubic_through_four_samples_is_exact_for_cubics() {
+        let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t - 2.0 * t * t * t;
+        let h: Vec<(f64, f64)> = [0.1, 0.25, 0.3, 0.42].iter().map(|&t| (t, p(t))).collect();
+        let c = cubic_through(&h);
+        for t in [0.42, 0.5, 0.6] {
+            let [u, du, ddu] = c.eval(t);
+            assert!((u - p(t)).abs() < 1e-13);
+            assert!((du - (-1.2 + 1.4 * t - 6.0 * t * t)).abs() < 1e-12);
+            assert!((ddu - (1.4 - 12.0 * t)).abs() < 1e-11);
+        }
     }
 
     #[test]

@@ -254,20 +254,35 @@ def test_held_ramped_stepped_stopped_inputs_do_not_discard(tools, tmp_path, mode
     print(f"\n{model} FMI {version} {path}, H = {h}: {len(rows)} steps, restarts {restarts}")
 
 
+@pytest.mark.parametrize("path", ["plain", "intermediate"])
 @pytest.mark.parametrize("version", [2, 3])
 @pytest.mark.parametrize("model", list(GALLERY))
-def test_smooth_inputs_never_restart(tools, tmp_path, model, version):
+def test_smooth_inputs_never_restart(tools, tmp_path, model, version, path):
+    if path == "intermediate" and version == 2:
+        pytest.skip("intermediate update is FMI 3")
     spec = GALLERY[model]
     fmu = export(tools, ROOT / "models" / f"{model}.toml", version, tmp_path)
-    s = Slave(fmu, version)
+
+    # Plain path: a sine (the reconstruction starts at rest and takes the slope up smoothly).
+    # Intermediate update: the importer's value is exact at every internal time, so an input
+    # that moves from t = 0 on is a real velocity jump of the resting start state; the smooth
+    # input here starts at rest too (1 - cos).
+    def values(t):
+        shape = 0.2 * math.sin(3.0 * t) if path == "plain" else 0.2 * (1.0 - math.cos(3.0 * t))
+        return [u0 + scale * shape for (u0, scale) in spec.values()]
+
+    s = Slave(fmu, version, intermediate=values if path == "intermediate" else None)
     h = s.md.defaultExperiment.stepSize
     h = float(h) if h else 0.01
-
-    def values(t):
-        return [u0 + scale * 0.2 * math.sin(3.0 * t) for (u0, scale) in spec.values()]
-
     run_rig(s, values, h, 1.0, [])
     restarts, steps = s.stat("stats.restarts"), s.stat("stats.steps")
     s.close()
-    print(f"\n{model} FMI {version}, smooth input at H = {h}: restarts {restarts}, steps {steps}")
-    assert restarts == 0
+    print(f"\n{model} FMI {version} {path}, smooth input at H = {h}: restarts {restarts}, steps {steps}")
+    if path == "plain":
+        assert restarts == 0
+    else:
+        # Known limitation (docs/fmi-runtime.md): internal steps shorter than the stage-time
+        # resolution (1e-5 s: the start-up, right after a communication point) run on the
+        # segment of the last accepted time, and the importer's sample at their end is a
+        # small jump. Measured: 0 to 3 restarts per second.
+        assert restarts <= 3
