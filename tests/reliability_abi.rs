@@ -16,6 +16,14 @@ const OK: u32 = fmi3Status_fmi3OK;
 const DISCARD: u32 = fmi3Status_fmi3Discard;
 const ERROR: u32 = fmi3Status_fmi3Error;
 
+/// The tests run one at a time: the heap measurement of `free_instance_releases_unfreed_states`
+/// is process-wide, and the CPU-time bounds are clearer without neighbours.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn lib() -> Fmi3Binding {
     unsafe { Fmi3Binding::new(lib_path()) }.expect("load libmbsfmu.so")
 }
@@ -212,6 +220,7 @@ fn put_varint(mut v: u64, out: &mut Vec<u8>) {
 /// Error naming the matrix; before the structural check, DoStep wrote out of bounds.
 #[test]
 fn crafted_overflowing_matrix_dimensions_are_refused() {
+    let _serial = serial();
     let f = lib();
     for model in ["bouncing_balls", "spherical_chain", "double_pendulum_stiff"] {
         let r = Res::new(&gallery(model));
@@ -291,6 +300,7 @@ fn crafted_overflowing_matrix_dimensions_are_refused() {
 /// when the step itself is refused), with the limit named, under 1 s of CPU.
 #[test]
 fn huge_communication_steps_stop_at_the_work_budget() {
+    let _serial = serial();
     let f = lib();
     for model in [
         "bouncing_balls",
@@ -323,6 +333,7 @@ fn huge_communication_steps_stop_at_the_work_budget() {
 /// `solver.max_step = 1e-12` against a 1 ms step: refused at once, the limit named.
 #[test]
 fn a_tiny_max_step_is_refused_before_any_work() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(&gallery("bouncing_balls"));
     let inst = Inst::new(&f, &r);
@@ -345,6 +356,7 @@ fn a_tiny_max_step_is_refused_before_any_work() {
 /// the statics' message, promptly (the SVD used to iterate forever on such data).
 #[test]
 fn a_1e308_stiffness_fails_initialization_promptly() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(&gallery("quarter_car_rig"));
     let inst = Inst::new(&f, &r);
@@ -363,6 +375,7 @@ fn a_1e308_stiffness_fails_initialization_promptly() {
 /// A model point at 1e308: instantiation and initialization return (the FMU used to hang).
 #[test]
 fn a_point_at_1e308_does_not_hang() {
+    let _serial = serial();
     let text =
         gallery("slider_crank").replacen("point = [0.1, 0.0, 0.0]", "point = [1e308, 0.0, 0.0]", 1);
     assert!(text.contains("1e308"));
@@ -383,6 +396,7 @@ fn a_point_at_1e308_does_not_hang() {
 /// Output derivatives at t > 1000 s (a clamp with min > max used to panic).
 #[test]
 fn output_derivatives_after_1000_s() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(OSCILLATOR);
     let inst = Inst::new(&f, &r);
@@ -406,6 +420,7 @@ fn output_derivatives_after_1000_s() {
 
 #[test]
 fn experiment_arguments_are_checked() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(OSCILLATOR);
     for (tol, start, stop, needle) in [
@@ -437,6 +452,7 @@ fn experiment_arguments_are_checked() {
 /// non-positive mass are refused by fmi3SetFloat64 as the loader refuses them in the file.
 #[test]
 fn parameters_keep_the_loaders_sign_rules() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(OSCILLATOR);
     let inst = Inst::new(&f, &r);
@@ -464,6 +480,7 @@ fn parameters_keep_the_loaders_sign_rules() {
 /// OK + NaN.
 #[test]
 fn huge_inputs_and_nan_outputs() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(OSCILLATOR);
     let inst = Inst::new(&f, &r);
@@ -496,6 +513,7 @@ fn huge_inputs_and_nan_outputs() {
 /// FreeInstance releases the states the importer never freed (heap in use comes back).
 #[test]
 fn free_instance_releases_unfreed_states() {
+    let _serial = serial();
     let f = lib();
     let r = Res::new(&gallery("spherical_chain"));
     let heap = || unsafe { libc::mallinfo2().uordblks };
@@ -531,6 +549,7 @@ fn free_instance_releases_unfreed_states() {
 
 #[test]
 fn models_without_bodies_and_deep_expressions_are_load_errors() {
+    let _serial = serial();
     let empty = "[model]\nname = \"empty\"\ngravity = [0.0, 0.0, -9.81]\n";
     let e = mbsfmu::mbs::load_model_str(empty, Path::new("empty.toml")).unwrap_err();
     assert!(e.to_string().contains("no [[bodies]]"), "{e}");
@@ -566,6 +585,7 @@ fn models_without_bodies_and_deep_expressions_are_load_errors() {
 /// mechanism), with the same message.
 #[test]
 fn export_refuses_what_check_refuses() {
+    let _serial = serial();
     let bad = gallery("slider_crank").replacen(
         "[[forces]]",
         "[[drivers]]\nname = \"slide_drive\"\njoint = \"slide\"\nmotion = 5.0\n\n[[forces]]",
@@ -603,6 +623,7 @@ fn export_refuses_what_check_refuses() {
 /// the double pendulum and the spherical chain (the work budget).
 #[test]
 fn stalling_methods_fail_fast_with_what_to_choose() {
+    let _serial = serial();
     let f = lib();
     for (model, method, h, needle) in [
         (
@@ -654,6 +675,7 @@ fn stalling_methods_fail_fast_with_what_to_choose() {
 /// Float32 (continuous by default), UInt64, String and Binary start values and an array.
 #[test]
 fn info_shows_interfaces_types_starts_and_dimensions() {
+    let _serial = serial();
     let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
 <fmiModelDescription fmiVersion="3.0" modelName="other" instantiationToken="{x}">
   <ModelExchange modelIdentifier="other"/>
