@@ -38,10 +38,12 @@ use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
 };
 use crate::integrate::any::AnyIntegrator;
-use crate::integrate::events::{Event, EventFunctions, EventLocator, StepOutcome};
+use crate::integrate::events::{
+    Event, EventFunctions, EventLocator, StepOutcome, MAX_STEPS_PER_CALL,
+};
 use crate::integrate::{
-    IntegrateError, Integrator, JacobianStrategy, MechState, Method, MultibodySystem, Settings,
-    Stats,
+    rtol_in_range, IntegrateError, Integrator, JacobianStrategy, MechState, Method,
+    MultibodySystem, Settings, Stats, RTOL_MIN,
 };
 use crate::mbs::inputs::{InputSegment, InputSignals};
 use crate::mbs::spec::Reconstruction;
@@ -50,6 +52,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use thiserror::Error;
+
+pub mod shape;
 
 /// What the co-simulation layer needs from the engine beyond the integrator traits
 /// (implemented by `mbs::system::System`; generic so the layer can be tested with small
@@ -324,6 +328,50 @@ impl<E: Engine> Simulation<E> {
     pub fn event_stats(&self) -> crate::integrate::events::EventStats {
         self.st.events.stats
     }
+    /// Why the last internal step failed during the last communication step (for the message
+    /// of a Discard).
+    pub fn last_failure(&self) -> Option<String> {
+        let e = self.st.events.last_error()?;
+        // What to choose instead, for the methods that stall on stiff models.
+        let hint = match self.effective_settings().method {
+            Method::HalfImplicit | Method::Dopri5 => {
+                "; this method treats the forces explicitly, so stiff springs, dampers and \
+                 contacts bound its step size: for stiff models use solver.integrator = bdf \
+                 (or sdirk, rosenbrock_nystrom)"
+            }
+            Method::LocalLinearization => {
+                "; local_linearization evaluates a matrix exponential of the full Jacobian in \
+                 every step, slow on models with many coordinates or frequent Jacobian \
+                 changes: use solver.integrator = bdf"
+            }
+            _ => "",
+        };
+        Some(format!("{e}{hint}"))
+    }
+
+    /// Refuse, before any work, a communication step to `t_end` that the settings make cost
+    /// more than the work budget of one call ([`MAX_STEPS_PER_CALL`]): a fixed step or
+    /// `solver.max_step` that small against the step.
+    pub fn check_step_budget(&self, t_end: f64) -> Result<(), CosimError> {
+        let s = self.effective_settings();
+        let span = t_end - self.time();
+        for (name, h) in [
+            ("solver.max_step", s.max_step),
+            ("fixed step", s.fixed_step.unwrap_or(0.0)),
+        ] {
+            if h > 0.0 && h.is_finite() && span / h > MAX_STEPS_PER_CALL as f64 {
+                return Err(CosimError::InvalidValue {
+                    name: name.into(),
+                    value: h.to_string(),
+                    reason: format!(
+                        "a communication step of {span} s would need {:.3e} internal steps, more than the work budget of {MAX_STEPS_PER_CALL} per call; raise {name} or use shorter communication steps",
+                        span / h
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
     pub fn is_initialized(&self) -> bool {
         self.st.initialized
     }
@@ -362,11 +410,11 @@ impl<E: Engine> Simulation<E> {
             });
         }
         if let Some(tol) = tolerance {
-            if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+            if !rtol_in_range(tol) {
                 return Err(CosimError::InvalidValue {
                     name: "tolerance".into(),
                     value: tol.to_string(),
-                    reason: "must be in (0, 1)".into(),
+                    reason: format!("must be in [{RTOL_MIN:e}, 1)"),
                 });
             }
         }
@@ -415,6 +463,14 @@ impl<E: Engine> Simulation<E> {
         }
         match v.kind {
             VarKind::Parameter(i) => {
+                if let Some(rule) = &self.spec.parameters[i].rule {
+                    rule.check(value)
+                        .map_err(|reason| CosimError::InvalidValue {
+                            name: v.name.clone(),
+                            value: value.to_string(),
+                            reason,
+                        })?;
+                }
                 self.st
                     .engine
                     .set_parameter(i, value)
@@ -430,6 +486,7 @@ impl<E: Engine> Simulation<E> {
                 }
             }
             VarKind::Input(i) => {
+                check_input_magnitude(&v.name, value)?;
                 self.st.inputs[i].value = value;
                 self.st.inputs_dirty = true;
             }
@@ -440,15 +497,13 @@ impl<E: Engine> Simulation<E> {
                     reason: reason.into(),
                 };
                 match s {
-                    SolverSetting::Rtol if value > 0.0 && value < 1.0 => {
-                        self.st.settings.rtol = value
-                    }
+                    SolverSetting::Rtol if rtol_in_range(value) => self.st.settings.rtol = value,
                     SolverSetting::Atol if value > 0.0 => self.st.settings.atol = value,
                     SolverSetting::MaxStep if value >= 0.0 => self.st.settings.max_step = value,
                     SolverSetting::InitialStep if value >= 0.0 => {
                         self.st.settings.initial_step = value
                     }
-                    SolverSetting::Rtol => return Err(bad("must be in (0, 1)")),
+                    SolverSetting::Rtol => return Err(bad("must be in [1e-14, 1)")),
                     SolverSetting::Atol => return Err(bad("must be positive")),
                     _ => return Err(bad("must be non-negative")),
                 }
@@ -565,7 +620,19 @@ impl<E: Engine> Simulation<E> {
             VarKind::Solver(_) => unreachable!("enumerations are not Float64"),
             VarKind::Output(i) => {
                 self.ensure_outputs()?;
-                self.st.outputs[i]
+                let y = self.st.outputs[i];
+                if !y.is_finite() {
+                    // After a failed step the state may hold NaN: say so instead of OK + NaN.
+                    return Err(CosimError::Model(ModelError::Assembly {
+                        file: self.spec.source_files.first().cloned().unwrap_or_default(),
+                        message: format!(
+                            "output `{}` is {y} at t = {} (the state is not finite: the last step failed; restore a saved state or reset)",
+                            self.var(vr)?.name,
+                            self.time()
+                        ),
+                    }));
+                }
+                y
             }
             VarKind::Stat(StatKind::CpuTime) => self.st.cpu_time,
             VarKind::Stat(_) => unreachable!("counters are Int64"),
@@ -691,12 +758,7 @@ impl<E: Engine> Simulation<E> {
                 reason: "input derivatives of order 1 and 2 are supported".into(),
             });
         }
-        if !value.is_finite() {
-            return Err(CosimError::NotFinite {
-                name: v.name,
-                value,
-            });
-        }
+        check_input_magnitude(&v.name, value)?;
         self.st.inputs[i].derivs[order as usize - 1] = Some(value);
         self.st.inputs_dirty = true;
         self.invalidate();
@@ -1096,7 +1158,8 @@ impl<E: Engine> Simulation<E> {
             .integrator
             .as_ref()
             .map_or(1e-3, |g| Integrator::<E>::next_step_size(g));
-        let d = (0.05 * h).clamp(1e-6 * t.abs().max(1.0), 1e-3);
+        // At most 1e-3 s, but never below the time resolution at t (which wins at large t).
+        let d = (0.05 * h).min(1e-3).max(1e-6 * t.abs().max(1.0));
         let (a, _) = self.accelerations(t, &x.q, &x.v)?;
         let n = x.q.len();
         let mut jerk = vec![0.0; n];
@@ -1282,7 +1345,131 @@ impl<E: Engine> Simulation<E> {
         if s.initialized != s.integrator.is_some() {
             return bad("integrator");
         }
+        self.validate_structure(s)
+    }
+
+    /// Every size and number in a state that came from outside (deserialized bytes, whose
+    /// checksum anyone can recompute) against this instance's own structure: the engine's
+    /// shape against the live engine's, the integrator's against one of the same method built
+    /// and initialized here (see [`shape`]), settings and times with the rules of the setters.
+    fn validate_structure(&self, s: &SimState<E>) -> Result<(), CosimError> {
+        use shape::Shape;
+        let bad = |m: String| CosimError::ForeignState(m);
+        let live = Shape::of(&self.st.engine).map_err(bad)?;
+        let (nq, nc) = (self.st.engine.n_q(), self.st.engine.n_c());
+        let bound = live.largest().max((nq + nc + 1) as u64);
+        let engine = Shape::of(&s.engine).map_err(bad)?;
+        engine.check_against(&live, bound, "engine").map_err(bad)?;
+        engine.check_integers_equal(&live, "engine").map_err(bad)?;
+        check_settings(&s.settings).map_err(bad)?;
+        if let Some(tol) = s.tolerance {
+            if !rtol_in_range(tol) {
+                return Err(bad(format!("tolerance {tol} outside [{RTOL_MIN:e}, 1)")));
+            }
+        }
+        let finite = |v: &[f64]| v.iter().all(|z| z.is_finite());
+        let rules_ok = self
+            .spec
+            .parameters
+            .iter()
+            .zip(&s.params)
+            .all(|(p, &v)| p.rule.as_ref().is_none_or(|r| r.check(v).is_ok()));
+        if !rules_ok
+            || !finite(&s.params)
+            || !s.start.is_finite()
+            || s.stop.is_some_and(|t| t.is_nan())
+        {
+            return Err(bad("non-finite parameter, start or stop time".into()));
+        }
+        for inp in &s.inputs {
+            let ok = inp.value.is_finite()
+                && inp
+                    .history
+                    .iter()
+                    .all(|(t, u)| t.is_finite() && u.is_finite())
+                && inp.history.windows(2).all(|w| w[0].0 < w[1].0)
+                && inp.derivs.iter().flatten().all(|d| d.is_finite());
+            if !ok {
+                return Err(bad("input history is not finite and increasing".into()));
+            }
+        }
+        let (snq, snc) = (s.engine.n_q(), s.engine.n_c());
+        if let Some(x) = &s.x {
+            if !finite(&x.q) || !finite(&x.v) || x.lambda.len() > snc.max(nc) {
+                return Err(bad("state is not finite or has the wrong size".into()));
+            }
+        }
+        Shape::of(&s.events)
+            .map_err(bad)?
+            .check_against(&Shape::default(), bound, "event locator")
+            .map_err(bad)?;
+        let Some(integ) = &s.integrator else {
+            return Ok(());
+        };
+        let cand = Shape::of(integ).map_err(bad)?;
+        let method = <AnyIntegrator as Integrator<E>>::method(integ);
+        let x =
+            s.x.as_ref()
+                .ok_or_else(|| bad("integrator without a state".into()))?;
+        let settings = Settings {
+            method,
+            ..s.settings
+        };
+        let mut reference = AnyIntegrator::new(settings, snq, snc)?;
+        let mut engine = s.engine.clone();
+        // The candidate engine passed the checks above. Should its numbers still make the
+        // method's start panic, the state is refused (every step would do the same); should
+        // the start merely fail, the uninitialized reference serves.
+        let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            reference.initialize(&mut engine, x).is_ok()
+        }));
+        match started {
+            Ok(true) => {}
+            Ok(false) => reference = AnyIntegrator::new(settings, snq, snc)?,
+            Err(_) => return Err(bad("the state's engine cannot start its method".into())),
+        }
+        let r = Shape::of(&reference).map_err(bad)?;
+        let bound = bound.max(r.largest());
+        cand.check_against(&r, bound, "integrator").map_err(bad)
+    }
+}
+
+/// Largest magnitude of an input value or input derivative. The reconstruction of an input
+/// over a step takes differences and divided differences of samples, which overflow long
+/// before `f64::MAX`; no physical input comes near this.
+pub const MAX_INPUT_MAGNITUDE: f64 = 1e100;
+
+fn check_input_magnitude(name: &str, value: f64) -> Result<(), CosimError> {
+    if !value.is_finite() {
+        return Err(CosimError::NotFinite {
+            name: name.into(),
+            value,
+        });
+    }
+    if value.abs() > MAX_INPUT_MAGNITUDE {
+        return Err(CosimError::InvalidValue {
+            name: name.into(),
+            value: value.to_string(),
+            reason: format!("inputs are limited to |u| <= {MAX_INPUT_MAGNITUDE:e}"),
+        });
+    }
+    Ok(())
+}
+
+/// The rules of the solver setters, for settings that arrive in a state.
+fn check_settings(s: &Settings) -> Result<(), String> {
+    let ok = rtol_in_range(s.rtol)
+        && s.atol > 0.0
+        && s.atol.is_finite()
+        && s.max_step >= 0.0
+        && !s.max_step.is_nan()
+        && s.initial_step >= 0.0
+        && s.initial_step.is_finite()
+        && s.fixed_step.is_none_or(|h| h > 0.0 && h.is_finite());
+    if ok {
         Ok(())
+    } else {
+        Err(format!("solver settings out of range: {s:?}"))
     }
 }
 

@@ -85,6 +85,9 @@ fn run_with(
     let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
     integ.initialize(&mut sys, &x0).map_err(|e| e.to_string())?;
     let mut loc = EventLocator::new(1e-12);
+    // One "communication step" over the whole run: no per-call work budget.
+    loc.max_steps_per_call = u64::MAX;
+    loc.max_cpu_per_call = f64::INFINITY;
     loc.restart_after_event = restart;
     let mut events = Vec::new();
     let mut energy: f64 = 0.0;

@@ -681,7 +681,21 @@ fn experiment_tolerance_not_positive() {
     expect(
         &append("[experiment]\ntolerance = §0.0\n"),
         "[experiment]",
-        "`tolerance` must be positive, got 0",
+        "`tolerance` must be in [1e-14, 1) (a relative tolerance), got 0",
+    );
+}
+
+#[test]
+fn experiment_tolerance_and_rtol_not_below_one() {
+    expect(
+        &append("[experiment]\ntolerance = §1.0\n"),
+        "[experiment]",
+        "`tolerance` must be in [1e-14, 1) (a relative tolerance), got 1",
+    );
+    expect(
+        &append("[solver]\nrtol = §2.5\n"),
+        "[solver]",
+        "`rtol` must be in [1e-14, 1) (a relative tolerance), got 2.5",
     );
 }
 

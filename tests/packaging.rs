@@ -38,6 +38,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 tunable: true,
                 calculated: false,
                 acts: true,
+                rule: None,
             },
             ParameterSpec {
                 name: "m".into(),
@@ -47,6 +48,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
                 tunable: false,
                 calculated: false,
                 acts: true,
+                rule: None,
             },
         ],
         inputs: vec![InputSpec {

@@ -80,6 +80,11 @@ pub struct XmlVariable {
     pub start: StartValue,
     /// FMI 3: accessible in intermediate update mode.
     pub intermediate_update: bool,
+    /// The start value as written, for types this reader does not interpret (UInt64, String,
+    /// Binary, Boolean, Float32, ...; FMI 3 `<Start value>` children joined by spaces).
+    pub start_text: Option<String>,
+    /// FMI 3 array dimensions as written: a size, or `vr N` for a structural parameter.
+    pub dimensions: Vec<String>,
 }
 
 /// An entry of `ModelStructure` (by value reference in both versions; the FMI 2 writer and
@@ -247,6 +252,8 @@ impl ModelDescription {
                 intermediate_update: fmi3
                     && capabilities.provides_intermediate_update
                     && v.causality == Causality::Input,
+                start_text: None,
+                dimensions: Vec::new(),
             });
         }
         let deps = output_dependencies(spec);
@@ -724,11 +731,10 @@ fn parse_causality(el: &Element) -> Result<Causality, XmlError> {
 }
 
 fn parse_variability(el: &Element, var_type: &XmlType) -> Result<Variability, XmlError> {
-    let default = if *var_type == XmlType::Float64 {
-        "continuous"
-    } else {
-        "discrete"
-    };
+    // Real numbers are continuous by default (FMI 2 Real, FMI 3 Float64 and Float32).
+    let real = matches!(var_type, XmlType::Float64)
+        || matches!(var_type, XmlType::Other(t) if t == "Float32" || t == "Real");
+    let default = if real { "continuous" } else { "discrete" };
     Ok(match el.get("variability").unwrap_or(default) {
         "constant" => Variability::Constant,
         "fixed" => Variability::Fixed,
@@ -777,6 +783,9 @@ fn parse_start(type_el: &Element, var_type: &XmlType) -> Result<StartValue, XmlE
 /// type attributes (`type_el`; the same element in FMI 3).
 fn make_variable(var_el: &Element, type_el: &Element, fmi3: bool) -> Result<XmlVariable, XmlError> {
     let var_type = parse_type(type_el, fmi3);
+    let array_start = type_el
+        .get("start")
+        .is_some_and(|t| t.split_whitespace().nth(1).is_some());
     Ok(XmlVariable {
         name: var_el.req("name")?.to_string(),
         value_reference: var_el.u32("valueReference")?,
@@ -785,8 +794,19 @@ fn make_variable(var_el: &Element, type_el: &Element, fmi3: bool) -> Result<XmlV
         variability: parse_variability(var_el, &var_type)?,
         initial: parse_initial(var_el)?,
         unit: type_el.get("unit").unwrap_or("").to_string(),
-        start: parse_start(type_el, &var_type)?,
+        // An array's start lists several values: kept as text.
+        start: if array_start {
+            StartValue::None
+        } else {
+            parse_start(type_el, &var_type)?
+        },
         intermediate_update: type_el.get("intermediateUpdate") == Some("true"),
+        start_text: match var_type {
+            XmlType::Other(_) => type_el.get("start").map(str::to_string),
+            _ if array_start => type_el.get("start").map(str::to_string),
+            _ => None,
+        },
+        dimensions: Vec::new(),
         var_type,
     })
 }
@@ -962,6 +982,27 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
             _ if parent == "ModelVariables" => {
                 let v = make_variable(&el, &el, true)?;
                 md.as_mut().expect("checked").variables.push(v);
+            }
+            // FMI 3 children of a variable: array dimensions, String/Binary start values.
+            "Dimension" | "Start"
+                if stack.len() >= 2 && stack[stack.len() - 2] == "ModelVariables" =>
+            {
+                if let Some(v) = md.as_mut().expect("checked").variables.last_mut() {
+                    if el.name == "Dimension" {
+                        let d = el
+                            .get("start")
+                            .map(str::to_string)
+                            .or_else(|| el.get("valueReference").map(|r| format!("vr {r}")))
+                            .unwrap_or_else(|| "?".into());
+                        v.dimensions.push(d);
+                    } else if let Some(x) = el.get("value") {
+                        let t = v.start_text.get_or_insert_with(String::new);
+                        if !t.is_empty() {
+                            t.push(' ');
+                        }
+                        t.push_str(x);
+                    }
+                }
             }
             "Unknown" | "Output" | "InitialUnknown"
                 if parent == "Outputs"

@@ -454,8 +454,8 @@ pub unsafe extern "C" fn fmi2FreeFMUstate(
     FMUstate: *mut fmi2FMUstate,
 ) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2FreeFMUstate", M_ANY, |_, _| {
-            fmu_state::free(FMUstate)
+        b2(c, "fmi2FreeFMUstate", M_ANY, |_, core| {
+            fmu_state::free(core, FMUstate)
         })
     }
 }
@@ -606,7 +606,7 @@ pub unsafe extern "C" fn fmi2DoStep(
                     core.last_successful_time = last_successful_time;
                     inst.log(
                     Status::Discard,
-                    &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time}; restore a saved state (fmi2SetFMUstate) and retry with a smaller step", currentCommunicationPoint + communicationStepSize),
+                    &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time} ({}); restore a saved state (fmi2SetFMUstate) and retry with a smaller step", currentCommunicationPoint + communicationStepSize, core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
                 );
                     Ok(Status::Discard)
                 }
@@ -642,6 +642,9 @@ pub(crate) fn do_step(
             "communication point {tc} differs from the instance time {t}"
         )));
     }
+    core.sim
+        .check_step_budget(tc + h)
+        .map_err(|e| Fail::arg(e.to_string()))?;
     let cpu = thread_cpu_time();
     let r = core.sim.advance_to(tc + h, intermediate);
     core.sim.add_cpu_time(thread_cpu_time() - cpu);

@@ -822,8 +822,8 @@ pub unsafe extern "C" fn fmi3FreeFMUState(
     FMUState: *mut fmi3FMUState,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3FreeFMUState", M_ANY, |_, _| {
-            fmu_state::free(FMUState)
+        b3(instance, "fmi3FreeFMUState", M_ANY, |_, core| {
+            fmu_state::free(core, FMUState)
         })
     }
 }
@@ -1409,7 +1409,7 @@ pub unsafe extern "C" fn fmi3DoStep(
                 } => {
                     inst.log(
                         Status::Discard,
-                        &format!("fmi3DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time}; continue from there with a smaller step, or restore a saved state", tc + h),
+                        &format!("fmi3DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time} ({}); continue from there with a smaller step, or restore a saved state", tc + h, core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
                     );
                     Ok(Status::Discard)
                 }

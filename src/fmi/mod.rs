@@ -146,6 +146,9 @@ pub(crate) struct Core {
     pub last_successful_time: f64,
     pub last_step_status: Status,
     pub event_mode_used: bool,
+    /// Addresses of the FMU states this instance handed out and the importer has not freed:
+    /// FreeInstance releases them.
+    pub states: Vec<usize>,
 }
 
 impl Core {
@@ -250,6 +253,7 @@ impl Instance {
                 last_successful_time: t,
                 last_step_status: Status::Ok,
                 event_mode_used: false,
+                states: Vec::new(),
             }),
         })
     }
@@ -640,6 +644,16 @@ pub(crate) unsafe fn free_instance(ptr: *mut c_void, version: FmiVersion, func: 
     // SAFETY: allocated by Box::into_raw in instantiate; the magic check above says it is live.
     let mut b = unsafe { Box::from_raw(ptr as *mut Instance) };
     b.magic = DEAD_MAGIC;
+    // States the importer never freed belong to this instance and go with it.
+    let states = match b.core.get_mut() {
+        Ok(core) => std::mem::take(&mut core.states),
+        Err(poisoned) => std::mem::take(&mut poisoned.into_inner().states),
+    };
+    for p in states {
+        // SAFETY: every address in `states` is a live StateBox of this instance (removed
+        // from the list when freed).
+        unsafe { StateBox::free(p as *mut c_void) };
+    }
     let _ = catch_unwind(AssertUnwindSafe(move || drop(b)));
 }
 
@@ -749,7 +763,10 @@ pub(crate) mod fmu_state {
         // SAFETY: *slot is NULL or the importer's earlier state (checked by magic).
         match unsafe { StateBox::from_ptr(*slot) } {
             Some(b) => b.snapshot = snap,
-            None => *slot = StateBox::new_raw(snap),
+            None => {
+                *slot = StateBox::new_raw(snap);
+                core.states.push(*slot as usize);
+            }
         }
         Ok(Status::Ok)
     }
@@ -766,7 +783,7 @@ pub(crate) mod fmu_state {
 
     /// # Safety
     /// `s` is the importer's `FMUState*` argument.
-    pub unsafe fn free(s: *mut *mut c_void) -> BodyResult {
+    pub unsafe fn free(core: &mut Core, s: *mut *mut c_void) -> BodyResult {
         if s.is_null() {
             return Ok(Status::Ok);
         }
@@ -779,6 +796,12 @@ pub(crate) mod fmu_state {
         if unsafe { StateBox::from_ptr(*slot) }.is_none() {
             return Err(Fail::arg("the FMU state is not one of this FMU's states"));
         }
+        let Some(k) = core.states.iter().position(|&p| p == *slot as usize) else {
+            return Err(Fail::arg(
+                "the FMU state belongs to another instance: free it through that instance",
+            ));
+        };
+        core.states.swap_remove(k);
         // SAFETY: live StateBox.
         unsafe { StateBox::free(*slot) };
         *slot = std::ptr::null_mut();
@@ -842,7 +865,10 @@ pub(crate) mod fmu_state {
         // SAFETY: *slot is NULL or a state of ours (magic).
         match unsafe { StateBox::from_ptr(*slot) } {
             Some(b) => b.snapshot = snap,
-            None => *slot = StateBox::new_raw(snap),
+            None => {
+                *slot = StateBox::new_raw(snap);
+                core.states.push(*slot as usize);
+            }
         }
         Ok(Status::Ok)
     }

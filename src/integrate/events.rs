@@ -35,6 +35,7 @@
 //! forces committed by the thrown-away step (used only by joint friction, which lags one step
 //! by design anyway).
 
+use super::jacobian::thread_cpu_time;
 use super::system::{Mechanical, MultibodySystem};
 use super::{IntegrateError, Integrator, Stats};
 use serde::de::DeserializeOwned;
@@ -122,8 +123,49 @@ pub struct EventLocator {
     /// which methods whose error estimate does not see the contact force then accept.
     pub restart_after_event: bool,
     pub stats: EventStats,
+    /// Most accepted internal steps per communication step (the work budget of one call; see
+    /// [`MAX_STEPS_PER_CALL`]).
+    #[serde(skip, default = "default_budget")]
+    pub max_steps_per_call: u64,
+    /// Most CPU seconds per communication step ([`MAX_CPU_SECONDS_PER_CALL`]).
+    #[serde(skip, default = "default_cpu_budget")]
+    pub max_cpu_per_call: f64,
+    #[serde(skip)]
+    call: CallBudget,
     #[serde(skip)]
     ws: Workspace,
+}
+
+/// The work budget of one communication step: at most this many accepted internal steps
+/// between two communication points, and at most [`MAX_CPU_SECONDS_PER_CALL`] of the thread's
+/// CPU time. A method that needs more is either stuck (step sizes collapsing towards the
+/// rounding limit) or asked for a horizon far beyond what one call should do (the importer's
+/// thread blocked for minutes); the step then ends with the recoverable
+/// [`IntegrateError::WorkBudget`] (FMI Discard at the last accepted time), and shorter
+/// communication steps continue from there. The gallery models need a few hundred internal
+/// steps per simulated second.
+pub const MAX_STEPS_PER_CALL: u64 = 5_000;
+
+/// CPU seconds one communication step may take (see [`MAX_STEPS_PER_CALL`]).
+pub const MAX_CPU_SECONDS_PER_CALL: f64 = 0.5;
+
+fn default_budget() -> u64 {
+    MAX_STEPS_PER_CALL
+}
+
+fn default_cpu_budget() -> f64 {
+    MAX_CPU_SECONDS_PER_CALL
+}
+
+/// Steps taken towards the current communication point (reset when the limit changes).
+#[derive(Debug, Clone, Default)]
+struct CallBudget {
+    t_limit: Option<f64>,
+    steps: u64,
+    /// Thread CPU time at the first step of the call.
+    cpu0: f64,
+    /// Why the last step failed (for the importer's log).
+    last_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -183,6 +225,9 @@ impl EventLocator {
             gap_tol: gap_tol.abs().max(1e-15),
             restart_after_event: true,
             stats: EventStats::default(),
+            max_steps_per_call: MAX_STEPS_PER_CALL,
+            max_cpu_per_call: MAX_CPU_SECONDS_PER_CALL,
+            call: CallBudget::default(),
             ws: Workspace::default(),
         }
     }
@@ -316,6 +361,53 @@ impl EventLocator {
         S: MultibodySystem + EventFunctions + ?Sized,
         I: Integrator<S> + Serialize + DeserializeOwned,
     {
+        let r = self.budgeted_step(integ, sys, t_limit);
+        if let Err(e) = &r {
+            self.call.last_error = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Why the last step failed, when it did during the current communication step.
+    pub fn last_error(&self) -> Option<&str> {
+        self.call.last_error.as_deref()
+    }
+
+    fn budgeted_step<S, I>(
+        &mut self,
+        integ: &mut I,
+        sys: &mut S,
+        t_limit: f64,
+    ) -> Result<StepOutcome, IntegrateError>
+    where
+        S: MultibodySystem + EventFunctions + ?Sized,
+        I: Integrator<S> + Serialize + DeserializeOwned,
+    {
+        let timed = self.max_cpu_per_call.is_finite();
+        if self.call.t_limit != Some(t_limit) {
+            self.call = CallBudget {
+                t_limit: Some(t_limit),
+                cpu0: if timed { thread_cpu_time() } else { 0.0 },
+                ..Default::default()
+            };
+        }
+        // The clock is read every 8 steps (a system call).
+        let cpu = if timed && self.call.steps % 8 == 7 {
+            thread_cpu_time() - self.call.cpu0
+        } else {
+            0.0
+        };
+        if self.call.steps >= self.max_steps_per_call || cpu > self.max_cpu_per_call {
+            // The next call starts with a fresh budget (progress in every call).
+            self.call.t_limit = None;
+            return Err(IntegrateError::WorkBudget {
+                t: integ.state().t,
+                t_limit,
+                steps: self.call.steps,
+                cpu,
+            });
+        }
+        self.call.steps += 1;
         let out = self.locate(integ, sys, t_limit)?;
         if let (StepOutcome::Event(_), true) = (out, self.restart_after_event) {
             let before = *integ.stats();

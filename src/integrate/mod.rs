@@ -166,6 +166,17 @@ impl Default for Settings {
     }
 }
 
+/// Smallest relative tolerance accepted anywhere (`solver.rtol`, `[experiment] tolerance`, the
+/// importer's tolerance); the largest is exclusive 1. Below 1e-14 the error test asks for more
+/// than double precision resolves (steps collapse to the rounding limit); at 1 and above no
+/// step is ever rejected for accuracy, so the result is noise.
+pub const RTOL_MIN: f64 = 1e-14;
+
+/// Whether `tol` is a usable relative tolerance: `[RTOL_MIN, 1)`.
+pub fn rtol_in_range(tol: f64) -> bool {
+    (RTOL_MIN..1.0).contains(&tol)
+}
+
 /// Solver statistics, counted as in paper 003's tables. Cumulative since initialisation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
@@ -223,6 +234,13 @@ pub enum IntegrateError {
     Inconsistent { t: f64, what: String },
     #[error("invalid setting: {0}")]
     Settings(String),
+    #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {t} of {t_limit} (limits: {} steps, {} s CPU per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, events::MAX_STEPS_PER_CALL, events::MAX_CPU_SECONDS_PER_CALL)]
+    WorkBudget {
+        t: f64,
+        t_limit: f64,
+        steps: u64,
+        cpu: f64,
+    },
 }
 
 impl IntegrateError {
@@ -234,6 +252,7 @@ impl IntegrateError {
                 | IntegrateError::NewtonFailed { .. }
                 | IntegrateError::NonFinite { .. }
                 | IntegrateError::Singular { .. }
+                | IntegrateError::WorkBudget { .. }
         )
     }
 }

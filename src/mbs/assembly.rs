@@ -38,10 +38,25 @@ fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DMatrix<f64>)
 }
 
 pub(super) fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
-    let svd = jac.clone().svd(true, true);
+    let zero = || DVector::zeros(jac.ncols());
+    // Guards: an empty matrix has no SVD, non-finite entries make nalgebra's SVD iterate
+    // forever, and so do entries near the overflow limit (1e308 stiffness): scaled by a power
+    // of two (exact) when huge, and the iterations bounded.
+    let amax = jac.amax();
+    if jac.is_empty() || !amax.is_finite() || rhs.iter().any(|r| !r.is_finite()) {
+        return zero();
+    }
+    let scale = if amax > 1e100 {
+        2f64.powi(amax.log2().ceil() as i32)
+    } else {
+        1.0
+    };
+    let Some(svd) = (jac / scale).try_svd(true, true, f64::EPSILON, 10_000) else {
+        return zero();
+    };
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
-    svd.solve(rhs, 1e-10 * smax.max(1e-300))
-        .unwrap_or_else(|_| DVector::zeros(jac.ncols()))
+    svd.solve(&(rhs / scale), 1e-10 * smax.max(1e-300))
+        .unwrap_or_else(|_| zero())
 }
 
 /// Damped Gauss–Newton on `Φ(q) − (1 − s) r0 = 0` from `q`, tracking angle branches after

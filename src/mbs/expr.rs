@@ -43,6 +43,7 @@ pub fn eval(text: &str, lookup: &dyn Fn(&str) -> Option<f64>) -> Result<f64, Exp
     let mut p = Parser {
         s: text.as_bytes(),
         pos: 0,
+        depth: 0,
         lookup,
     };
     p.skip_ws();
@@ -89,9 +90,15 @@ pub fn identifiers(text: &str) -> Vec<String> {
     out
 }
 
+/// Deepest nesting of parentheses, signs and powers: the parser recurses once per level, and
+/// a model file must not overflow the stack of the importer's thread (1 MiB hosts exist).
+pub const MAX_DEPTH: usize = 100;
+
 struct Parser<'a> {
     s: &'a [u8],
     pos: usize,
+    /// Current nesting (see [`MAX_DEPTH`]).
+    depth: usize,
     lookup: &'a dyn Fn(&str) -> Option<f64>,
 }
 
@@ -146,7 +153,19 @@ impl Parser<'_> {
         }
         Ok(v)
     }
+    /// Every level of nesting passes here (parentheses, function arguments, signs, powers).
     fn unary(&mut self) -> Result<f64, ExprError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.err(format!(
+                "expression nested deeper than {MAX_DEPTH} levels (parentheses, signs or powers)"
+            )));
+        }
+        self.depth += 1;
+        let r = self.unary_inner();
+        self.depth -= 1;
+        r
+    }
+    fn unary_inner(&mut self) -> Result<f64, ExprError> {
         match self.peek() {
             Some(b'-') => {
                 self.pos += 1;
@@ -355,6 +374,29 @@ mod tests {
             .unwrap_err()
             .message
             .contains("unexpected `$ 2`"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        // On a 256 KiB thread: 100 levels fit, 1e5 levels are refused before recursing.
+        let r = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let ok = format!("{}1{}", "(".repeat(99), ")".repeat(99));
+                assert_eq!(ev(&ok), Ok(1.0));
+                for deep in [
+                    format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000)),
+                    "-".repeat(100_000) + "1",
+                    "2^".repeat(100_000) + "1",
+                    "sqrt(".repeat(100_000) + "1",
+                ] {
+                    let e = ev(&deep).unwrap_err();
+                    assert!(e.message.contains("deeper than 100 levels"), "{e:?}");
+                }
+            })
+            .unwrap()
+            .join();
+        assert!(r.is_ok());
     }
 
     #[test]

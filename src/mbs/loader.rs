@@ -436,6 +436,7 @@ impl<'a> Resolver<'a> {
         self.ensure(v >= 0.0, n.span(), el, || {
             format!("`{field}` must not be negative, got {v} {unit}")
         })?;
+        self.sign_rule(s, false, el, field);
         Ok(s)
     }
 
@@ -452,7 +453,21 @@ impl<'a> Resolver<'a> {
         self.ensure(v > 0.0, n.span(), el, || {
             format!("`{field}` must be positive, got {v} {unit}")
         })?;
+        self.sign_rule(s, true, el, field);
         Ok(s)
+    }
+
+    /// Remember the sign a parameter must keep when the importer sets it (the strictest use).
+    fn sign_rule(&mut self, s: Scalar, positive: bool, el: &str, field: &str) {
+        if let Scalar::Param(i) = s {
+            let r = &mut self.params[i].rule;
+            if r.as_ref().is_none_or(|r| positive && !r.positive) {
+                *r = Some(crate::mbs::spec::ParamRule {
+                    positive,
+                    what: format!("{el} `{field}`"),
+                });
+            }
+        }
     }
 
     fn list(&mut self, v: &NumList, el: &str, field: &str, len: usize) -> Res<Vec<f64>> {
@@ -959,6 +974,7 @@ impl<'a> Resolver<'a> {
                 tunable: false,
                 calculated,
                 acts: true,
+                rule: None,
             });
         }
 
@@ -1029,6 +1045,13 @@ impl<'a> Resolver<'a> {
             });
         }
 
+        if raw.bodies.is_empty() {
+            return Err(self.err(
+                raw.model.span(),
+                "[model]",
+                "the model has no [[bodies]]: nothing moves, there is nothing to integrate",
+            ));
+        }
         for (i, b) in raw.bodies.iter().enumerate() {
             self.body(i, b)?;
         }
@@ -1177,9 +1200,18 @@ impl<'a> Resolver<'a> {
         }
         if let Some(v) = &x.tolerance {
             e.tolerance = self.number(v, el, "tolerance")?;
-            self.ensure(e.tolerance > 0.0, v.span(), el, || {
-                format!("`tolerance` must be positive, got {}", e.tolerance)
-            })?;
+            self.ensure(
+                crate::integrate::rtol_in_range(e.tolerance),
+                v.span(),
+                el,
+                || {
+                    format!(
+                        "`tolerance` must be in [{:e}, 1) (a relative tolerance), got {}",
+                        crate::integrate::RTOL_MIN,
+                        e.tolerance
+                    )
+                },
+            )?;
         }
         if let Some(v) = &x.step {
             e.step = self.number(v, el, "step")?;
@@ -1231,11 +1263,15 @@ impl<'a> Resolver<'a> {
         ] {
             if let Some(v) = val {
                 let n = self.number(v, el, key)?;
-                let ok = if positive { n > 0.0 } else { n >= 0.0 };
-                let need = if positive {
-                    "positive"
-                } else {
-                    "zero or positive"
+                let ok = match key {
+                    "rtol" => crate::integrate::rtol_in_range(n),
+                    _ if positive => n > 0.0,
+                    _ => n >= 0.0,
+                };
+                let need = match key {
+                    "rtol" => "in [1e-14, 1) (a relative tolerance)",
+                    _ if positive => "positive",
+                    _ => "zero or positive",
                 };
                 self.ensure(ok, v.span(), el, || {
                     format!("`{key}` must be {need}, got {n}")

@@ -319,10 +319,37 @@ pub struct ParameterSpec {
     /// a parameter that acts on nothing is a load-time warning and is not exposed.
     #[serde(default = "yes")]
     pub acts: bool,
+    /// The sign the fields it feeds require (the loader's rule, applied again when the
+    /// importer sets the parameter).
+    #[serde(default)]
+    pub rule: Option<ParamRule>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// A parameter used as a stiffness, damping or friction coefficient must not be negative; one
+/// used as a mass, length or radius must be positive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamRule {
+    /// Strictly positive (else: not negative).
+    pub positive: bool,
+    /// The field that asks for it (`[[forces]] 'spring' `stiffness``), for the message.
+    pub what: String,
+}
+
+impl ParamRule {
+    /// `Err(reason)` when `value` breaks the rule.
+    pub fn check(&self, value: f64) -> Result<(), String> {
+        if self.positive && value.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return Err(format!("must be positive: it is {}", self.what));
+        }
+        if !self.positive && value.partial_cmp(&0.0) == Some(std::cmp::Ordering::Less) {
+            return Err(format!("must not be negative: it is {}", self.what));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// Assemble the model as the FMU will at its start time: degrees of freedom, redundant
 /// constraints dropped, how far the file's state was from consistent. `Err` for a model that
 /// cannot be assembled (a user error).
-fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
+pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
     let mut sys = System::new(Arc::new(spec.clone())).map_err(|e| e.to_string())?;
     let t0 = spec.experiment.start;
     let x = sys.initial_state(t0).map_err(|e| e.to_string())?;

@@ -69,6 +69,13 @@ pub fn run(a: &ExportArgs) -> CliResult {
         extra.push((platform.to_string(), PathBuf::from(path)));
     }
     let spec = mbsfmu::mbs::load_model(&a.model)?;
+    // Refuse what `check` refuses: an FMU whose initialization cannot succeed is no FMU.
+    super::check::assembly_report(&spec).map_err(|message| {
+        CliError::User(format!(
+            "{}: {message} (not exported; `mbsfmu check` shows the same)",
+            a.model.display()
+        ))
+    })?;
     let library = match &a.library {
         Some(l) => l.clone(),
         None => default_library()?,

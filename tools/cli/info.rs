@@ -22,10 +22,26 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
     let md = ModelDescription::from_xml(&xml).map_err(|e| user(e.to_string()))?;
 
     let mut s = String::new();
+    // The interfaces the description declares (an FMU from another tool may be Model
+    // Exchange only).
+    let interfaces: Vec<&str> = [
+        ("<ModelExchange", "Model Exchange"),
+        ("<CoSimulation", "Co-Simulation"),
+        ("<ScheduledExecution", "Scheduled Execution"),
+    ]
+    .iter()
+    .filter(|(tag, _)| xml.contains(tag))
+    .map(|(_, name)| *name)
+    .collect();
     s.push_str(&format!(
-        "{}: FMI {} Co-Simulation FMU\n",
+        "{}: FMI {} {} FMU\n",
         fmu.display(),
-        md.fmi_version.attr()
+        md.fmi_version.attr(),
+        if interfaces.is_empty() {
+            "(no interface declared)".to_string()
+        } else {
+            interfaces.join(" + ")
+        }
     ));
     s.push_str(&format!("  model:       {}\n", md.model_name));
     if !md.description.is_empty() {
@@ -123,8 +139,13 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
             XmlType::Enumeration(t) => t.clone(),
             XmlType::Other(t) => t.clone(),
         };
+        let ty = if v.dimensions.is_empty() {
+            ty
+        } else {
+            format!("{ty}[{}]", v.dimensions.join(", "))
+        };
         let start = match (&v.start, &v.var_type) {
-            (StartValue::None, _) => String::new(),
+            (StartValue::None, _) => v.start_text.clone().unwrap_or_default(),
             (StartValue::Float(x), _) => fmt_f64(*x),
             (StartValue::Int(i), XmlType::Enumeration(t)) => md
                 .enumeration_types

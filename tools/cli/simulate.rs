@@ -120,7 +120,8 @@ impl CoSimulation for InProcess {
         match r {
             Ok(Advance::Completed) => Ok(()),
             Ok(Advance::Discard { last_successful_time, .. }) => Err(format!(
-                "the integrator could not continue past t = {last_successful_time} (try a smaller --step, another solver.integrator, or tighter tolerances)"
+                "the integrator could not continue past t = {last_successful_time}: {} (try a smaller --step, another solver.integrator, or tighter tolerances)",
+                self.sim.last_failure().unwrap_or_else(|| "no reason given".into())
             )),
             // Early return is only switched on by FMI 3 instances.
             Ok(Advance::EarlyReturn { event }) => {

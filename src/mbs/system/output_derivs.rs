@@ -34,6 +34,10 @@ pub(super) enum Factored {
 impl Factored {
     /// Solve in place; false when singular or not finite.
     pub(super) fn solve(&mut self, x: &mut [f64]) -> bool {
+        if x.is_empty() {
+            // A model without bodies: nalgebra cannot slice an empty system.
+            return true;
+        }
         match self {
             Factored::Dense(lu) => {
                 let mut b = DVector::from_column_slice(x);
