@@ -10,7 +10,7 @@
 //! Per run: the thread CPU time of the whole master loop (instantiate to free), the FMU's
 //! statistics, the error against the independent reference where one exists, the real-time
 //! factor (simulated time / CPU time). Medians with min and max over `BENCH_REPEATS` runs
-//! (default 3; one run when a run takes longer than 20 s). A run is stopped after 60 s of CPU.
+//! (default 3; one run when a run takes longer than 20 s). A run is stopped after 30 s of CPU.
 //!
 //! Run: `cargo build --release --lib && cargo bench --bench rig` (writes the `rig` section of
 //! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case; `BENCH_METHODS=bdf,sdirk` and
@@ -26,7 +26,7 @@ use report::{benchmarks_md, median_min_max, replace_section};
 use std::ffi::{c_char, c_void, CString};
 use std::path::{Path, PathBuf};
 
-const RUN_BUDGET: f64 = 60.0;
+const RUN_BUDGET: f64 = 30.0;
 
 fn thread_cpu() -> f64 {
     let mut ts = libc::timespec {

@@ -1007,17 +1007,16 @@ impl<E: Engine> Simulation<E> {
                         // yet (an input that moves from its first sample on): a jump, as at a
                         // communication point.
                         if multistep {
-                            let x = Integrator::<E>::state(integ).clone();
-                            if let Some(xn) = input_jump(&mut self.st.engine, &settings, &x) {
-                                if let Err(e) = restart_after_jump(
-                                    integ,
-                                    &mut self.st.engine,
-                                    &xn,
-                                    &mut self.st.stats_base,
-                                ) {
-                                    break Err(CosimError::Integrate(e));
-                                }
-                                self.st.events.reset();
+                            let r = restart_on_jump(
+                                integ,
+                                &mut self.st.engine,
+                                &settings,
+                                &mut self.st.stats_base,
+                            );
+                            match r {
+                                Ok(true) => self.st.events.reset(),
+                                Ok(false) => {}
+                                Err(e) => break Err(CosimError::Integrate(e)),
                             }
                         }
                         t_n = t;
@@ -1050,19 +1049,20 @@ impl<E: Engine> Simulation<E> {
                                 base[i] = line;
                                 signals.segments[i] = line;
                             }
-                            let x = Integrator::<E>::state(integ).clone();
-                            if let Some(xn) = input_jump(&mut self.st.engine, &settings, &x) {
-                                if let Err(e) = restart_after_jump(
-                                    integ,
-                                    &mut self.st.engine,
-                                    &xn,
-                                    &mut self.st.stats_base,
-                                ) {
-                                    break Err(CosimError::Integrate(e));
+                            let r = restart_on_jump(
+                                integ,
+                                &mut self.st.engine,
+                                &settings,
+                                &mut self.st.stats_base,
+                            );
+                            match r {
+                                Ok(true) => {
+                                    self.st.events.reset();
+                                    stage_samples.clear();
+                                    continue;
                                 }
-                                self.st.events.reset();
-                                stage_samples.clear();
-                                continue;
+                                Ok(false) => {}
+                                Err(e) => break Err(CosimError::Integrate(e)),
                             }
                         }
                     }
@@ -1705,6 +1705,21 @@ fn input_jump<E: Engine>(e: &mut E, s: &Settings, x: &MechState) -> Option<MechS
         v,
         lambda: x.lambda.clone(),
     })
+}
+
+/// Restart `integ` if the segments now installed make its state jump ([`input_jump`]);
+/// whether it did.
+fn restart_on_jump<E: Engine>(
+    integ: &mut AnyIntegrator,
+    e: &mut E,
+    s: &Settings,
+    base: &mut Stats,
+) -> Result<bool, IntegrateError> {
+    let x = Integrator::<E>::state(integ).clone();
+    match input_jump(e, s, &x) {
+        Some(xn) => restart_after_jump(integ, e, &xn, base).map(|()| true),
+        None => Ok(false),
+    }
 }
 
 /// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the

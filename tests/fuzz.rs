@@ -261,6 +261,9 @@ struct Clock<'a> {
 
 impl Clock<'_> {
     fn time<T>(&mut self, kind: u64, f: impl FnOnce() -> T) -> T {
+        if std::env::var_os("MBSFMU_FUZZ_TRACE").is_some() {
+            eprintln!("fuzz: call kind {kind}");
+        }
         let t = Instant::now();
         let r = f();
         let ns = t.elapsed().as_nanos() as u64;
@@ -1340,6 +1343,24 @@ fn fmi2_call_sequences() {
     let s = campaign(n, 250, &|id| fmi2_fuzz::sequence(&f, &models, id));
     s.assert_clean("FMI 2 sequences");
     assert_eq!(s.jobs, n);
+}
+
+/// Replays one job in this process with a trace of its calls (`MBSFMU_FUZZ_REPLAY=2:1157` or
+/// `3:1477`; the seed as in the campaign): for a job the campaign reported.
+#[test]
+#[ignore]
+fn replay() {
+    std::env::set_var("MBSFMU_FUZZ_TRACE", "1");
+    let spec = std::env::var("MBSFMU_FUZZ_REPLAY").expect("MBSFMU_FUZZ_REPLAY=version:job");
+    let (v, id) = spec.split_once(':').expect("version:job");
+    let id: u64 = id.parse().unwrap();
+    let models = models();
+    let rep = if v == "2" {
+        fmi2_fuzz::sequence(&fmi2_fuzz::binding(), &models, id)
+    } else {
+        fmi3_fuzz::sequence(&fmi3_fuzz::binding(), &models, id)
+    };
+    eprintln!("replayed: {} calls", rep.calls);
 }
 
 #[test]

@@ -56,7 +56,10 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
             unit: "N".into(),
             start: 0.5,
             description: "Actuator force".into(),
-            reconstruction: Default::default(),
+            // Held: a force sample acts at once, so outputs depend on it directly (with the
+            // default smooth reconstruction only through the second rate, which a force
+            // does not use).
+            reconstruction: mbsfmu::mbs::spec::Reconstruction::Hold,
         }],
         bodies: vec![BodySpec {
             name: "block".into(),
@@ -424,7 +427,7 @@ fn fmi2_model_description_matches_hand_written_expectation() {
     var(
         "9",
         "F",
-        "Actuator force (between communication points: smooth)",
+        "Actuator force (between communication points: hold)",
         "input",
         "continuous",
         None,
@@ -742,7 +745,7 @@ fn fmi3_model_description_matches_hand_written_expectation() {
             ("valueReference", "9"),
             (
                 "description",
-                "Actuator force (between communication points: smooth)",
+                "Actuator force (between communication points: hold)",
             ),
             ("causality", "input"),
             ("variability", "continuous"),
@@ -1201,7 +1204,7 @@ fn cli_info_shows_version_variables_capabilities_platforms() {
             "x <- none".into(),
             "bdf (1)".into(),
             // The input with its reconstruction mode.
-            "F: Actuator force (between communication points: smooth)".into(),
+            "F: Actuator force (between communication points: hold)".into(),
         ] {
             assert!(out.contains(&needle), "info lacks {needle:?}:\n{out}");
         }

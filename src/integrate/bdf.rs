@@ -371,6 +371,44 @@ impl Bdf {
         Ok(())
     }
 
+    /// The start-up step size estimate at the consistent state `x` with accelerations `acc`
+    /// (`self.y` holds its solver vector).
+    fn startup_step(&self, x: &MechState, acc: &[f64]) -> f64 {
+        let nq = self.nq;
+        let mut dy = vec![0.0; 2 * nq];
+        dy[..nq].copy_from_slice(&x.v);
+        dy[nq..].copy_from_slice(acc);
+        let s = self.settings;
+        let h_max = if self.h_max().is_finite() {
+            self.h_max()
+        } else {
+            0.0
+        };
+        initial_step_size(x.t, &self.y[..2 * nq], &dy, s.rtol, s.atol, 1, h_max)
+    }
+
+    /// Order-1 history at the consistent state `x` (`self.y`, accelerations `acc`) for a first
+    /// step of size `h0`.
+    fn start_order_one(&mut self, x: &MechState, acc: &[f64], h0: f64) {
+        let (nq, nc) = (self.nq, self.nc);
+        self.d.fill(0.0);
+        self.d.column_mut(0).copy_from_slice(&self.y);
+        for i in 0..nq {
+            self.d[(i, 1)] = h0 * x.v[i];
+            self.d[(nq + i, 1)] = h0 * acc[i];
+        }
+        self.order = 1;
+        self.order_next = 1;
+        self.h = h0;
+        self.h_next = h0;
+        self.state = MechState {
+            t: x.t,
+            q: x.q.clone(),
+            v: x.v.clone(),
+            lambda: self.y[2 * nq..2 * nq + nc].to_vec(),
+        };
+    }
+
     /// Start again at order 1 from `x` (a jump in the state), keeping the Jacobian store
     /// (`G`, its LU, the policy and its counters: the matrix depends on where the system is,
     /// not on the history), the statistics, and the step size as far as the start-up estimate
@@ -390,42 +428,14 @@ impl Bdf {
         let r = self.consistent_y(sys, x, &mut acc);
         self.ggl.evals += evals;
         r?;
-        let (nq, nc) = (self.nq, self.nc);
-        let mut dy = vec![0.0; 2 * nq];
-        dy[..nq].copy_from_slice(&x.v);
-        dy[nq..].copy_from_slice(&acc);
-        let s = self.settings;
-        let estimate = initial_step_size(
-            x.t,
-            &self.y[..2 * nq],
-            &dy,
-            s.rtol,
-            s.atol,
-            1,
-            if self.h_max().is_finite() {
-                self.h_max()
-            } else {
-                0.0
-            },
-        );
-        let h0 = s.fixed_step.unwrap_or(estimate.min(self.h_next));
-        self.d.fill(0.0);
-        self.d.column_mut(0).copy_from_slice(&self.y);
-        for i in 0..2 * nq {
-            self.d[(i, 1)] = h0 * dy[i];
-        }
-        self.order = 1;
-        self.order_next = 1;
-        self.h = h0;
-        self.h_next = h0;
+        let estimate = self.startup_step(x, &acc);
+        let h0 = self
+            .settings
+            .fixed_step
+            .unwrap_or(estimate.min(self.h_next));
+        self.start_order_one(x, &acc, h0);
         self.n_equal_steps = 0;
         self.rate_prev = None;
-        self.state = MechState {
-            t: x.t,
-            q: x.q.clone(),
-            v: x.v.clone(),
-            lambda: self.y[2 * nq..2 * nq + nc].to_vec(),
-        };
         self.stats.f_evals = self.ggl.evals;
         Ok(true)
     }
@@ -912,45 +922,14 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
         self.allocate(sys);
         let mut acc = vec![0.0; self.nq];
         self.consistent_y(sys, x, &mut acc)?;
-        let (nq, nc) = (self.nq, self.nc);
-        let t = x.t;
-        let mut dy = vec![0.0; 2 * nq];
-        dy[..nq].copy_from_slice(&x.v);
-        dy[nq..].copy_from_slice(&acc);
         let h0 = if let Some(h) = s.fixed_step {
             h
         } else if s.initial_step > 0.0 {
             s.initial_step.min(self.h_max())
         } else {
-            initial_step_size(
-                t,
-                &self.y[..2 * nq],
-                &dy,
-                s.rtol,
-                s.atol,
-                1,
-                if self.h_max().is_finite() {
-                    self.h_max()
-                } else {
-                    0.0
-                },
-            )
+            self.startup_step(x, &acc)
         };
-        self.d.fill(0.0);
-        self.d.column_mut(0).copy_from_slice(&self.y);
-        for i in 0..2 * nq {
-            self.d[(i, 1)] = h0 * dy[i];
-        }
-        self.order = 1;
-        self.order_next = 1;
-        self.h = h0;
-        self.h_next = h0;
-        self.state = MechState {
-            t,
-            q: x.q.clone(),
-            v: x.v.clone(),
-            lambda: self.y[2 * nq..2 * nq + nc].to_vec(),
-        };
+        self.start_order_one(x, &acc, h0);
         self.jac.reset();
         self.initialized = true;
         Ok(())

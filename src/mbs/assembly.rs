@@ -356,7 +356,12 @@ fn preloads_from_equilibrium(sys: &mut System, t: f64, q: &[f64]) -> Result<(), 
             names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         )));
     }
-    let svd = scaled.svd(true, true);
+    let svd = crate::mbs::math::bounded_svd(scaled, true, true).ok_or_else(|| {
+        fail(
+            sys,
+            "static_preload: the load directions are not finite (non-finite or huge parameter values)".to_string(),
+        )
+    })?;
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
     let y = svd
         .solve(&b, 1e-12 * smax.max(1e-300))

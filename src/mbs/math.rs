@@ -151,3 +151,17 @@ mod tests {
         assert!((unwrap_near(0.1, 6.2) - (0.1 + 2.0 * PI)).abs() < 1e-12);
     }
 }
+
+/// The SVD of `m`, or `None` where nalgebra's would not return: an empty matrix has none, and
+/// non-finite entries make its iteration run forever (so may entries near the overflow
+/// limit); the iterations are bounded (`try_svd`).
+pub fn bounded_svd(
+    m: nalgebra::DMatrix<f64>,
+    u: bool,
+    v: bool,
+) -> Option<nalgebra::SVD<f64, nalgebra::Dyn, nalgebra::Dyn>> {
+    if m.is_empty() || m.iter().any(|x| !x.is_finite() || x.abs() > 1e150) {
+        return None;
+    }
+    m.try_svd(u, v, f64::EPSILON, 10_000)
+}

@@ -231,7 +231,7 @@ fn step(
         Some(x) if x.iter().all(|v| v.is_finite()) => x,
         _ => {
             // Singular (a direction without stiffness): least-squares step.
-            let svd = a.svd(true, true);
+            let svd = crate::mbs::math::bounded_svd(a, true, true)?;
             let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
             svd.solve(&b, 1e-12 * smax.max(1e-300)).ok()?
         }
@@ -264,10 +264,13 @@ where
     sys.constraint_jacobian(t, q, &mut w.jac);
     let mut lambda = {
         let jt = w.jac.transpose();
-        let svd = jt.svd(true, true);
-        let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
-        svd.solve(&DVector::from_column_slice(&w.f), 1e-12 * smax.max(1e-300))
-            .unwrap_or_else(|_| DVector::zeros(nc))
+        crate::mbs::math::bounded_svd(jt, true, true)
+            .and_then(|svd| {
+                let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+                svd.solve(&DVector::from_column_slice(&w.f), 1e-12 * smax.max(1e-300))
+                    .ok()
+            })
+            .unwrap_or_else(|| DVector::zeros(nc))
     };
     // μ in units of stiffness per mass (a squared frequency); its reference is the largest
     // diagonal stiffness-to-mass ratio, so that a relaxation step at μ_ref is small.
@@ -442,7 +445,10 @@ fn null_space(a: &DMatrix<f64>, n: usize) -> DMatrix<f64> {
     // SVD of the square Gram-free form: pad to n rows so V is n × n.
     let mut sq = DMatrix::zeros(n.max(a.nrows()), n);
     sq.view_mut((0, 0), (a.nrows(), n)).copy_from(a);
-    let svd = sq.svd(false, true);
+    let Some(svd) = crate::mbs::math::bounded_svd(sq, false, true) else {
+        // Non-finite or unbounded data: no direction is known to be free.
+        return DMatrix::zeros(n, 0);
+    };
     let vt = svd.v_t.expect("requested");
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
     let cols: Vec<usize> = (0..n)
