@@ -216,6 +216,7 @@ GALLERY = {
     "slider_crank": {"crank_angle": (0.0, 1.0)},
     "four_link": {"rotor_angle": (0.0, 1.0)},
     "pendulum_chain": {"susp_x": (2.0, 0.1), "susp_y": (0.0, 0.1)},
+    "suspension_corner": {"post_z": (0.0, 0.01)},
 }
 
 
