@@ -915,7 +915,13 @@ impl<E: Engine> Simulation<E> {
         if let Some(x) = jumped {
             self.st.x = Some(x.clone());
             let integ = self.st.integrator.as_mut().expect("initialized");
-            restart_after_jump(integ, &mut self.st.engine, &x, &mut self.st.stats_base)?;
+            restart_after_jump(
+                integ,
+                &mut self.st.engine,
+                &settings,
+                &x,
+                &mut self.st.stats_base,
+            )?;
             self.st.events.reset();
         }
         if self.st.reinit {
@@ -1717,7 +1723,7 @@ fn restart_on_jump<E: Engine>(
 ) -> Result<bool, IntegrateError> {
     let x = Integrator::<E>::state(integ).clone();
     match input_jump(e, s, &x) {
-        Some(xn) => restart_after_jump(integ, e, &xn, base).map(|()| true),
+        Some(xn) => restart_after_jump(integ, e, s, &xn, base).map(|()| true),
         None => Ok(false),
     }
 }
@@ -1727,15 +1733,28 @@ fn restart_on_jump<E: Engine>(
 fn restart_after_jump<E: Engine>(
     integ: &mut AnyIntegrator,
     e: &mut E,
+    s: &Settings,
     x: &MechState,
     base: &mut Stats,
 ) -> Result<(), IntegrateError> {
     let before = *<AnyIntegrator as Integrator<E>>::stats(integ);
-    if !integ.restart(e, x)? {
-        add_stats(base, &before);
-    }
     base.restarts += 1;
-    Ok(())
+    match integ.restart(e, x) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            add_stats(base, &before);
+            Ok(())
+        }
+        Err(_) => {
+            // What the method kept does not fit the projected state (seen with the
+            // intermediate update right after the first internal step): start a fresh one.
+            add_stats(base, &before);
+            let mut fresh = AnyIntegrator::new(*s, e.n_q(), e.n_c())?;
+            fresh.initialize(e, x)?;
+            *integ = fresh;
+            Ok(())
+        }
+    }
 }
 
 /// `(q, v)` projected onto the position and velocity constraints at `t` in the mass metric:

@@ -373,7 +373,11 @@ fn preloads_from_equilibrium(sys: &mut System, t: f64, q: &[f64]) -> Result<(), 
     if r.amax() > 1e-9 * scale {
         let mut worst: Vec<(f64, usize)> =
             r.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
-        worst.sort_by(|p, q| q.0.total_cmp(&p.0));
+        // Largest first; equal forces (to 1e-9 of the largest: one load carried through a
+        // chain of bodies) in coordinate order, so the message does not depend on round-off.
+        let top = worst.iter().fold(0.0f64, |m, w| m.max(w.0)).max(1e-300);
+        let level = |v: f64| (v / top * 1e9).round() as i64;
+        worst.sort_by(|p, q| level(q.0).cmp(&level(p.0)).then(p.1.cmp(&q.1)));
         let labels: Vec<String> = worst
             .iter()
             .take(3)
