@@ -119,7 +119,7 @@ struct Case {
     inputs: Vec<&'static str>,
     signal: Box<dyn Fn(f64) -> Vec<f64>>,
     outputs: Vec<&'static str>,
-    reference: Option<Box<dyn Fn(f64) -> Option<Vec<f64>>>>,
+    reference: Option<Reference>,
     rtol: f64,
 }
 
@@ -259,8 +259,11 @@ fn run_once(
     }
 }
 
-/// A reference table: `t` and columns, linear interpolation only at its own grid points.
-fn table(file: &str, cols: &[&str]) -> Box<dyn Fn(f64) -> Option<Vec<f64>>> {
+/// Reference values of the case's outputs at a time, where the reference has that time.
+type Reference = Box<dyn Fn(f64) -> Option<Vec<f64>>>;
+
+/// A reference table: `t` and columns, values only at its own grid points.
+fn table(file: &str, cols: &[&str]) -> Reference {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(file);

@@ -83,6 +83,20 @@ pub fn unwrap_near(raw: f64, reference: f64) -> f64 {
     reference + wrap_pi(raw - reference)
 }
 
+/// The SVD of `m`, or `None` where nalgebra's would not return: an empty matrix has none, and
+/// non-finite entries make its iteration run forever (so may entries near the overflow
+/// limit); the iterations are bounded (`try_svd`).
+pub fn bounded_svd(
+    m: nalgebra::DMatrix<f64>,
+    u: bool,
+    v: bool,
+) -> Option<nalgebra::SVD<f64, nalgebra::Dyn, nalgebra::Dyn>> {
+    if m.is_empty() || m.iter().any(|x| !x.is_finite() || x.abs() > 1e150) {
+        return None;
+    }
+    m.try_svd(u, v, f64::EPSILON, 10_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,18 +164,4 @@ mod tests {
         assert!((wrap_pi(-PI) - PI).abs() < 1e-15);
         assert!((unwrap_near(0.1, 6.2) - (0.1 + 2.0 * PI)).abs() < 1e-12);
     }
-}
-
-/// The SVD of `m`, or `None` where nalgebra's would not return: an empty matrix has none, and
-/// non-finite entries make its iteration run forever (so may entries near the overflow
-/// limit); the iterations are bounded (`try_svd`).
-pub fn bounded_svd(
-    m: nalgebra::DMatrix<f64>,
-    u: bool,
-    v: bool,
-) -> Option<nalgebra::SVD<f64, nalgebra::Dyn, nalgebra::Dyn>> {
-    if m.is_empty() || m.iter().any(|x| !x.is_finite() || x.abs() > 1e150) {
-        return None;
-    }
-    m.try_svd(u, v, f64::EPSILON, 10_000)
 }
