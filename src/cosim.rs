@@ -1208,8 +1208,10 @@ impl<E: Engine> Simulation<E> {
     /// the engine's derivatives of the outputs with respect to `(u, u̇, ü)`
     /// ([`Engine::output_input_derivatives`]: one factorization of the saddle-point matrix,
     /// analytic for drivers and actuators, central differences of the direct partials only
-    /// for inputs that move a frame). The state `(q, v)` is held fixed: outputs that are
-    /// functions of the state (positions, angles, velocities) have zero derivative.
+    /// for inputs that move a frame; central differences over `(u, u̇, ü)` in the joint
+    /// formulation). The state is held fixed: in absolute coordinates outputs that are
+    /// functions of the state (positions, angles, velocities) have zero derivative; in joint
+    /// coordinates a driven tree joint or a moving frame also moves its subtree.
     pub fn output_input_jacobian(
         &mut self,
         unknowns: &[u32],

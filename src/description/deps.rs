@@ -25,9 +25,20 @@
 //! structural: a zero that comes from geometry (a force perpendicular to the reported reaction
 //! component) is still declared. The table is checked against the FMU's directional
 //! derivatives on every gallery model (`tests/dependencies.rs`).
+//!
+//! **Joint formulation.** A driver on a spanning-tree joint is eliminated and a body hanging
+//! from a moving frame is placed relative to it, so there an input's value and rate also move
+//! a subtree at a fixed state ([`moved_subtrees`]): positions, angles and their rates of the
+//! subtree's bodies, joint coordinates and element lengths and forces between the subtree and
+//! the rest, the energy, and (through the group) accelerations and reactions. Under the
+//! default smooth reconstruction a sample changes only `ü`, so the declaration is the same in
+//! both formulations; under `hold` and `linear` the joint formulation's is larger (a few
+//! relative quantities to a moving frame stay declared although they are zero there).
 
+use crate::mbs::joint::tree::{spanning_tree, Parent};
 use crate::mbs::spec::{
-    BodyRef, ContactGeometry, DriverTarget, ForceKind, JointKind, ModelSpec, Motion, OutputQuantity,
+    BodyRef, ContactGeometry, DriverTarget, ForceKind, Formulation, JointKind, ModelSpec, Motion,
+    OutputQuantity,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,6 +86,84 @@ fn joint_groups(spec: &ModelSpec) -> Vec<usize> {
         }
     }
     (0..parent.len()).map(|i| root(&mut parent, i)).collect()
+}
+
+/// A subtree that an input moves (see [`moved_subtrees`]).
+struct Moved {
+    input: usize,
+    bodies: BTreeSet<usize>,
+    /// The moving frame it hangs from (it moves with the subtree and, a frame being
+    /// translation only, nothing rotates), or `None` below a driven joint.
+    frame: Option<usize>,
+}
+
+impl Moved {
+    fn contains(&self, r: &BodyRef) -> bool {
+        match r {
+            BodyRef::Body(b) => self.bodies.contains(b),
+            BodyRef::Frame(f) => self.frame == Some(*f),
+            BodyRef::Ground => false,
+        }
+    }
+}
+
+/// What moves with an input at a fixed state in the joint formulation: pairs of an input and
+/// the bodies of a spanning-tree subtree. In joint coordinates a driven tree joint's
+/// coordinate is not part of the state (the driver is eliminated), and a body hanging from a
+/// moving frame is placed relative to the frame: the input's value moves the subtree, its
+/// rate the subtree's velocities, as a moving frame moves an attached element in either
+/// formulation. Subtrees: below each tree joint a driver fed by an input drives, and below
+/// each tree joint hanging from a frame whose position an input sets. Empty in absolute
+/// coordinates, and when the engine would refuse the joint formulation for this model.
+fn moved_subtrees(spec: &ModelSpec) -> Vec<Moved> {
+    if spec.formulation != Formulation::Joint {
+        return Vec::new();
+    }
+    let Ok(tree) = spanning_tree(spec) else {
+        return Vec::new();
+    };
+    let nodes = &tree.nodes;
+    // Bodies of the subtree rooted at node `k` (parents come before their children).
+    let subtree = |k: usize| -> BTreeSet<usize> {
+        let mut inside = vec![false; nodes.len()];
+        let mut bodies = BTreeSet::new();
+        for m in k..nodes.len() {
+            inside[m] = m == k || matches!(nodes[m].parent, Parent::Node(p) if inside[p]);
+            if inside[m] {
+                bodies.insert(nodes[m].body);
+            }
+        }
+        bodies
+    };
+    let mut out = Vec::new();
+    for d in &spec.drivers {
+        let (Some(i), DriverTarget::JointCoordinate(j)) = (input_of(&d.motion), &d.target) else {
+            continue;
+        };
+        if let Some(k) = nodes.iter().position(|n| n.joint == *j) {
+            out.push(Moved {
+                input: i,
+                bodies: subtree(k),
+                frame: None,
+            });
+        }
+    }
+    for (k, n) in nodes.iter().enumerate() {
+        if let Parent::Frame(f) = n.parent {
+            let inputs = spec
+                .frames
+                .get(f)
+                .map(|fr| fr.position.iter().filter_map(input_of));
+            for i in inputs.into_iter().flatten() {
+                out.push(Moved {
+                    input: i,
+                    bodies: subtree(k),
+                    frame: Some(f),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Through which of the input's value `u`, rate `u̇` and second rate `ü` (at the current
@@ -162,6 +251,14 @@ pub fn output_dependencies_with(
             }
         }
     }
+    // Joint formulation: an input's value and rate move its subtrees at a fixed state
+    // (`moved_subtrees`): velocity forces, gyroscopic terms and the constraint rows of the
+    // group change with them.
+    let eliminated = moved_subtrees(spec);
+    for m in &eliminated {
+        let refs: Vec<BodyRef> = m.bodies.iter().map(|&b| BodyRef::Body(b)).collect();
+        act_on(&refs, &BTreeSet::from([m.input]), VALUE | RATE);
+    }
     // Joints to a moving frame carry its motion into the group (its position enters `Φ_q`,
     // its rates `γ`).
     for j in &spec.joints {
@@ -234,10 +331,42 @@ pub fn output_dependencies_with(
         }
         d
     };
+    // Joint formulation, what moves with a subtree (`moved_subtrees`). A quantity of one body (absolute
+    // position, orientation and their rates) when the body is in the subtree; a relative one
+    // between two references (joint coordinate, element length and force) when exactly one of
+    // them is (the subtree moves rigidly, which leaves the relative pose and its rate alone).
+    let moved_body = |b: usize, rotation: bool, mask: u8| -> Deps {
+        let mut d = Deps::new();
+        for m in &eliminated {
+            if m.bodies.contains(&b) && !(rotation && m.frame.is_some()) {
+                add(&mut d, &BTreeSet::from([m.input]), mask);
+            }
+        }
+        d
+    };
+    let moved_between = |refs: &[BodyRef], mask: u8| -> Deps {
+        let mut d = Deps::new();
+        for m in &eliminated {
+            if refs.iter().filter(|r| m.contains(r)).count() % 2 == 1 {
+                add(&mut d, &BTreeSet::from([m.input]), mask);
+            }
+        }
+        d
+    };
+    let joint_ends = |j: usize| -> Vec<BodyRef> {
+        spec.joints
+            .get(j)
+            .map_or(Vec::new(), |js| vec![js.body1, js.body2])
+    };
+    let force_ends = |f: usize| -> Vec<BodyRef> {
+        spec.forces
+            .get(f)
+            .map_or(Vec::new(), |fs| force_refs(&fs.kind))
+    };
     spec.outputs
         .iter()
         .map(|o| {
-            let deps: Deps = match &o.quantity {
+            let mut deps: Deps = match &o.quantity {
                 OutputQuantity::Position { body, .. } => frame_own(body, VALUE),
                 OutputQuantity::Velocity { body, .. } => frame_own(body, RATE),
                 OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
@@ -269,6 +398,44 @@ pub fn output_dependencies_with(
                     None => all(),
                 },
             };
+            if !eliminated.is_empty() {
+                let extra = match &o.quantity {
+                    OutputQuantity::Position {
+                        body: BodyRef::Body(b),
+                        ..
+                    } => moved_body(*b, false, VALUE),
+                    OutputQuantity::Angle { body, .. } => moved_body(*body, true, VALUE),
+                    OutputQuantity::Velocity {
+                        body: BodyRef::Body(b),
+                        ..
+                    } => moved_body(*b, false, VALUE | RATE),
+                    OutputQuantity::AngularVelocity { body, .. } => {
+                        moved_body(*body, true, VALUE | RATE)
+                    }
+                    OutputQuantity::JointCoordinate { joint } => {
+                        moved_between(&joint_ends(*joint), VALUE)
+                    }
+                    OutputQuantity::JointRate { joint } => {
+                        moved_between(&joint_ends(*joint), VALUE | RATE)
+                    }
+                    OutputQuantity::ElementLength { force } => {
+                        moved_between(&force_ends(*force), VALUE)
+                    }
+                    OutputQuantity::ElementForce { force } => {
+                        moved_between(&force_ends(*force), VALUE | RATE)
+                    }
+                    // Kinetic and potential energy of the subtree.
+                    OutputQuantity::Energy => {
+                        let mut d = Deps::new();
+                        for m in &eliminated {
+                            add(&mut d, &BTreeSet::from([m.input]), VALUE | RATE);
+                        }
+                        d
+                    }
+                    _ => Deps::new(),
+                };
+                merge(&mut deps, &extra);
+            }
             deps.into_iter()
                 .filter(|&(i, mask)| i < n_inputs && mask & changed(i) != 0)
                 .map(|(i, _)| i)

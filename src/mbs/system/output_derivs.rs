@@ -23,6 +23,7 @@
 
 use super::*;
 use crate::integrate::sparse::{SaddleSolver, SparseSaddle};
+use crate::mbs::inputs::InputSegment;
 
 /// The saddle-point matrix at `(t, q)`, factored once (also used by
 /// [`System::accelerations`]).
@@ -55,7 +56,60 @@ impl Factored {
 /// `∂y/∂u`, `∂y/∂u̇`, `∂y/∂ü` of every output (scaled as reported) for one input.
 pub type InputDerivatives = [Vec<f64>; 3];
 
+/// Central-difference step for a channel whose current value is `value`: the cube root of
+/// the machine epsilon relative to the value's size, at least its absolute size at 1 (the
+/// outputs are smooth in the input's value and rate and affine in its second rate).
+fn difference_step(value: f64) -> f64 {
+    f64::EPSILON.cbrt() * value.abs().max(1.0)
+}
+
 impl System {
+    /// The joint formulation's [`System::output_input_derivatives`]: central differences of
+    /// the outputs, evaluated as the FMU evaluates them at the joint state `x`, over the
+    /// input's value, rate and second rate at `x.t` (one channel at a time, the segment
+    /// otherwise unchanged). Drivers on tree joints are eliminated in joint coordinates: their
+    /// value and rate move the driven subtree at a fixed state, so positions and velocities
+    /// can depend on an input directly here, which they cannot in absolute coordinates.
+    fn differenced_input_derivatives(
+        &mut self,
+        x: &MechState,
+        inputs: &[usize],
+    ) -> Result<Vec<InputDerivatives>, ModelError> {
+        let n_out = self.n_outputs();
+        let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
+        let mut result = Vec::with_capacity(inputs.len());
+        for &j in inputs {
+            let saved = self.inputs.segments[j];
+            let base = saved.eval(x.t);
+            let mut der: InputDerivatives = [vec![0.0; n_out], vec![0.0; n_out], vec![0.0; n_out]];
+            for (c, dy) in der.iter_mut().enumerate() {
+                let d = difference_step(base[c]);
+                // The segment expanded at `t` with channel `c` shifted by `s`: value, rate
+                // and second rate at `t` are its first three coefficients.
+                let shifted = |s: f64| {
+                    let mut v = base;
+                    v[c] += s;
+                    InputSegment {
+                        t0: x.t,
+                        coeffs: [v[0], v[1], 0.5 * v[2], saved.coeffs[3]],
+                    }
+                };
+                self.inputs.segments[j] = shifted(d);
+                let rp = self.evaluate_outputs(x, &mut yp);
+                self.inputs.segments[j] = shifted(-d);
+                let rm = self.evaluate_outputs(x, &mut ym);
+                self.inputs.segments[j] = saved;
+                rp?;
+                rm?;
+                for k in 0..n_out {
+                    dy[k] = (yp[k] - ym[k]) / (2.0 * d);
+                }
+            }
+            result.push(der);
+        }
+        Ok(result)
+    }
+
     fn outputs_need_dynamics(&self) -> bool {
         self.spec.outputs.iter().any(|o| {
             matches!(
@@ -118,11 +172,7 @@ impl System {
         inputs: &[usize],
     ) -> Result<Vec<InputDerivatives>, ModelError> {
         if self.joint.is_some() {
-            return Err(self.err(
-                "output derivatives with respect to inputs are not available in the joint \
-                 formulation yet (use formulation = \"absolute\")"
-                    .into(),
-            ));
+            return self.differenced_input_derivatives(x, inputs);
         }
         let (t, q, v) = (x.t, &x.q[..], &x.v[..]);
         let (nq, nc, n_out) = (self.n_q(), self.n_c(), self.n_outputs());
