@@ -241,7 +241,8 @@ pub fn cvode_cosim(
                         .fold(0.0f64, f64::max);
                     res.error = res.error.max(e);
                 }
-                if crate::thread_cpu() - c0 > 30.0 {
+                // Every 64 steps, as the FMU's master (the clock is a system call).
+                if k % 64 == 63 && crate::thread_cpu() - c0 > 30.0 {
                     res.ok = false;
                     res.message = format!("stopped after 30 s CPU at t = {te}");
                     break;

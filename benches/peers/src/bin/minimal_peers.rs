@@ -507,7 +507,7 @@ fn measure_case(
                     r.error.unwrap_or(f64::INFINITY),
                     r.message.is_none(),
                     format!(
-                        "{} steps, {} rejected, {} Jacobians, {} LU, doStep {:.3} s",
+                        "{} steps, {} rejected, {} Jacobians, {} LU, in doStep {:.4} s",
                         r.stats[0], r.stats[1], r.stats[2], r.stats[4], r.fmu_cpu
                     ),
                     r.message.unwrap_or_default(),
