@@ -34,7 +34,8 @@ pub fn lib_path() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     [
         dir.join("libmbsfmu.so"),
-        dir.parent().map_or(dir.join("x"), |p| p.join("libmbsfmu.so")),
+        dir.parent()
+            .map_or(dir.join("x"), |p| p.join("libmbsfmu.so")),
         root.join("target/release/libmbsfmu.so"),
         root.join("../../target/release/libmbsfmu.so"),
     ]
@@ -268,8 +269,7 @@ pub type Reference = Box<dyn Fn(f64) -> Option<Vec<f64>>>;
 
 /// A reference table: `t` and columns, values only at its own grid points.
 pub fn table(path: &Path, cols: &[&str]) -> Reference {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
@@ -291,4 +291,3 @@ pub fn table(path: &Path, cols: &[&str]) -> Reference {
         Some(idx.iter().map(|&i| r[i]).collect())
     })
 }
-

@@ -307,14 +307,15 @@ pub fn slider_crank_cosim(h: f64, t_end: f64, reference: Reference) -> CosimRun 
         inp.record(t, inp.value);
         let seg = inp.segment(Reconstruction::Smooth, t, h);
         inp.committed = Some(seg);
+        // The outputs at every communication point, as an FMU computes them for its master.
         let te = t + h;
+        let [th, dth, ddth] = seg.eval(te);
+        let (mut tau, mut x) = (0.0, 0.0);
+        // SAFETY: two output pointers to locals.
+        unsafe { mbs_slider_crank(th, dth, ddth, &mut tau, &mut x) };
+        res.f_evals += 1;
         if let Some(want) = reference(te) {
-            let [th, dth, ddth] = seg.eval(te);
-            let (mut tau, mut x) = (0.0, 0.0);
-            // SAFETY: two output pointers to locals.
-            unsafe { mbs_slider_crank(th, dth, ddth, &mut tau, &mut x) };
-            res.error = res.error.max((tau - want[0]).abs());
-            res.f_evals += 1;
+            res.error = res.error.max((std::hint::black_box(tau) - want[0]).abs());
         }
     }
     res.cpu = crate::thread_cpu() - c0;
@@ -371,7 +372,12 @@ mod tests {
         let mut err: f64 = 0.0;
         for (k, r) in rows.iter().enumerate().skip(1) {
             for j in 0..500 {
-                rk4(&mut rhs, &mut y, (k - 1) as f64 * 1e-3 + j as f64 * 2e-6, 2e-6);
+                rk4(
+                    &mut rhs,
+                    &mut y,
+                    (k - 1) as f64 * 1e-3 + j as f64 * 2e-6,
+                    2e-6,
+                );
             }
             err = err.max((y[0] - r[c1]).abs());
             assert!((y[3] - r[c2]).abs() < 1e-5, "ω2 at {}: {}", r[0], y[3]);
@@ -390,9 +396,19 @@ mod tests {
         let dt = rows[1][0] - rows[0][0];
         let sub = (dt / 1e-3).round() as usize;
         let mut err: f64 = 0.0;
-        for (k, r) in rows.iter().enumerate().skip(1).take_while(|(_, r)| r[0] <= 20.0) {
+        for (k, r) in rows
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take_while(|(_, r)| r[0] <= 20.0)
+        {
             for j in 0..sub {
-                rk4(&mut rhs, &mut y, (k - 1) as f64 * dt + j as f64 * 1e-3, 1e-3);
+                rk4(
+                    &mut rhs,
+                    &mut y,
+                    (k - 1) as f64 * dt + j as f64 * 1e-3,
+                    1e-3,
+                );
             }
             for i in 0..n {
                 err = err.max((y[i] - r[phi1 + i]).abs());
@@ -414,9 +430,19 @@ mod tests {
         let dt = rows[1][0] - rows[0][0];
         let sub = (dt / 1e-3).round() as usize;
         let mut err: f64 = 0.0;
-        for (k, r) in rows.iter().enumerate().skip(1).take_while(|(_, r)| r[0] <= 5.0) {
+        for (k, r) in rows
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take_while(|(_, r)| r[0] <= 5.0)
+        {
             for j in 0..sub {
-                rk4(&mut rhs, &mut y, (k - 1) as f64 * dt + j as f64 * 1e-3, 1e-3);
+                rk4(
+                    &mut rhs,
+                    &mut y,
+                    (k - 1) as f64 * dt + j as f64 * 1e-3,
+                    1e-3,
+                );
             }
             let o = outputs(&rhs, r[0], &y);
             err = err.max((o[0] - r[tx]).abs()).max((o[1] - r[ty]).abs());
@@ -438,7 +464,12 @@ mod tests {
         for r in &rows {
             let (mut tau, mut x) = (0.0, 0.0);
             unsafe { mbs_slider_crank(r[th], r[dth], r[ddth], &mut tau, &mut x) };
-            assert!((tau - r[tq]).abs() < 1e-10, "t {}: {tau} vs {}", r[0], r[tq]);
+            assert!(
+                (tau - r[tq]).abs() < 1e-10,
+                "t {}: {tau} vs {}",
+                r[0],
+                r[tq]
+            );
             assert!((x - r[sx]).abs() < 1e-12);
         }
     }

@@ -269,7 +269,10 @@ fn case_defs() -> Vec<CaseDef> {
         h,
         t_end: 2.0,
         models: vec![
-            ("absolute", gallery("double_pendulum_stiff.toml", "absolute")),
+            (
+                "absolute",
+                gallery("double_pendulum_stiff.toml", "absolute"),
+            ),
             ("joint", gallery("double_pendulum_stiff.toml", "joint")),
         ],
         inputs: vec![],
@@ -281,7 +284,10 @@ fn case_defs() -> Vec<CaseDef> {
     };
     let slider = |key, h: f64| CaseDef {
         key,
-        title: format!("slider-crank, crank angle 2πt sampled, H = {} ms, 8 s", h * 1e3),
+        title: format!(
+            "slider-crank, crank angle 2πt sampled, H = {} ms, 8 s",
+            h * 1e3
+        ),
         h,
         t_end: 8.0,
         models: vec![
@@ -440,22 +446,23 @@ fn measure_case(
                     }
                 );
                 out.push(sweep(name, repeats, |tol| {
-                    let r = minimal::cvode_cosim(
-                        model,
-                        inputs,
-                        restart,
-                        c.h,
-                        c.t_end,
-                        tol,
-                        &|t| reference(t),
-                    );
+                    let r = minimal::cvode_cosim(model, inputs, restart, c.h, c.t_end, tol, &|t| {
+                        reference(t)
+                    });
                     (
                         r.cpu,
                         r.error,
                         r.ok,
                         format!(
-                            "{} steps, {} f-evals, {} Jacobians",
-                            r.steps, r.f_evals, r.jac_evals
+                            "{} steps, {} f-evals, {} Jacobians{}",
+                            r.steps,
+                            r.f_evals,
+                            r.jac_evals,
+                            if restart == Restart::ReInit {
+                                " (last interval: ReInit resets them)"
+                            } else {
+                                ""
+                            }
                         ),
                         r.message,
                     )
@@ -520,8 +527,12 @@ fn measure_case(
 
 /// Exudyn on the slider-crank at fixed steps H (its own solver over the whole span, not a
 /// communication loop): rows (solver, step, error, cpu median, min, max).
-fn exudyn_slider(repeats: usize) -> Result<Vec<(String, f64, f64, f64, f64, f64)>, String> {
-    let out = std::env::temp_dir().join(format!("mbsfmu-minimal-exudyn-{}.json", std::process::id()));
+/// Exudyn's solver, step size, error, CPU median, min, max.
+type ExudynRow = (String, f64, f64, f64, f64, f64);
+
+fn exudyn_slider(repeats: usize) -> Result<Vec<ExudynRow>, String> {
+    let out =
+        std::env::temp_dir().join(format!("mbsfmu-minimal-exudyn-{}.json", std::process::id()));
     // `PEERS_PYTHON`: an interpreter with Exudyn, else the project venv (tools/setup-bench.sh).
     let py = std::env::var_os("PEERS_PYTHON")
         .map(PathBuf::from)
@@ -538,10 +549,9 @@ fn exudyn_slider(repeats: usize) -> Result<Vec<(String, f64, f64, f64, f64, f64)
     if !status.success() {
         return Err(format!("exudyn_bench.py: {status}"));
     }
-    let v: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(&out).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&out);
     let rows = v["rows"].as_array().ok_or("exudyn.json: no rows")?;
     Ok(rows
@@ -590,7 +600,11 @@ fn main() {
         return profile_eval(n.parse().expect("--profile-eval N"));
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load: String = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let load: String = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut md = format!(
         "Run id `{}`, {} UTC, load average at start {load}; {repeats} run(s) per cell, thread \
          CPU; `cargo run --release --bin minimal_peers` in `benches/peers`.\n\n",
@@ -608,14 +622,14 @@ fn main() {
         let rows = measure_case(&c, repeats, &methods, &formulations, !flag("--no-peers"));
         let best_peer = rows
             .iter()
-            .filter(|r| !r.solver.starts_with("ours") && r.error <= TARGET)
+            .filter(|r| r.solver.starts_with("CVODE") && r.error <= TARGET)
             .map(Measured::med)
             .fold(f64::INFINITY, f64::min);
         writeln!(
             md,
             "**{}** (error: {}; each solver at the loosest `rtol = atol` of 1e-3, 3e-4, … \
              with error ≤ 1e-4):\n\n| solver | tol | error | CPU s median (min–max) | / best \
-             peer | counts | note |\n|---|---|---|---|---|---|---|",
+             CVODE | counts | note |\n|---|---|---|---|---|---|---|",
             c.title,
             match c.peer {
                 Some(Model::DoublePendulum) => "max |θ1 − ref| on the 1 ms grid",
