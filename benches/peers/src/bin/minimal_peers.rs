@@ -628,7 +628,7 @@ fn main() {
         writeln!(
             md,
             "**{}** (error: {}; each solver at the loosest `rtol = atol` of 1e-3, 3e-4, … \
-             with error ≤ 1e-4):\n\n| solver | tol | error | CPU s median (min–max) | / best \
+             with error ≤ 1e-4):\n\n| solver | tol | error | CPU ms median (min–max) | / best \
              CVODE | counts | note |\n|---|---|---|---|---|---|---|",
             c.title,
             match c.peer {
@@ -641,7 +641,7 @@ fn main() {
         for r in &rows {
             let (med, lo, hi) = median_min_max(&r.cpus);
             let line = format!(
-                "| {} | {} | {:.1e} | {:.4} ({:.4}–{:.4}) | {} | {} | {} |",
+                "| {} | {} | {:.1e} | {} ({}–{}) | {} | {} | {} |",
                 r.solver,
                 if r.tol.is_nan() {
                     "–".into()
@@ -649,9 +649,9 @@ fn main() {
                     format!("{:.0e}", r.tol)
                 },
                 r.error,
-                med,
-                lo,
-                hi,
+                ms(med),
+                ms(lo),
+                ms(hi),
                 if r.solver.starts_with("ours") && best_peer.is_finite() {
                     format!("{:.2}", med / best_peer)
                 } else {
@@ -672,8 +672,11 @@ fn main() {
                             continue;
                         }
                         let line = format!(
-                            "| Exudyn {solver}, fixed step {} ms (whole span, no loop) | – | {err:.1e} | {med:.4} ({lo:.4}–{hi:.4}) | – | process CPU | |",
-                            step * 1e3
+                            "| Exudyn {solver}, fixed step {} ms (whole span, no loop) | – | {err:.1e} | {} ({}–{}) | – | process CPU | |",
+                            step * 1e3,
+                            ms(med),
+                            ms(lo),
+                            ms(hi)
                         );
                         eprintln!("{line}");
                         md.push_str(&line);
@@ -696,6 +699,21 @@ fn main() {
         eprintln!("{e}");
         print!("{md}");
     }
+}
+
+/// Seconds as milliseconds with three significant digits.
+fn ms(s: f64) -> String {
+    let m = s * 1e3;
+    let d = if m >= 100.0 {
+        0
+    } else if m >= 10.0 {
+        1
+    } else if m >= 1.0 {
+        2
+    } else {
+        3
+    };
+    format!("{m:.d$}")
 }
 
 fn utc_now() -> String {
