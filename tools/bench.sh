@@ -60,8 +60,11 @@ if [ "$setup" = 1 ]; then
 fi
 py="$here/.venv/bin/python"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-# The peers crate is its own workspace (own lock file); sharing the target directory is fine.
-export PEERS_TARGET_DIR=${PEERS_TARGET_DIR:-$CARGO_TARGET_DIR}
+# The peers crate is its own workspace (own lock file) and builds mbsfmu itself. Its own target
+# directory: mbsfmu is a cdylib + rlib, whose files carry no hash, so a peers build in the root's
+# target directory overwrites the root's libmbsfmu.rlib with one linked against the peers' copy of
+# fmi-sys, and the root's benches then fail to link (duplicate symbol `callback_log`).
+export PEERS_TARGET_DIR=${PEERS_TARGET_DIR:-$CARGO_TARGET_DIR/peers}
 mkdir -p benches/peers/results
 failed=()
 step() { echo; echo "=== bench.sh: $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
@@ -109,7 +112,8 @@ if want minimal_peers; then
     [ "$quick" = 1 ] && mp+=(--cases dp10,slider10 --methods bdf --print)
     if cargo build --release --lib --quiet \
         && (cd benches/peers && CARGO_TARGET_DIR="$PEERS_TARGET_DIR" cargo build --release --quiet --bin minimal_peers); then
-        PEERS_PYTHON="$py" "$PEERS_TARGET_DIR/release/minimal_peers" "${mp[@]}" || failed+=(minimal_peers)
+        PEERS_PYTHON="$py" MBSFMU_LIB="$CARGO_TARGET_DIR/release/libmbsfmu.so" \
+            "$PEERS_TARGET_DIR/release/minimal_peers" "${mp[@]}" || failed+=(minimal_peers)
     else
         failed+=(minimal_peers)
     fi
