@@ -18,276 +18,24 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+#[path = "common/fmi2_master.rs"]
+mod fmi2_master;
 #[path = "common/report.rs"]
 mod report;
 
+use fmi2_master::{run_once, Case, Reference, RunOut, Unpacked};
 use fmi_sys::fmi2::*;
 use report::{benchmarks_md, median_min_max, replace_section};
-use std::ffi::{c_char, c_void, CString};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const RUN_BUDGET: f64 = 30.0;
-
-fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
-/// `libmbsfmu.so` of this profile: `deps/` next to the bench binary, or one level up.
-fn lib_path() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable path");
-    let deps = exe.parent().expect("target/<profile>/deps");
-    [
-        deps.join("libmbsfmu.so"),
-        deps.parent()
-            .expect("target/<profile>")
-            .join("libmbsfmu.so"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
-    .expect("libmbsfmu.so: run `cargo build --release --lib` first")
-}
-
-unsafe extern "C" fn logger(
-    _env: *mut c_void,
-    _name: *const c_char,
-    status: u32,
-    _category: *const c_char,
-    message: *const c_char,
-) {
-    if status >= fmi2Status_fmi2Warning && !message.is_null() {
-        // SAFETY: the FMU passes a NUL-terminated message.
-        let m = unsafe { std::ffi::CStr::from_ptr(message) };
-        eprintln!("  fmu: {}", m.to_string_lossy());
-    }
-}
-
-/// A model in an FMU-like resources folder, with its token and value references.
-struct Unpacked {
-    _dir: tempdir::Dir,
-    uri: CString,
-    token: CString,
-    table: mbsfmu::description::VariableTable,
-}
-
-mod tempdir {
-    pub struct Dir(pub std::path::PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-impl Unpacked {
-    fn new(tag: &str, text: &str) -> Unpacked {
-        let dir = std::env::temp_dir().join(format!("mbsfmu-rig-{tag}-{}", std::process::id()));
-        let res = dir.join("resources");
-        std::fs::create_dir_all(&res).unwrap();
-        let model = res.join("model.toml");
-        std::fs::write(&model, text).unwrap();
-        let spec = mbsfmu::mbs::load_model(&model).expect("model loads");
-        let token = mbsfmu::description::token::model_token_of(&model, &spec.source_files).unwrap();
-        let table = mbsfmu::description::VariableTable::from_spec(&spec);
-        Unpacked {
-            uri: CString::new(format!("file://{}/", res.display())).unwrap(),
-            token: CString::new(token).unwrap(),
-            _dir: tempdir::Dir(dir),
-            table,
-        }
-    }
-    fn vr(&self, name: &str) -> u32 {
-        self.table
-            .by_name(name)
-            .unwrap_or_else(|| panic!("no variable {name}"))
-            .value_reference
-    }
-}
-
-/// One case: a model, its inputs as functions of time, the step, the horizon, and the error
-/// measure (output names with their reference values at a time, if any).
-struct Case {
-    name: &'static str,
-    model: String,
-    h: f64,
-    t_end: f64,
-    inputs: Vec<&'static str>,
-    signal: Box<dyn Fn(f64) -> Vec<f64>>,
-    outputs: Vec<&'static str>,
-    reference: Option<Reference>,
-    rtol: f64,
-}
-
-struct RunOut {
-    cpu: f64,
-    t_reached: f64,
-    error: Option<f64>,
-    stats: [i64; 6],
-    /// `stats.cpu_time`: thread CPU time inside doStep.
-    fmu_cpu: f64,
-    message: Option<String>,
-}
-
-fn run_once(
-    f: &Fmi2Binding,
-    u: &Unpacked,
-    case: &Case,
-    method_item: i32,
-    jacobian_item: Option<i32>,
-) -> RunOut {
-    let cb = fmi2CallbackFunctions {
-        // SAFETY: the FMU calls the logger with exactly these five arguments for "%s" formats;
-        // the variadic tail is never read.
-        logger: Some(unsafe {
-            std::mem::transmute::<
-                *const (),
-                unsafe extern "C" fn(
-                    *mut c_void,
-                    *const c_char,
-                    u32,
-                    *const c_char,
-                    *const c_char,
-                    ...
-                ),
-            >(logger as *const ())
-        }),
-        allocateMemory: None,
-        freeMemory: None,
-        stepFinished: None,
-        componentEnvironment: std::ptr::null_mut(),
-    };
-    let name = CString::new("rig").unwrap();
-    let in_vr: Vec<u32> = case.inputs.iter().map(|n| u.vr(n)).collect();
-    let out_vr: Vec<u32> = case.outputs.iter().map(|n| u.vr(n)).collect();
-    let stat_vr: Vec<u32> = [
-        "stats.steps",
-        "stats.rejected_steps",
-        "stats.jac_evals",
-        "stats.jac_updates",
-        "stats.lu",
-        "stats.restarts",
-    ]
-    .iter()
-    .map(|n| u.vr(n))
-    .collect();
-    let c0 = thread_cpu();
-    // SAFETY: valid strings and callbacks that outlive the instance.
-    let c = unsafe {
-        f.fmi2Instantiate(
-            name.as_ptr(),
-            fmi2Type_fmi2CoSimulation,
-            u.token.as_ptr(),
-            u.uri.as_ptr(),
-            &cb,
-            0,
-            0,
-        )
-    };
-    assert!(!c.is_null(), "instantiate failed");
-    let mut out = vec![0.0; out_vr.len()];
-    let mut err: Option<f64> = None;
-    let mut message = None;
-    let n = (case.t_end / case.h).round() as usize;
-    let mut t_reached = 0.0;
-    unsafe {
-        let it = u.vr("solver.integrator");
-        assert_eq!(f.fmi2SetInteger(c, &it, 1, &method_item), fmi2Status_fmi2OK);
-        let rt = u.vr("solver.rtol");
-        assert_eq!(f.fmi2SetReal(c, &rt, 1, &case.rtol), fmi2Status_fmi2OK);
-        if let Some(j) = jacobian_item {
-            let jv = u.vr("solver.jacobian");
-            assert_eq!(f.fmi2SetInteger(c, &jv, 1, &j), fmi2Status_fmi2OK);
-        }
-        f.fmi2SetupExperiment(c, 0, 0.0, 0.0, 0, 0.0);
-        let u0 = (case.signal)(0.0);
-        f.fmi2SetReal(c, in_vr.as_ptr(), in_vr.len(), u0.as_ptr());
-        f.fmi2EnterInitializationMode(c);
-        if f.fmi2ExitInitializationMode(c) != fmi2Status_fmi2OK {
-            message = Some("initialization failed".into());
-        }
-        for k in 0..n {
-            if message.is_some() {
-                break;
-            }
-            let t = k as f64 * case.h;
-            let v = (case.signal)(t);
-            f.fmi2SetReal(c, in_vr.as_ptr(), in_vr.len(), v.as_ptr());
-            let s = f.fmi2DoStep(c, t, case.h, 1);
-            if s != fmi2Status_fmi2OK {
-                message = Some(format!("doStep status {s} at t = {t}"));
-                break;
-            }
-            t_reached = t + case.h;
-            if let Some(r) = &case.reference {
-                if let Some(want) = r(t_reached) {
-                    f.fmi2GetReal(c, out_vr.as_ptr(), out_vr.len(), out.as_mut_ptr());
-                    let e = want
-                        .iter()
-                        .zip(&out)
-                        .map(|(a, b)| (a - b).abs())
-                        .fold(0.0f64, f64::max);
-                    err = Some(err.unwrap_or(0.0).max(e));
-                }
-            }
-            if thread_cpu() - c0 > RUN_BUDGET {
-                message = Some(format!(
-                    "stopped after {RUN_BUDGET} s CPU at t = {t_reached}"
-                ));
-                break;
-            }
-        }
-        let mut stats = [0i32; 6];
-        f.fmi2GetInteger(c, stat_vr.as_ptr(), stat_vr.len(), stats.as_mut_ptr());
-        let mut fmu_cpu = 0.0;
-        let cv = u.vr("stats.cpu_time");
-        f.fmi2GetReal(c, &cv, 1, &mut fmu_cpu);
-        f.fmi2Terminate(c);
-        f.fmi2FreeInstance(c);
-        RunOut {
-            cpu: thread_cpu() - c0,
-            t_reached,
-            error: err,
-            stats: stats.map(i64::from),
-            fmu_cpu,
-            message,
-        }
-    }
-}
-
-/// Reference values of the case's outputs at a time, where the reference has that time.
-type Reference = Box<dyn Fn(f64) -> Option<Vec<f64>>>;
-
-/// A reference table: `t` and columns, values only at its own grid points.
+/// A reference table of `tests/data`.
 fn table(file: &str, cols: &[&str]) -> Reference {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(file);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut lines = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let idx: Vec<usize> = cols
-        .iter()
-        .map(|c| header.iter().position(|h| h == c).unwrap())
-        .collect();
-    let rows: Vec<Vec<f64>> = lines
-        .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
-        .collect();
-    let dt = rows[1][0] - rows[0][0];
-    Box::new(move |t: f64| {
-        let k = (t / dt).round();
-        if (t - k * dt).abs() > 1e-9 || k as usize >= rows.len() {
-            return None;
-        }
-        let r = &rows[k as usize];
-        Some(idx.iter().map(|&i| r[i]).collect())
-    })
+    fmi2_master::table(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(file),
+        cols,
+    )
 }
 
 /// A seeded random road: a sum of sines with random phases over 0.5–20 Hz, amplitude falling
@@ -352,6 +100,7 @@ fn cases(quick: bool) -> Vec<Case> {
             outputs: vec![],
             reference: None,
             rtol: 1e-4,
+            atol: None,
         },
         Case {
             name: "chain N=16",
@@ -366,6 +115,7 @@ fn cases(quick: bool) -> Vec<Case> {
                 &["tip_x", "tip_y"],
             )),
             rtol: 1e-4,
+            atol: None,
         },
         Case {
             name: "slider-crank",
@@ -377,6 +127,7 @@ fn cases(quick: bool) -> Vec<Case> {
             outputs: vec!["slider_x"],
             reference: Some(table("slider_crank.csv", &["slider_x"])),
             rtol: 1e-5,
+            atol: None,
         },
     ]
 }
@@ -400,6 +151,7 @@ fn paper003(f: &Fmi2Binding, quick: bool, repeats: usize) -> String {
             &["tip_x", "tip_y"],
         )),
         rtol: 1e-4,
+        atol: None,
     };
     let u = Unpacked::new("paper003", &case.model);
     let bdf = 1 + mbsfmu::integrate::Method::ALL
@@ -461,8 +213,7 @@ fn main() {
     let only: Option<Vec<String>> = std::env::var("BENCH_METHODS")
         .ok()
         .map(|v| v.split(',').map(str::to_string).collect());
-    // SAFETY: loading our own library, which has no initialization side effects.
-    let f = unsafe { Fmi2Binding::new(lib_path()) }.expect("load libmbsfmu.so");
+    let f = fmi2_master::load();
     let mut md = String::new();
     md.push_str(&format!(
         "Run id `{}`; {} run(s) per cell (median, min–max of thread CPU time of the whole \

@@ -9,13 +9,17 @@
 #      and Exudyn on the same physical models -> benches/peers/results/exudyn.json
 #   3. cargo bench --bench rig, bdf_table2, bdf_quarter_car, scaling and suite_matrix when those
 #      bench targets exist (each writes its own section)
+#   3b. benches/peers' minimal_peers (issue 15): CVODE on hand-written minimal-coordinate C
+#      right-hand sides, our FMU through the C ABI in both formulations, Exudyn on the
+#      slider-crank, all at communication points -> section minimal_peers of docs/benchmarks.md
 #   4. tools/peers/report.py: the `machine`, `peers` and `fmu_overhead` sections of
 #      docs/benchmarks.md (ratios ours / peer taken only between rows of this run)
 #
 # Usage: tools/bench.sh [--quick] [--only LIST] [--problems LIST] [--repeats N] [--no-setup]
 #   --quick          dp, slider-crank and chain N = 4 only, 1 run per point (benches with
 #                    BENCH_QUICK=1, bdf_table2 at N = 12 only); about 100 s
-#   --only LIST      any of peers,exudyn,fmu,rig,bdf_table2,bdf_quarter_car,scaling,suite_matrix,report
+#   --only LIST      any of peers,exudyn,fmu,rig,bdf_table2,bdf_quarter_car,scaling,suite_matrix,
+#                    minimal_peers,report
 #                    (default all)
 #   --problems LIST  peers problems (dp,slider,chain4,chain8,chain16,chain32,chain64)
 #   --repeats N      runs per measured point (default 3; long points are run 3 times at most,
@@ -25,7 +29,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-quick=0 only="peers,exudyn,fmu,rig,bdf_table2,bdf_quarter_car,scaling,suite_matrix,report" problems="" repeats=3 setup=1
+quick=0 only="peers,exudyn,fmu,rig,bdf_table2,bdf_quarter_car,scaling,suite_matrix,minimal_peers,report" problems="" repeats=3 setup=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick=1 ;;
@@ -33,7 +37,7 @@ while [ $# -gt 0 ]; do
         --problems) problems="$2"; shift ;;
         --repeats) repeats="$2"; shift ;;
         --no-setup) setup=0 ;;
-        -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+        -h|--help) sed -n 2,26p "$0"; exit 0 ;;
         *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -56,8 +60,11 @@ if [ "$setup" = 1 ]; then
 fi
 py="$here/.venv/bin/python"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-# The peers crate is its own workspace (own lock file); sharing the target directory is fine.
-export PEERS_TARGET_DIR=${PEERS_TARGET_DIR:-$CARGO_TARGET_DIR}
+# The peers crate is its own workspace (own lock file) and builds mbsfmu itself. Its own target
+# directory: mbsfmu is a cdylib + rlib, whose files carry no hash, so a peers build in the root's
+# target directory overwrites the root's libmbsfmu.rlib with one linked against the peers' copy of
+# fmi-sys, and the root's benches then fail to link (duplicate symbol `callback_log`).
+export PEERS_TARGET_DIR=${PEERS_TARGET_DIR:-$CARGO_TARGET_DIR/peers}
 mkdir -p benches/peers/results
 failed=()
 step() { echo; echo "=== bench.sh: $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
@@ -99,6 +106,18 @@ for b in rig bdf_table2 bdf_quarter_car scaling suite_matrix; do
         cargo bench --bench "$b" || failed+=("$b")
     fi
 done
+if want minimal_peers; then
+    step "minimal_peers: CVODE on minimal-coordinate C, ours through the C ABI, Exudyn (issue 15)"
+    mp=(--repeats "$repeats")
+    [ "$quick" = 1 ] && mp+=(--cases dp10,slider10 --methods bdf --print)
+    if cargo build --release --lib --quiet \
+        && (cd benches/peers && CARGO_TARGET_DIR="$PEERS_TARGET_DIR" cargo build --release --quiet --bin minimal_peers); then
+        PEERS_PYTHON="$py" MBSFMU_LIB="$CARGO_TARGET_DIR/release/libmbsfmu.so" \
+            "$PEERS_TARGET_DIR/release/minimal_peers" "${mp[@]}" || failed+=(minimal_peers)
+    else
+        failed+=(minimal_peers)
+    fi
+fi
 if want report; then
     step "docs/benchmarks.md: machine, peers, fmu_overhead"
     "$py" tools/peers/report.py --run-id "$BENCH_RUN_ID" --load "$load_at_start" \
