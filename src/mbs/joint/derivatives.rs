@@ -70,7 +70,9 @@ impl JointModel {
         for b in 0..nb {
             let o = layout.offsets[b];
             va[o..o + 3].copy_from_slice(snap.rd[b].as_slice());
-            va[o + 3..o + 7].copy_from_slice(snap.pd[b].as_slice());
+            if layout.is_rigid(b) {
+                va[o + 3..o + 7].copy_from_slice(snap.pd[b].as_slice());
+            }
         }
         let mut out = Applied {
             lins: Vec::new(),
