@@ -205,10 +205,7 @@ impl JointModel {
                     let ds_xd = node.dofs().fold(Sv::zeros(), |a, d| a + ds[d] * inr.xd[d]);
                     let ds_xdd = node.dofs().fold(Sv::zeros(), |a, d| a + ds[d] * inr.xdd[d]);
                     dvel[i] = dvp + ds_xd;
-                    dacc[i] = dap
-                        + ds_xdd
-                        + crm(&dvel[i], &sxd[i])
-                        + crm(&inr.vel[i], &ds_xd);
+                    dacc[i] = dap + ds_xdd + crm(&dvel[i], &sxd[i]) + crm(&inr.vel[i], &ds_xd);
                     if spherical {
                         // δ(−c S ė), c = 2 eᵀė/|e|²: the subspace's change, and (own
                         // parameters) c's.

@@ -187,7 +187,8 @@ impl Kin {
                     // Rotation by the normalized parameters; the subspace is the exact
                     // derivative of that pose, `ω = 2 A E(e) ė / |e|²` (`E(e) e = 0`).
                     let e = euler(&self.x, d);
-                    let qr = UnitQuaternion::from_quaternion(Quaternion::new(e[0], e[1], e[2], e[3]));
+                    let qr =
+                        UnitQuaternion::from_quaternion(Quaternion::new(e[0], e[1], e[2], e[3]));
                     let a_pf = q_pf.to_rotation_matrix().into_inner();
                     let a = 2.0 / e.norm_squared() * a_pf * e_mat(&e);
                     for k in 0..4 {
@@ -226,10 +227,8 @@ impl Kin {
             self.vel[i] = v;
             // Ṡ = V ×ₘ S for a joint axis fixed in the parent (V_parent × S = V × S); the
             // spherical node's subspace also depends on its own parameters.
-            self.acc[i] = ap
-                + self.s_times(n, &self.xdd)
-                + crm(&v, &sxd)
-                + self.euler_bias(n, &self.xd);
+            self.acc[i] =
+                ap + self.s_times(n, &self.xdd) + crm(&v, &sxd) + self.euler_bias(n, &self.xd);
         }
     }
 

@@ -132,9 +132,9 @@ impl JointModel {
             if n.kind == tree::NodeKind::Fixed {
                 continue;
             }
-            let driver = spec.drivers.iter().position(|d| {
-                matches!(d.target, DriverTarget::JointCoordinate(j) if Some(j) == n.joint)
-            });
+            let driver = spec.drivers.iter().position(
+                |d| matches!(d.target, DriverTarget::JointCoordinate(j) if Some(j) == n.joint),
+            );
             n.coord = match driver {
                 Some(d) if n.kind.n_dof() == 1 => {
                     let slot = sys.rows.iter().find_map(|r| match (&r.kind, r.owner) {
@@ -636,15 +636,7 @@ impl JointModel {
             vec![Sv::zeros(); nn],
         );
         let ws = &self.ws;
-        rnea::bias_velocity_jacobian(
-            &self.nodes,
-            &ws.kin,
-            &ws.i6,
-            &mut dv,
-            &mut da,
-            &mut df,
-            out,
-        );
+        rnea::bias_velocity_jacobian(&self.nodes, &ws.kin, &ws.i6, &mut dv, &mut da, &mut df, out);
         let mut bgs = [BodyGrad {
             body: 0,
             g_r: Vector3::zeros(),
@@ -948,7 +940,10 @@ impl JointModel {
     }
 
     pub fn row_labels(&self, sys: &System) -> Vec<String> {
-        self.active.iter().map(|&a| self.row_label(sys, a)).collect()
+        self.active
+            .iter()
+            .map(|&a| self.row_label(sys, a))
+            .collect()
     }
 
     fn row_label(&self, sys: &System, a: usize) -> String {
