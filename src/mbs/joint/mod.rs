@@ -91,7 +91,7 @@ struct Workspace {
 enum JRow {
     /// Index into the element layer's rows.
     Element(usize),
-    /// `½(eᵀe − 1)` of the Euler parameters at state index `col` (entry into `euler`).
+    /// `½(eᵀe − 1)` of the Euler parameters of entry `k` of `JointModel::euler`.
     Norm(usize),
 }
 
