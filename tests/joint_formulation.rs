@@ -1384,3 +1384,73 @@ fn every_gallery_model_agrees_with_the_absolute_formulation() {
     }
     assert!(failures.is_empty(), "{failures:?}");
 }
+
+/// The user chooses the tree by the file order: the suspension corner with its two ball joints
+/// listed the other way round hangs the upright from the upper arm and cuts the lower ball
+/// joint, and moves the same (post moving, BDF at 1e-9) as the gallery's tree.
+#[test]
+fn file_order_chooses_the_tree_and_not_the_motion() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[model]\n",
+        "[model]\nformulation = \"joint\"\n",
+        1,
+    );
+    // The two joint blocks (up to the next table), swapped whole.
+    let block = |name: &str| -> String {
+        let b = text
+            .find(&format!("[[joints]]\nname = \"{name}\"\n"))
+            .unwrap();
+        let e = b + 2 + text[b + 2..].find("\n[[").unwrap();
+        text[b..e].to_string()
+    };
+    let (lower, upper) = (block("lower_ball"), block("upper_ball"));
+    let swapped = text
+        .replacen(&lower, "@LOWER@", 1)
+        .replacen(&upper, &lower, 1)
+        .replacen("@LOWER@", &upper, 1);
+    assert_ne!(swapped, text);
+    let build = |t: &str| {
+        let spec = mbsfmu::mbs::load_model_str(t, &path).unwrap();
+        let mut sys = System::new(Arc::new(spec)).unwrap();
+        excite(&mut sys);
+        sys
+    };
+    let (mut given, mut other) = (build(&text), build(&swapped));
+    let names = |sys: &System, js: &[usize]| -> Vec<String> {
+        js.iter()
+            .map(|&j| sys.spec().joints[j].name.clone())
+            .collect()
+    };
+    let jm = other.joint_model().unwrap();
+    assert!(names(&other, &jm.tree_joints()).contains(&"upper_ball".to_string()));
+    assert_eq!(names(&other, jm.cut_joints()), ["lower_ball", "tie_rod"]);
+    // The upper ball joint joins the upper arm and the upright.
+    let ub = &other.spec().joints[jm.tree_joints()[3]];
+    assert_eq!(ub.name, "upper_ball");
+    assert_eq!(
+        (ub.body1, ub.body2),
+        (BodyRef::Body(2), BodyRef::Body(3)),
+        "upper_arm and upright"
+    );
+    let a = run(&mut given, Method::Bdf, 1e-9, 0.05, 0.5);
+    let b = run(&mut other, Method::Bdf, 1e-9, 0.05, 0.5);
+    let mut err = 0.0f64;
+    for ((_, y), (_, yb)) in a.iter().zip(&b) {
+        for k in 0..y.len() {
+            err = err.max((y[k] - yb[k]).abs() / (1.0 + y[k].abs()));
+        }
+    }
+    assert_eq!(a.len(), b.len());
+    let wheel = out_index(&given, "wheel_z");
+    let travel = a
+        .iter()
+        .map(|(_, y)| (y[wheel] - a[0].1[wheel]).abs())
+        .fold(0.0, f64::max);
+    println!(
+        "suspension corner, tree through the upper ball joint: wheel travel {travel:.2e} m, \
+         max relative difference {err:.2e}"
+    );
+    assert!(travel > 1e-3, "the corner moves: {travel}");
+    assert!(err < 1e-6, "{err}");
+}

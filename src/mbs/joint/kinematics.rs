@@ -84,7 +84,8 @@ pub struct Kin {
     pub e: Vec<Vector4<f64>>,
     pub rot: Vec<Matrix3<f64>>,
     pub com: Vec<Vector3<f64>>,
-    /// Parent joint frame: axes (world) and origin, per node.
+    /// Parent joint frame: axes (world; spherical nodes only, for `∂S/∂e`) and origin, per
+    /// node.
     pub pf_axes: Vec<Matrix3<f64>>,
     pub pf_origin: Vec<Vector3<f64>>,
     /// Motion subspace, per dof.
@@ -191,6 +192,7 @@ impl Kin {
                         UnitQuaternion::from_quaternion(Quaternion::new(e[0], e[1], e[2], e[3]));
                     let a_pf = q_pf.to_rotation_matrix().into_inner();
                     let a = 2.0 / e.norm_squared() * a_pf * e_mat(&e);
+                    self.pf_axes[i] = a_pf;
                     for k in 0..4 {
                         let ak = a.column(k).into_owned();
                         self.s[d + k] = sv(&ak, &o_pf.cross(&ak));
@@ -206,7 +208,6 @@ impl Kin {
                     (q_pf, o_pf + a_pf * x)
                 }
             };
-            self.pf_axes[i] = q_pf.to_rotation_matrix().into_inner();
             self.pf_origin[i] = o_pf;
             let q = q_cf * n.q_child_frame_inv;
             let e = Vector4::new(q.w, q.i, q.j, q.k);
