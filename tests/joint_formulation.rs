@@ -1026,6 +1026,111 @@ type = "energy"
     System::new(Arc::new(spec)).unwrap()
 }
 
+/// Rigid bodies held only by a universal, a cylindrical and a planar joint (never tree
+/// joints): three free bodies with those joints as constraints, springs between them.
+fn cut_kinds_in(formulation: &str) -> System {
+    let text = r#"
+[model]
+name = "cut_kinds"
+formulation = "FORMULATION"
+gravity = [0.0, -9.81, -2.0]
+
+[[bodies]]
+name = "a"
+mass = 2.0
+inertia = [0.1, 0.2, 0.3]
+position = [0.0, -0.5, 0.0]
+angular_velocity = [0.5, 0.0, 0.3]
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [0.05, 0.06, 0.07]
+position = [0.0, -1.5, 0.0]
+velocity = [0.2, 0.0, 0.0]
+
+[[bodies]]
+name = "c"
+mass = 1.5
+inertia = [0.05, 0.06, 0.07]
+position = [1.0, -1.5, 0.0]
+
+[[joints]]
+name = "u"
+type = "universal"
+body1 = "ground"
+body2 = "a"
+point = [0.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+axis2 = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "cyl"
+type = "cylindrical"
+body1 = "a"
+body2 = "b"
+point = [0.0, -1.0, 0.0]
+axis = [0.0, 1.0, 0.0]
+
+[[joints]]
+name = "pl"
+type = "planar"
+body1 = "ground"
+body2 = "c"
+point = [1.0, -1.5, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[forces]]
+name = "s1"
+type = "spring_damper"
+body1 = "b"
+point1 = [0.0, -1.5, 0.0]
+body2 = "c"
+point2 = [1.0, -1.5, 0.0]
+stiffness = 100.0
+damping = 2.0
+free_length = 0.8
+
+[[forces]]
+name = "s2"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.0, -2.0, 0.0]
+body2 = "b"
+point2 = [0.0, -1.5, 0.0]
+stiffness = 50.0
+damping = 1.0
+free_length = 0.5
+
+[[outputs]]
+name = "bx"
+type = "position"
+body = "b"
+component = "x"
+
+[[outputs]]
+name = "by"
+type = "position"
+body = "b"
+component = "y"
+
+[[outputs]]
+name = "cx"
+type = "position"
+body = "c"
+component = "x"
+
+[[outputs]]
+name = "aw"
+type = "angular_velocity"
+body = "a"
+axis = [1.0, 0.0, 0.0]
+"#
+    .replace("FORMULATION", formulation);
+    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("cut_kinds.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
 /// A distance joint from ground to the flap's tip: a loop through the free body.
 const FLAP_TETHER: &str = "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\n\
     body1 = \"ground\"\nbody2 = \"flap\"\npoint1 = [0.9, -0.3, 0.1]\npoint2 = [0.9, 0.1, 0.0]\n";
@@ -1325,15 +1430,16 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
 }
 
 /// Every gallery model in both formulations, its inputs moving (smooth cubics; the suspension
-/// corner's post, the chain's suspension, the drivers' angles, the rig's stamp), and the free
-/// body with a loop through it: the same outputs within the integration tolerance (BDF at
+/// corner's post, the chain's suspension, the drivers' angles, the rig's stamp), the free
+/// body with a loop through it, and free bodies held by universal, cylindrical and planar
+/// joints: the same outputs within the integration tolerance (BDF at
 /// 1e-9; each output relative to its largest magnitude, at least 1). The absolute formulation
 /// is validated against independent references elsewhere (tests/python/test_fmpy_references.py,
 /// the paper tests); the joint formulation's FMUs against the same references in
 /// tests/python/test_fmpy_joint.py.
 #[test]
 fn every_gallery_model_agrees_with_the_absolute_formulation() {
-    let cases: [(&str, f64); 9] = [
+    let cases: [(&str, f64); 10] = [
         ("bouncing_balls.toml", 1.0),
         ("double_pendulum_stiff.toml", 1.0),
         ("four_link.toml", 1.0),
@@ -1343,14 +1449,15 @@ fn every_gallery_model_agrees_with_the_absolute_formulation() {
         ("spherical_chain.toml", 1.0),
         ("suspension_corner.toml", 1.0),
         ("free flap", 1.0),
+        ("universal, cylindrical and planar joints", 1.0),
     ];
     let mut failures = Vec::new();
     for (file, t_end) in cases {
         let make = |formulation: &str| -> System {
-            let mut sys = if file == "free flap" {
-                free_flap_in(formulation, FLAP_TETHER)
-            } else {
-                model(file, formulation, "")
+            let mut sys = match file {
+                "free flap" => free_flap_in(formulation, FLAP_TETHER),
+                "universal, cylindrical and planar joints" => cut_kinds_in(formulation),
+                _ => model(file, formulation, ""),
             };
             excite(&mut sys);
             sys
