@@ -115,14 +115,11 @@ struct BodyGrad {
 }
 
 impl JointModel {
-    /// The tree of `sys`'s model, or an error naming the element the formulation cannot take.
+    /// The tree of `sys`'s model (every model has one; the `Result` keeps room for elements a
+    /// later tree rule cannot take).
     pub fn new(sys: &System) -> Result<JointModel, ModelError> {
         let spec = sys.spec();
-        let file = spec.source_files.first().cloned().unwrap_or_default();
-        let span = tree::spanning_tree(spec).map_err(|u| ModelError::Assembly {
-            file: file.clone(),
-            message: format!("formulation = \"joint\": {} {}", u.element, u.message),
-        })?;
+        let span = tree::spanning_tree(spec);
         let mut nodes = span.nodes;
         // Drivers on tree joints eliminate their coordinate.
         let mut eliminated = vec![false; spec.drivers.len()];

@@ -99,12 +99,6 @@ impl Node {
     }
 }
 
-/// Why a model cannot be put into joint coordinates (the element named).
-pub struct Unsupported {
-    pub element: String,
-    pub message: String,
-}
-
 /// The spanning tree: nodes (without state coordinates assigned yet) and the cut joints.
 pub struct Spanning {
     pub nodes: Vec<Node>,
@@ -131,8 +125,9 @@ fn identity_frame() -> LocalFrame {
     }
 }
 
-/// Build the spanning tree by the rule in the module documentation.
-pub fn spanning_tree(spec: &ModelSpec) -> Result<Spanning, Unsupported> {
+/// Build the spanning tree by the rule in the module documentation (every model has one: a
+/// body no tree joint reaches is free).
+pub fn spanning_tree(spec: &ModelSpec) -> Spanning {
     let nb = spec.bodies.len();
     let rigid = |b: usize| spec.bodies[b].kind == BodyKind::Rigid;
     let mut node_of: Vec<Option<usize>> = vec![None; nb];
@@ -227,5 +222,5 @@ pub fn spanning_tree(spec: &ModelSpec) -> Result<Spanning, Unsupported> {
         }
     }
     let cut = (0..spec.joints.len()).filter(|&j| !used[j]).collect();
-    Ok(Spanning { nodes, cut, n_dof })
+    Spanning { nodes, cut, n_dof }
 }
