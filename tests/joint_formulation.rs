@@ -381,24 +381,46 @@ fn slider_crank_follows_the_closed_form() {
 
 // ----- selection and refusals -----
 
+/// The trees of the models with particles, spherical joints and loops through them: the
+/// chain of particles becomes 16 free particles (three translations each) with the rods and
+/// planes as constraints; the spherical chain eight spherical tree joints (four Euler
+/// parameters each, their normalizations the only constraints); the suspension corner a tree
+/// through the lower ball joint with the upper ball joint and the tie rod cut.
 #[test]
-fn unsupported_elements_are_refused_by_name() {
-    let load = |file: &str| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("models")
-            .join(file);
-        let text = std::fs::read_to_string(&path).unwrap().replacen(
-            "[model]\n",
-            "[model]\nformulation = \"joint\"\n",
-            1,
-        );
-        let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
-        System::new(Arc::new(spec)).err().map(|e| e.to_string())
+fn particles_spherical_joints_and_free_bodies_make_the_tree() {
+    let names = |sys: &System, js: &[usize]| -> Vec<String> {
+        js.iter()
+            .map(|&j| sys.spec().joints[j].name.clone())
+            .collect()
     };
-    let e = load("pendulum_chain.toml").expect("particles are refused");
-    assert!(e.contains("body 'p1'") && e.contains("particle"), "{e}");
-    let e = load("spherical_chain.toml").expect("spherical tree joints are refused");
-    assert!(e.contains("joint '") && e.contains("Spherical"), "{e}");
+    let chain = model("pendulum_chain.toml", "joint", "");
+    let jm = chain.joint_model().unwrap();
+    assert!(jm.tree_joints().is_empty());
+    assert_eq!(jm.free_bodies(), (0..16).collect::<Vec<_>>());
+    assert_eq!((chain.n_q(), chain.n_c()), (48, 32));
+    let sph = model("spherical_chain.toml", "joint", "");
+    let jm = sph.joint_model().unwrap();
+    assert_eq!(jm.tree_joints().len(), 8);
+    assert!(jm.cut_joints().is_empty() && jm.free_bodies().is_empty());
+    assert_eq!((sph.n_q(), sph.n_c()), (32, 8));
+    assert!(sph
+        .row_labels()
+        .iter()
+        .all(|l| l.contains("Euler-parameter normalization")));
+    let mut corner = model("suspension_corner.toml", "joint", "");
+    let jm = corner.joint_model().unwrap();
+    assert_eq!(
+        names(&corner, &jm.tree_joints()),
+        ["chassis_guide", "lower_pivot", "upper_pivot", "lower_ball"]
+    );
+    assert_eq!(names(&corner, jm.cut_joints()), ["upper_ball", "tie_rod"]);
+    corner.initial_state(0.0).unwrap();
+    let r = corner.report.clone().unwrap();
+    assert_eq!((r.n_coordinates, r.n_independent, r.dof), (7, 5, 2));
+    // A free rigid body: three translations and four Euler parameters.
+    let free = free_flap_in("joint", "");
+    assert_eq!(free.joint_model().unwrap().free_bodies(), [0, 2]);
+    assert_eq!((free.n_q(), free.n_c()), (3 + 4 + 1 + 3, 1));
 }
 
 #[test]
@@ -908,6 +930,230 @@ type = "energy"
     .replace("FORMULATION", formulation)
 }
 
+/// A free rigid body (`hub`, no joint to ground: translations and Euler parameters) carrying a
+/// flap on a hinge, and a free particle (`bead`) on a string to the hub; a bushing holds the
+/// hub near its start. `extra` is appended (a loop-closing joint).
+fn free_flap_in(formulation: &str, extra: &str) -> System {
+    let text = r#"
+[model]
+name = "free_flap"
+formulation = "FORMULATION"
+gravity = [0.0, -9.81, -1.0]
+
+[[bodies]]
+name = "hub"
+mass = 3.0
+inertia = [0.2, 0.3, 0.4]
+position = [0.2, 0.1, 0.0]
+orientation = { axis = [1.0, 1.0, 0.0], angle = 0.4 }
+velocity = [0.1, 0.5, -0.2]
+angular_velocity = [1.0, -2.0, 3.0]
+
+[[bodies]]
+name = "flap"
+mass = 1.0
+inertia = [0.05, 0.06, 0.07]
+position = [0.7, 0.1, 0.0]
+
+[[bodies]]
+name = "bead"
+type = "particle"
+mass = 0.5
+position = [0.2, 0.6, 0.3]
+velocity = [0.0, 0.3, 0.1]
+
+[[joints]]
+name = "hinge"
+type = "revolute"
+body1 = "hub"
+body2 = "flap"
+point = [0.45, 0.1, 0.0]
+axis = [0.0, 1.0, 0.0]
+
+[[forces]]
+name = "mount"
+type = "bushing"
+body1 = "ground"
+body2 = "hub"
+point = [0.2, 0.1, 0.0]
+stiffness = [200.0, 300.0, 400.0]
+damping = [5.0, 6.0, 7.0]
+rot_stiffness = [50.0, 60.0, 70.0]
+rot_damping = [1.0, 2.0, 3.0]
+
+[[forces]]
+name = "string"
+type = "spring_damper"
+body1 = "hub"
+point1 = [0.2, 0.1, 0.0]
+body2 = "bead"
+point2 = [0.2, 0.6, 0.3]
+stiffness = 80.0
+damping = 1.0
+free_length = 0.4
+
+[[outputs]]
+name = "flap_x"
+type = "position"
+body = "flap"
+component = "x"
+
+[[outputs]]
+name = "flap_z"
+type = "position"
+body = "flap"
+component = "z"
+
+[[outputs]]
+name = "bead_y"
+type = "position"
+body = "bead"
+component = "y"
+
+[[outputs]]
+name = "hub_wz"
+type = "angular_velocity"
+body = "hub"
+axis = [0.0, 0.0, 1.0]
+
+[[outputs]]
+name = "energy"
+type = "energy"
+"#
+    .replace("FORMULATION", formulation)
+        + extra;
+    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("free_flap.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+/// Rigid bodies held only by a universal, a cylindrical and a planar joint (never tree
+/// joints): three free bodies with those joints as constraints, springs between them.
+fn cut_kinds_in(formulation: &str) -> System {
+    let text = r#"
+[model]
+name = "cut_kinds"
+formulation = "FORMULATION"
+gravity = [0.0, -9.81, -2.0]
+
+[[bodies]]
+name = "a"
+mass = 2.0
+inertia = [0.1, 0.2, 0.3]
+position = [0.0, -0.5, 0.0]
+angular_velocity = [0.5, 0.0, 0.3]
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [0.05, 0.06, 0.07]
+position = [0.0, -1.5, 0.0]
+velocity = [0.2, 0.0, 0.0]
+
+[[bodies]]
+name = "c"
+mass = 1.5
+inertia = [0.05, 0.06, 0.07]
+position = [1.0, -1.5, 0.0]
+
+[[joints]]
+name = "u"
+type = "universal"
+body1 = "ground"
+body2 = "a"
+point = [0.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+axis2 = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "cyl"
+type = "cylindrical"
+body1 = "a"
+body2 = "b"
+point = [0.0, -1.0, 0.0]
+axis = [0.0, 1.0, 0.0]
+
+[[joints]]
+name = "pl"
+type = "planar"
+body1 = "ground"
+body2 = "c"
+point = [1.0, -1.5, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[forces]]
+name = "s1"
+type = "spring_damper"
+body1 = "b"
+point1 = [0.0, -1.5, 0.0]
+body2 = "c"
+point2 = [1.0, -1.5, 0.0]
+stiffness = 100.0
+damping = 2.0
+free_length = 0.8
+
+[[forces]]
+name = "s2"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.0, -2.0, 0.0]
+body2 = "b"
+point2 = [0.0, -1.5, 0.0]
+stiffness = 50.0
+damping = 1.0
+free_length = 0.5
+
+[[outputs]]
+name = "bx"
+type = "position"
+body = "b"
+component = "x"
+
+[[outputs]]
+name = "by"
+type = "position"
+body = "b"
+component = "y"
+
+[[outputs]]
+name = "cx"
+type = "position"
+body = "c"
+component = "x"
+
+[[outputs]]
+name = "aw"
+type = "angular_velocity"
+body = "a"
+axis = [1.0, 0.0, 0.0]
+"#
+    .replace("FORMULATION", formulation);
+    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("cut_kinds.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+/// A distance joint from ground to the flap's tip: a loop through the free body.
+const FLAP_TETHER: &str = "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\n\
+    body1 = \"ground\"\nbody2 = \"flap\"\npoint1 = [0.9, -0.3, 0.1]\npoint2 = [0.9, 0.1, 0.0]\n";
+
+/// Gallery models with their inputs moving (smooth cubics), for the derivative checks.
+fn excited(file: &str) -> System {
+    let mut sys = model(file, "joint", "");
+    excite(&mut sys);
+    sys
+}
+
+/// Every input of `sys` moves: `u(t) = u0 + 0.2 t − 0.5 t² + 0.3 t³` scaled to the input.
+fn excite(sys: &mut System) {
+    for seg in sys.inputs_mut().segments.iter_mut() {
+        let u0 = seg.coeffs[0];
+        let s = 0.1 * (1.0 + u0.abs());
+        *seg = InputSegment {
+            t0: 0.0,
+            coeffs: [u0, 2.0 * s, -5.0 * s, 3.0 * s],
+        };
+    }
+}
+
 /// The analytic `∂Ψ/∂ṗ` and `∂Ψ/∂p` (tangent recursions plus the elements through the
 /// element layer's Hessians) against central differences of `Ψ`: the double pendulum (stiff
 /// rotational springs and dampers), the chain (Coriolis and the moving suspension only), the
@@ -932,6 +1178,10 @@ fn force_jacobians_are_the_derivatives_of_the_bias_forces() {
         quarter,
         four,
         spatial_arm(),
+        model("spherical_chain.toml", "joint", ""),
+        excited("suspension_corner.toml"),
+        excited("pendulum_chain.toml"),
+        free_flap_in("joint", ""),
     ];
     for mut sys in cases {
         let n = sys.n_q();
@@ -1032,6 +1282,10 @@ fn constraint_hessians_are_the_derivatives_of_g_and_m() {
         model("four_link.toml", "joint", ""),
         closed,
         System::new(Arc::new(revolute_chain_spec(6, 1e-2))).unwrap(),
+        model("spherical_chain.toml", "joint", ""),
+        excited("suspension_corner.toml"),
+        excited("pendulum_chain.toml"),
+        free_flap_in("joint", FLAP_TETHER),
     ];
     for mut sys in cases {
         let x = sys.initial_state(0.0).unwrap();
@@ -1088,7 +1342,7 @@ fn constraint_hessians_are_the_derivatives_of_g_and_m() {
     }
 }
 
-/// Every integrator on every gallery model the joint formulation supports (the models'
+/// Every integrator on every gallery model (the models'
 /// inputs held at their start values, as tests/models_integrate.rs does for the absolute
 /// formulation), plus the revolute chain and the spatial arm closed by a tether (a loop with
 /// two degrees of freedom), 0.2 s: each reaches the end, stays on the loop constraints and
@@ -1099,6 +1353,7 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
     let make = |file: &str| -> System {
         match file {
             "revolute chain N = 8" => System::new(Arc::new(revolute_chain_spec(8, 1e-12))).unwrap(),
+            "free flap" => free_flap_in("joint", FLAP_TETHER),
             "spatial loop" => {
                 let text = spatial_arm_text("joint")
                     + "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
@@ -1115,8 +1370,12 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
         "four_link.toml",
         "quarter_car_rig.toml",
         "slider_crank.toml",
+        "pendulum_chain.toml",
+        "spherical_chain.toml",
+        "suspension_corner.toml",
         "revolute chain N = 8",
         "spatial loop",
+        "free flap",
     ] {
         for method in Method::ALL {
             let mut sys = make(file);
@@ -1168,4 +1427,137 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Every gallery model in both formulations, its inputs moving (smooth cubics; the suspension
+/// corner's post, the chain's suspension, the drivers' angles, the rig's stamp), the free
+/// body with a loop through it, and free bodies held by universal, cylindrical and planar
+/// joints: the same outputs within the integration tolerance (BDF at
+/// 1e-9; each output relative to its largest magnitude, at least 1). The absolute formulation
+/// is validated against independent references elsewhere (tests/python/test_fmpy_references.py,
+/// the paper tests); the joint formulation's FMUs against the same references in
+/// tests/python/test_fmpy_joint.py.
+#[test]
+fn every_gallery_model_agrees_with_the_absolute_formulation() {
+    let cases: [(&str, f64); 10] = [
+        ("bouncing_balls.toml", 1.0),
+        ("double_pendulum_stiff.toml", 1.0),
+        ("four_link.toml", 1.0),
+        ("pendulum_chain.toml", 2.0),
+        ("quarter_car_rig.toml", 1.0),
+        ("slider_crank.toml", 1.0),
+        ("spherical_chain.toml", 1.0),
+        ("suspension_corner.toml", 1.0),
+        ("free flap", 1.0),
+        ("universal, cylindrical and planar joints", 1.0),
+    ];
+    let mut failures = Vec::new();
+    for (file, t_end) in cases {
+        let make = |formulation: &str| -> System {
+            let mut sys = match file {
+                "free flap" => free_flap_in(formulation, FLAP_TETHER),
+                "universal, cylindrical and planar joints" => cut_kinds_in(formulation),
+                _ => model(file, formulation, ""),
+            };
+            excite(&mut sys);
+            sys
+        };
+        let (mut abs, mut sys) = (make("absolute"), make("joint"));
+        let abs_out = run(&mut abs, Method::Bdf, 1e-9, 0.05, t_end);
+        let out = run(&mut sys, Method::Bdf, 1e-9, 0.05, t_end);
+        let no = sys.n_outputs();
+        let scale: Vec<f64> = (0..no)
+            .map(|k| abs_out.iter().fold(1.0f64, |m, (_, y)| m.max(y[k].abs())))
+            .collect();
+        let mut err = 0.0f64;
+        let mut worst = String::new();
+        for ((_, y), (_, ya)) in out.iter().zip(&abs_out) {
+            for k in 0..no {
+                let e = (y[k] - ya[k]).abs() / scale[k];
+                if e > err {
+                    err = e;
+                    worst = sys.spec().outputs[k].name.clone();
+                }
+            }
+        }
+        println!(
+            "{file}: joint {} coordinates / absolute {}; max output difference {err:.2e} ({worst})",
+            sys.n_q(),
+            abs.n_q()
+        );
+        if err.is_nan() || err >= 1e-5 {
+            failures.push(format!("{file}: {err:e} ({worst})"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// The user chooses the tree by the file order: the suspension corner with its two ball joints
+/// listed the other way round hangs the upright from the upper arm and cuts the lower ball
+/// joint, and moves the same (post moving, BDF at 1e-9) as the gallery's tree.
+#[test]
+fn file_order_chooses_the_tree_and_not_the_motion() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "[model]\n",
+        "[model]\nformulation = \"joint\"\n",
+        1,
+    );
+    // The two joint blocks (up to the next table), swapped whole.
+    let block = |name: &str| -> String {
+        let b = text
+            .find(&format!("[[joints]]\nname = \"{name}\"\n"))
+            .unwrap();
+        let e = b + 2 + text[b + 2..].find("\n[[").unwrap();
+        text[b..e].to_string()
+    };
+    let (lower, upper) = (block("lower_ball"), block("upper_ball"));
+    let swapped = text
+        .replacen(&lower, "@LOWER@", 1)
+        .replacen(&upper, &lower, 1)
+        .replacen("@LOWER@", &upper, 1);
+    assert_ne!(swapped, text);
+    let build = |t: &str| {
+        let spec = mbsfmu::mbs::load_model_str(t, &path).unwrap();
+        let mut sys = System::new(Arc::new(spec)).unwrap();
+        excite(&mut sys);
+        sys
+    };
+    let (mut given, mut other) = (build(&text), build(&swapped));
+    let names = |sys: &System, js: &[usize]| -> Vec<String> {
+        js.iter()
+            .map(|&j| sys.spec().joints[j].name.clone())
+            .collect()
+    };
+    let jm = other.joint_model().unwrap();
+    assert!(names(&other, &jm.tree_joints()).contains(&"upper_ball".to_string()));
+    assert_eq!(names(&other, jm.cut_joints()), ["lower_ball", "tie_rod"]);
+    // The upper ball joint joins the upper arm and the upright.
+    let ub = &other.spec().joints[jm.tree_joints()[3]];
+    assert_eq!(ub.name, "upper_ball");
+    assert_eq!(
+        (ub.body1, ub.body2),
+        (BodyRef::Body(2), BodyRef::Body(3)),
+        "upper_arm and upright"
+    );
+    let a = run(&mut given, Method::Bdf, 1e-9, 0.05, 0.5);
+    let b = run(&mut other, Method::Bdf, 1e-9, 0.05, 0.5);
+    let mut err = 0.0f64;
+    for ((_, y), (_, yb)) in a.iter().zip(&b) {
+        for k in 0..y.len() {
+            err = err.max((y[k] - yb[k]).abs() / (1.0 + y[k].abs()));
+        }
+    }
+    assert_eq!(a.len(), b.len());
+    let wheel = out_index(&given, "wheel_z");
+    let travel = a
+        .iter()
+        .map(|(_, y)| (y[wheel] - a[0].1[wheel]).abs())
+        .fold(0.0, f64::max);
+    println!(
+        "suspension corner, tree through the upper ball joint: wheel travel {travel:.2e} m, \
+         max relative difference {err:.2e}"
+    );
+    assert!(travel > 1e-3, "the corner moves: {travel}");
+    assert!(err < 1e-6, "{err}");
 }

@@ -114,14 +114,12 @@ impl Moved {
 /// rate the subtree's velocities, as a moving frame moves an attached element in either
 /// formulation. Subtrees: below each tree joint a driver fed by an input drives, and below
 /// each tree joint hanging from a frame whose position an input sets. Empty in absolute
-/// coordinates, and when the engine would refuse the joint formulation for this model.
+/// coordinates.
 fn moved_subtrees(spec: &ModelSpec) -> Vec<Moved> {
     if spec.formulation != Formulation::Joint {
         return Vec::new();
     }
-    let Ok(tree) = spanning_tree(spec) else {
-        return Vec::new();
-    };
+    let tree = spanning_tree(spec);
     let nodes = &tree.nodes;
     // Bodies of the subtree rooted at node `k` (parents come before their children).
     let subtree = |k: usize| -> BTreeSet<usize> {
@@ -129,8 +127,8 @@ fn moved_subtrees(spec: &ModelSpec) -> Vec<Moved> {
         let mut bodies = BTreeSet::new();
         for m in k..nodes.len() {
             inside[m] = m == k || matches!(nodes[m].parent, Parent::Node(p) if inside[p]);
-            if inside[m] {
-                bodies.insert(nodes[m].body);
+            if let (true, Some(b)) = (inside[m], nodes[m].body) {
+                bodies.insert(b);
             }
         }
         bodies
@@ -140,7 +138,7 @@ fn moved_subtrees(spec: &ModelSpec) -> Vec<Moved> {
         let (Some(i), DriverTarget::JointCoordinate(j)) = (input_of(&d.motion), &d.target) else {
             continue;
         };
-        if let Some(k) = nodes.iter().position(|n| n.joint == *j) {
+        if let Some(k) = nodes.iter().position(|n| n.joint == Some(*j)) {
             out.push(Moved {
                 input: i,
                 bodies: subtree(k),

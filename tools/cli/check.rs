@@ -28,10 +28,20 @@ pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
                 v.join(", ")
             }
         };
+        let free: Vec<&str> = j
+            .free_bodies()
+            .iter()
+            .map(|&b| spec.bodies[b].name.as_str())
+            .collect();
         s.push_str(&format!(
-            "  joint coordinates: tree joints {}; cut joints (constraints) {}\n",
+            "  joint coordinates: tree joints {}; cut joints (constraints) {}; free bodies {}\n",
             names(&j.tree_joints()),
-            names(j.cut_joints())
+            names(j.cut_joints()),
+            if free.is_empty() {
+                "none".to_string()
+            } else {
+                free.join(", ")
+            }
         ));
     }
     if r.dropped.is_empty() {

@@ -7,7 +7,7 @@ use super::kinematics::Sv;
 use super::tree::{Node, NodeCoord, Parent};
 use nalgebra::{DMatrix, Matrix6};
 
-/// `m` (n_free × n_free) from the motion subspaces `s` and body spatial inertias `i6`;
+/// `m` (n_free × n_free) from the motion subspaces `s` (per dof) and body spatial inertias `i6`;
 /// `ic` is scratch of the same length.
 pub fn mass_matrix(
     nodes: &[Node],
@@ -28,16 +28,22 @@ pub fn mass_matrix(
         let NodeCoord::Free(a) = nodes[i].coord else {
             continue;
         };
-        let f = ic[i] * s[i];
-        m[(a, a)] = s[i].dot(&f);
-        let mut k = nodes[i].parent;
-        while let Parent::Node(j) = k {
-            if let NodeCoord::Free(b) = nodes[j].coord {
-                let mij = s[j].dot(&f);
-                m[(a, b)] = mij;
-                m[(b, a)] = mij;
+        for (k, dk) in nodes[i].dofs().enumerate() {
+            let f = ic[i] * s[dk];
+            for (l, dl) in nodes[i].dofs().enumerate() {
+                m[(a + k, a + l)] = s[dl].dot(&f);
             }
-            k = nodes[j].parent;
+            let mut p = nodes[i].parent;
+            while let Parent::Node(j) = p {
+                if let NodeCoord::Free(b) = nodes[j].coord {
+                    for (l, dl) in nodes[j].dofs().enumerate() {
+                        let mij = s[dl].dot(&f);
+                        m[(a + k, b + l)] = mij;
+                        m[(b + l, a + k)] = mij;
+                    }
+                }
+                p = nodes[j].parent;
+            }
         }
     }
 }

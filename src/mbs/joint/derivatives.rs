@@ -11,12 +11,16 @@
 //! `Gᵀλ`) change in two ways: the absolute generalized forces change (the element layer's
 //! analytic `∂f/∂q_abs · δq_abs + ∂f/∂v_abs · δv_abs`), and a fixed absolute force acts through
 //! moved bodies (`[½E(δe) f_e + δr × f_r; 0]`).
+//!
+//! A spherical node's subspace also depends on its own Euler parameters (`δS` of its own
+//! dofs from `kinematics::euler_subspace_derivative`), and so does its acceleration term
+//! `−(2 eᵀė/|e|²) S ė` (`Kin::euler_bias`). Free bodies' translation nodes are massless.
 
 use super::super::kin::{eval_coord, Coord, CoordVal, LMat, LVec, LOCAL};
 use super::super::math::e_mat;
 use super::super::system::System;
-use super::kinematics::{crf, crm, sv, Sv};
-use super::tree::{NodeCoord, Parent};
+use super::kinematics::{crf, crm, euler, euler_subspace_derivative, sv, Sv};
+use super::tree::{NodeCoord, NodeKind, Parent};
 use super::{JointModel, Rates};
 use nalgebra::{DMatrix, Vector3, Vector4};
 
@@ -42,16 +46,12 @@ struct Inertial<'a> {
     vel: &'a [Sv],
     /// `A_i`, the root's gravity acceleration included where it applies.
     acc: &'a [Sv],
+    /// Per dof.
     xd: &'a [f64],
     xdd: &'a [f64],
 }
 
-fn ang(v: &Sv) -> Vector3<f64> {
-    Vector3::new(v[0], v[1], v[2])
-}
-fn lin(v: &Sv) -> Vector3<f64> {
-    Vector3::new(v[3], v[4], v[5])
-}
+use super::kinematics::{ang, lin};
 
 impl JointModel {
     /// Linearize the forces `F(ξ, ξ̇) ∇ξ` of `coords` at the loaded state; `law` gives
@@ -70,7 +70,9 @@ impl JointModel {
         for b in 0..nb {
             let o = layout.offsets[b];
             va[o..o + 3].copy_from_slice(snap.rd[b].as_slice());
-            va[o + 3..o + 7].copy_from_slice(snap.pd[b].as_slice());
+            if layout.is_rigid(b) {
+                va[o + 3..o + 7].copy_from_slice(snap.pd[b].as_slice());
+            }
         }
         let mut out = Applied {
             lins: Vec::new(),
@@ -135,67 +137,100 @@ impl JointModel {
         let kin = &self.ws.kin;
         let s = &kin.s;
         let mut sub = vec![false; nn];
-        let (mut ds, mut dvel, mut dacc, mut df, mut dw) = (
-            vec![Sv::zeros(); nn],
+        let mut ds = vec![Sv::zeros(); self.n_dof];
+        let (mut dvel, mut dacc, mut df, mut dw) = (
             vec![Sv::zeros(); nn],
             vec![Sv::zeros(); nn],
             vec![Sv::zeros(); nn],
             vec![Sv::zeros(); nn],
         );
+        // `S ẋ` per node (for the inertial pass).
+        let sxd: Vec<Sv> = match &inertial {
+            Some(inr) => self.nodes.iter().map(|n| kin.s_times(n, inr.xd)).collect(),
+            None => Vec::new(),
+        };
         // Per body: δr, δe, δṙ, δė along the current column.
         let (mut dr, mut de) = (vec![Vector3::zeros(); nb], vec![Vector4::zeros(); nb]);
         let (mut drd, mut ded) = (vec![Vector3::zeros(); nb], vec![Vector4::zeros(); nb]);
         out.fill(0.0);
-        for jn in 0..nn {
-            let NodeCoord::Free(col) = self.nodes[jn].coord else {
-                continue;
+        let columns = self.nodes.iter().enumerate().flat_map(|(jn, n)| {
+            let c0 = match n.coord {
+                NodeCoord::Free(c0) => Some(c0),
+                _ => None,
             };
-            let sj = s[jn];
+            c0.into_iter()
+                .flat_map(move |c0| n.dofs().enumerate().map(move |(m, d)| (jn, m, d, c0 + m)))
+        });
+        for (jn, m, dm, col) in columns {
+            let sj = s[dm];
             let (wj, vj) = (ang(&sj), lin(&sj));
             for i in 0..nn {
-                let b = self.nodes[i].body;
-                let parent = match self.nodes[i].parent {
+                let node = &self.nodes[i];
+                let parent = match node.parent {
                     Parent::Node(p) if sub[p] => Some(p),
                     _ => None,
                 };
                 sub[i] = i == jn || parent.is_some();
                 if !sub[i] {
-                    ds[i] = Sv::zeros();
+                    node.dofs().for_each(|d| ds[d] = Sv::zeros());
                     dvel[i] = Sv::zeros();
                     dacc[i] = Sv::zeros();
-                    dr[b] = Vector3::zeros();
-                    de[b] = Vector4::zeros();
-                    drd[b] = Vector3::zeros();
-                    ded[b] = Vector4::zeros();
+                    if let Some(b) = node.body {
+                        dr[b] = Vector3::zeros();
+                        de[b] = Vector4::zeros();
+                        drd[b] = Vector3::zeros();
+                        ded[b] = Vector4::zeros();
+                    }
                     continue;
                 }
-                ds[i] = if i == jn {
-                    Sv::zeros()
-                } else {
-                    crm(&sj, &s[i])
-                };
+                let spherical = node.kind == NodeKind::Spherical;
+                for (k, d) in node.dofs().enumerate() {
+                    ds[d] = if i != jn {
+                        crm(&sj, &s[d])
+                    } else if spherical {
+                        let e = euler(&kin.x, node.dof);
+                        euler_subspace_derivative(&kin.pf_axes[i], &kin.pf_origin[i], &e, m, k)
+                    } else {
+                        Sv::zeros()
+                    };
+                }
                 let (r, e) = (kin.com[i], kin.e[i]);
-                dr[b] = vj + wj.cross(&r);
-                de[b] = 0.5 * e_mat(&e).transpose() * wj;
+                if let Some(b) = node.body {
+                    dr[b] = vj + wj.cross(&r);
+                    de[b] = 0.5 * e_mat(&e).transpose() * wj;
+                }
                 if let Some(inr) = &inertial {
                     let (dvp, dap) =
                         parent.map_or((Sv::zeros(), Sv::zeros()), |p| (dvel[p], dacc[p]));
-                    dvel[i] = dvp + ds[i] * inr.xd[i];
-                    dacc[i] = dap
-                        + ds[i] * inr.xdd[i]
-                        + crm(&dvel[i], &(s[i] * inr.xd[i]))
-                        + crm(&inr.vel[i], &(ds[i] * inr.xd[i]));
-                    let w = ang(&inr.vel[i]);
-                    let dwb = ang(&dvel[i]);
-                    drd[b] = lin(&dvel[i]) + dwb.cross(&r) + w.cross(&dr[b]);
-                    ded[b] = 0.5 * (e_mat(&de[b]).transpose() * w + e_mat(&e).transpose() * dwb);
+                    let ds_xd = node.dofs().fold(Sv::zeros(), |a, d| a + ds[d] * inr.xd[d]);
+                    let ds_xdd = node.dofs().fold(Sv::zeros(), |a, d| a + ds[d] * inr.xdd[d]);
+                    dvel[i] = dvp + ds_xd;
+                    dacc[i] = dap + ds_xdd + crm(&dvel[i], &sxd[i]) + crm(&inr.vel[i], &ds_xd);
+                    if spherical {
+                        // δ(−c S ė), c = 2 eᵀė/|e|²: the subspace's change, and (own
+                        // parameters) c's.
+                        let (ev, ed) = (euler(&kin.x, node.dof), euler(inr.xd, node.dof));
+                        let n2 = ev.norm_squared();
+                        let c = 2.0 * ev.dot(&ed) / n2;
+                        dacc[i] -= c * ds_xd;
+                        if i == jn {
+                            let dc = 2.0 * ed[m] / n2 - 4.0 * ev.dot(&ed) * ev[m] / (n2 * n2);
+                            dacc[i] -= dc * sxd[i];
+                        }
+                    }
+                    if let Some(b) = node.body {
+                        let w = ang(&inr.vel[i]);
+                        let dwb = ang(&dvel[i]);
+                        drd[b] = lin(&dvel[i]) + dwb.cross(&r) + w.cross(&dr[b]);
+                        ded[b] =
+                            0.5 * (e_mat(&de[b]).transpose() * w + e_mat(&e).transpose() * dwb);
+                    }
                 }
             }
             // Applied wrench changes.
             dw.iter_mut().for_each(|x| *x = Sv::zeros());
             for (i, node) in self.nodes.iter().enumerate() {
-                if sub[i] {
-                    let b = node.body;
+                if let (true, Some(b)) = (sub[i], node.body) {
                     dw[i] += sv(
                         &(0.5 * e_mat(&de[b]) * applied.fe[b] + dr[b].cross(&applied.fr[b])),
                         &Vector3::zeros(),
@@ -250,8 +285,10 @@ impl JointModel {
                 }
             }
             for i in (0..nn).rev() {
-                if let NodeCoord::Free(k) = self.nodes[i].coord {
-                    out[(k, col)] = sign * (ds[i].dot(&big_f[i]) + s[i].dot(&df[i]));
+                if let NodeCoord::Free(k0) = self.nodes[i].coord {
+                    for (k, d) in self.nodes[i].dofs().enumerate() {
+                        out[(k0 + k, col)] = sign * (ds[d].dot(&big_f[i]) + s[d].dot(&df[i]));
+                    }
                 }
                 if let Parent::Node(p) = self.nodes[i].parent {
                     let fi = df[i];
@@ -302,19 +339,21 @@ impl JointModel {
         self.load(sys, t, q, Rates::None);
         self.inertias(sys);
         let nn = self.nodes.len();
-        let (zv, zx) = (vec![Sv::zeros(); nn], vec![0.0; nn]);
-        let mut xdd = vec![0.0; nn];
+        let (zv, zx) = (vec![Sv::zeros(); nn], vec![0.0; self.n_dof]);
+        let mut xdd = vec![0.0; self.n_dof];
         let mut acc = vec![Sv::zeros(); nn];
         let mut big_f = vec![Sv::zeros(); nn];
         for (i, node) in self.nodes.iter().enumerate() {
             if let NodeCoord::Free(k) = node.coord {
-                xdd[i] = a[k];
+                for (l, d) in node.dofs().enumerate() {
+                    xdd[d] = a[k + l];
+                }
             }
             let ap = match node.parent {
                 Parent::Node(p) => acc[p],
                 _ => Sv::zeros(),
             };
-            acc[i] = ap + self.ws.kin.s[i] * xdd[i];
+            acc[i] = ap + self.ws.kin.s_times(node, &xdd);
             big_f[i] = self.ws.i6[i] * acc[i];
         }
         for i in (0..nn).rev() {
@@ -336,6 +375,17 @@ impl JointModel {
             xdd: &xdd,
         };
         self.tangent(sys, Some(inertial), &none, &big_f, 1.0, out);
+        // The Euler blocks' `c e eᵀ a`: `c ((eᵀa) I + e aᵀ)`.
+        for k in 0..self.euler.len() {
+            let (col, c) = (self.euler[k].1, self.euler[k].2);
+            let (e, _) = self.euler_of(k, q, None);
+            let ab = euler(a, col);
+            let mut blk = out.view_mut((col, col), (4, 4));
+            blk.ger(c, &e, &ab, 1.0);
+            for d in 0..4 {
+                blk[(d, d)] += c * e.dot(&ab);
+            }
+        }
     }
 
     /// `out = ∂(Gᵀλ)/∂p` at `q`: the constraint forces as applied forces `λ_r ∇ξ_r`.
@@ -348,12 +398,19 @@ impl JointModel {
         out: &mut DMatrix<f64>,
     ) {
         self.load(sys, t, q, Rates::None);
-        let coords: Vec<&Coord> = self
-            .active
-            .iter()
-            .map(|&a| Self::row_coord(sys, self.rows[a]).0)
-            .collect();
-        let applied = self.linearize(sys, &coords, false, |k, _| (lambda[k], 0.0, 0.0));
+        // Element rows (with their multipliers); the normalizations' `λ e` at the end.
+        let (mut coords, mut lam): (Vec<&Coord>, Vec<f64>) = (Vec::new(), Vec::new());
+        let mut norms = Vec::new();
+        for (k, &a) in self.active.iter().enumerate() {
+            match self.rows[a] {
+                super::JRow::Element(r) => {
+                    coords.push(Self::row_coord(sys, r).0);
+                    lam.push(lambda[k]);
+                }
+                super::JRow::Norm(n) => norms.push((self.euler[n].1, lambda[k])),
+            }
+        }
+        let applied = self.linearize(sys, &coords, false, |k, _| (lam[k], 0.0, 0.0));
         // Subtree sums of f_i = −W_i.
         let mut big_f: Vec<Sv> = applied.w.iter().map(|w| -w).collect();
         for i in (0..self.nodes.len()).rev() {
@@ -363,5 +420,10 @@ impl JointModel {
             }
         }
         self.tangent(sys, None, &applied, &big_f, -1.0, out);
+        for (col, l) in norms {
+            for d in 0..4 {
+                out[(col + d, col + d)] += l;
+            }
+        }
     }
 }

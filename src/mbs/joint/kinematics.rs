@@ -7,17 +7,17 @@
 //! between bodies, so the composite inertias of [`super::crba`] and the forces of
 //! [`super::rnea`] simply add up the tree.
 
-use super::super::math::rot;
+use super::super::math::{e_mat, rot};
 use super::tree::{Node, NodeKind, Parent};
-use nalgebra::{Matrix3, Matrix6, UnitQuaternion, Vector3, Vector4, Vector6};
+use nalgebra::{Matrix3, Matrix6, Quaternion, UnitQuaternion, Vector3, Vector4, Vector6};
 
 /// A spatial vector `[angular; linear]` (world frame, at the origin).
 pub type Sv = Vector6<f64>;
 
-fn ang(v: &Sv) -> Vector3<f64> {
+pub fn ang(v: &Sv) -> Vector3<f64> {
     Vector3::new(v[0], v[1], v[2])
 }
-fn lin(v: &Sv) -> Vector3<f64> {
+pub fn lin(v: &Sv) -> Vector3<f64> {
     Vector3::new(v[3], v[4], v[5])
 }
 pub fn sv(a: &Vector3<f64>, l: &Vector3<f64>) -> Sv {
@@ -53,7 +53,30 @@ pub fn spatial_inertia(m: f64, c: &Vector3<f64>, j: &Matrix3<f64>) -> Matrix6<f6
     out
 }
 
-/// Per-node kinematic workspace (node `i` carries body `nodes[i].body`).
+/// The Euler parameters of a spherical node (`dofs` its entries in `x`).
+pub fn euler(x: &[f64], d: usize) -> Vector4<f64> {
+    Vector4::new(x[d], x[d + 1], x[d + 2], x[d + 3])
+}
+
+/// Spherical node: `∂S_k/∂e_m` with the parent frame fixed (`axes` the parent joint frame's
+/// axes in world, `o` the joint point). `S_k = [a_k; o × a_k]`, `a_k = 2 A E(e)_k / |e|²`, so
+/// `∂a_k/∂e_m = 2 A (E(u_m)_k − 2 e_m E(e)_k / |e|²) / |e|²`.
+pub fn euler_subspace_derivative(
+    axes: &Matrix3<f64>,
+    o: &Vector3<f64>,
+    e: &Vector4<f64>,
+    m: usize,
+    k: usize,
+) -> Sv {
+    let n2 = e.norm_squared();
+    let mut um = Vector4::zeros();
+    um[m] = 1.0;
+    let da = 2.0 * axes * (e_mat(&um).column(k) - 2.0 * e[m] / n2 * e_mat(e).column(k)) / n2;
+    sv(&da, &o.cross(&da))
+}
+
+/// Per-node kinematic workspace (node `i` carries body `nodes[i].body`); the motion subspace
+/// and the coordinates are per dof (`Node::dofs`).
 #[derive(Debug, Clone, Default)]
 pub struct Kin {
     pub quat: Vec<UnitQuaternion<f64>>,
@@ -61,7 +84,11 @@ pub struct Kin {
     pub e: Vec<Vector4<f64>>,
     pub rot: Vec<Matrix3<f64>>,
     pub com: Vec<Vector3<f64>>,
-    /// Motion subspace (zero for fixed joints).
+    /// Parent joint frame: axes (world; spherical nodes only, for `∂S/∂e`) and origin, per
+    /// node.
+    pub pf_axes: Vec<Matrix3<f64>>,
+    pub pf_origin: Vec<Vector3<f64>>,
+    /// Motion subspace, per dof.
     pub s: Vec<Sv>,
     pub vel: Vec<Sv>,
     /// Acceleration with the state coordinates' accelerations zero (drivers' `ü` and moving
@@ -69,25 +96,42 @@ pub struct Kin {
     pub acc: Vec<Sv>,
     /// Moving frames: position, velocity, acceleration.
     pub frame: Vec<[Vector3<f64>; 3]>,
-    /// Node coordinate value, rate and acceleration (0 for fixed joints).
+    /// Coordinate value, rate and acceleration, per dof.
     pub x: Vec<f64>,
     pub xd: Vec<f64>,
     pub xdd: Vec<f64>,
 }
 
 impl Kin {
-    pub fn resize(&mut self, n: usize, n_frames: usize) {
+    pub fn resize(&mut self, n: usize, n_dof: usize, n_frames: usize) {
         self.quat.resize(n, UnitQuaternion::identity());
         self.e.resize(n, Vector4::new(1.0, 0.0, 0.0, 0.0));
         self.rot.resize(n, Matrix3::identity());
         self.com.resize(n, Vector3::zeros());
-        self.s.resize(n, Sv::zeros());
+        self.pf_axes.resize(n, Matrix3::identity());
+        self.pf_origin.resize(n, Vector3::zeros());
+        self.s.resize(n_dof, Sv::zeros());
         self.vel.resize(n, Sv::zeros());
         self.acc.resize(n, Sv::zeros());
         self.frame.resize(n_frames, [Vector3::zeros(); 3]);
-        self.x.resize(n, 0.0);
-        self.xd.resize(n, 0.0);
-        self.xdd.resize(n, 0.0);
+        self.x.resize(n_dof, 0.0);
+        self.xd.resize(n_dof, 0.0);
+        self.xdd.resize(n_dof, 0.0);
+    }
+
+    /// `Σ S_k y_k` over node `n`'s dofs (`y` per dof: rates or accelerations).
+    pub fn s_times(&self, n: &Node, y: &[f64]) -> Sv {
+        n.dofs().fold(Sv::zeros(), |a, d| a + self.s[d] * y[d])
+    }
+
+    /// The spherical node's velocity-product term `Σ_k Ṡ_k ė_k − V ×ₘ S ė = −(2 eᵀė/|e|²) S ė`
+    /// (`xd` the rates; zero for the other kinds, whose axes are fixed in the parent).
+    pub fn euler_bias(&self, n: &Node, xd: &[f64]) -> Sv {
+        if n.kind != NodeKind::Spherical {
+            return Sv::zeros();
+        }
+        let (e, ed) = (euler(&self.x, n.dof), euler(xd, n.dof));
+        -(2.0 * e.dot(&ed) / e.norm_squared()) * self.s_times(n, xd)
     }
 
     /// World pose of a parent: rotation and position of its body frame (ground and moving
@@ -126,20 +170,45 @@ impl Kin {
             let q_pf = qp * n.q_parent_frame;
             let o_pf = rp + ap * n.parent_frame.origin;
             let z = q_pf * Vector3::z();
-            let (q_cf, o_cf, s) = match n.kind {
+            let d = n.dof;
+            let (q_cf, o_cf) = match n.kind {
                 NodeKind::Revolute => {
                     let qj =
-                        UnitQuaternion::from_axis_angle(&Vector3::z_axis(), n.sigma * self.x[i]);
+                        UnitQuaternion::from_axis_angle(&Vector3::z_axis(), n.sigma * self.x[d]);
                     let a = n.sigma * z;
-                    (q_pf * qj, o_pf, sv(&a, &o_pf.cross(&a)))
+                    self.s[d] = sv(&a, &o_pf.cross(&a));
+                    (q_pf * qj, o_pf)
                 }
-                NodeKind::Prismatic => (
-                    q_pf,
-                    o_pf + n.sigma * self.x[i] * z,
-                    sv(&Vector3::zeros(), &(n.sigma * z)),
-                ),
-                NodeKind::Fixed => (q_pf, o_pf, Sv::zeros()),
+                NodeKind::Prismatic => {
+                    self.s[d] = sv(&Vector3::zeros(), &(n.sigma * z));
+                    (q_pf, o_pf + n.sigma * self.x[d] * z)
+                }
+                NodeKind::Fixed => (q_pf, o_pf),
+                NodeKind::Spherical => {
+                    // Rotation by the normalized parameters; the subspace is the exact
+                    // derivative of that pose, `ω = 2 A E(e) ė / |e|²` (`E(e) e = 0`).
+                    let e = euler(&self.x, d);
+                    let qr =
+                        UnitQuaternion::from_quaternion(Quaternion::new(e[0], e[1], e[2], e[3]));
+                    let a_pf = q_pf.to_rotation_matrix().into_inner();
+                    let a = 2.0 / e.norm_squared() * a_pf * e_mat(&e);
+                    self.pf_axes[i] = a_pf;
+                    for k in 0..4 {
+                        let ak = a.column(k).into_owned();
+                        self.s[d + k] = sv(&ak, &o_pf.cross(&ak));
+                    }
+                    (q_pf * qr, o_pf)
+                }
+                NodeKind::Translation => {
+                    let a_pf = q_pf.to_rotation_matrix().into_inner();
+                    for k in 0..3 {
+                        self.s[d + k] = sv(&Vector3::zeros(), &a_pf.column(k).into_owned());
+                    }
+                    let x = Vector3::new(self.x[d], self.x[d + 1], self.x[d + 2]);
+                    (q_pf, o_pf + a_pf * x)
+                }
             };
+            self.pf_origin[i] = o_pf;
             let q = q_cf * n.q_child_frame_inv;
             let e = Vector4::new(q.w, q.i, q.j, q.k);
             let a = rot(&e);
@@ -147,7 +216,6 @@ impl Kin {
             self.e[i] = e;
             self.rot[i] = a;
             self.com[i] = o_cf - a * n.child_frame.origin;
-            self.s[i] = s;
         }
     }
 
@@ -155,11 +223,13 @@ impl Kin {
     pub fn motion(&mut self, nodes: &[Node]) {
         for (i, n) in nodes.iter().enumerate() {
             let (vp, ap) = self.parent_motion(n.parent);
-            let sxd = self.s[i] * self.xd[i];
+            let sxd = self.s_times(n, &self.xd);
             let v = vp + sxd;
             self.vel[i] = v;
-            // Ṡ = V ×ₘ S for a joint axis fixed in the parent (V_parent × S = V × S).
-            self.acc[i] = ap + self.s[i] * self.xdd[i] + crm(&v, &sxd);
+            // Ṡ = V ×ₘ S for a joint axis fixed in the parent (V_parent × S = V × S); the
+            // spherical node's subspace also depends on its own parameters.
+            self.acc[i] =
+                ap + self.s_times(n, &self.xdd) + crm(&v, &sxd) + self.euler_bias(n, &self.xd);
         }
     }
 

@@ -4,8 +4,12 @@
 //!   M(p, u(t)) p̈ = Ψ(p, ṗ, u(t)) − Gᵀ(p, u(t)) λ,     g(p, u(t)) = 0
 //! ```
 //!
-//! `p` holds one coordinate per degree of freedom of the spanning-tree joints
-//! ([`tree`]: revolute angle, prismatic travel; fixed joints none). A driver on a tree joint
+//! `p` holds the coordinates of the spanning-tree joints ([`tree`]: revolute angle, prismatic
+//! travel, fixed joints none; spherical joints four Euler parameters; free bodies three
+//! translations, and four Euler parameters when rigid). Euler parameters keep `v = ṗ = ė`;
+//! their normalization `½(eᵀe − 1) = 0` is a constraint row, and `M` gets `c e eᵀ` on their
+//! block (singular there otherwise; as the absolute formulation does, this changes only the
+//! normalization's multiplier). A driver on a tree joint
 //! eliminates that coordinate: its `u(t)`, `u̇`, `ü` enter the forward recursion, and through
 //! it `M` and `Ψ`. The loop-closing (cut) joints and the drivers that are not on tree joints
 //! are the constraints `g`, written once in the element layer.
@@ -46,13 +50,18 @@ pub struct JointModel {
     nodes: Vec<Node>,
     /// Node of each body.
     body_node: Vec<usize>,
-    /// Node of each state coordinate.
-    free_nodes: Vec<usize>,
+    /// Number of state coordinates.
+    n_free: usize,
+    /// Number of per-dof entries of the recursion.
+    n_dof: usize,
+    /// Per spherical node with state coordinates: the node, its first state coordinate and
+    /// the `c` of its `c e eᵀ` mass term.
+    euler: Vec<(usize, usize, f64)>,
     /// Cut joints (indices into `ModelSpec::joints`).
     cut_joints: Vec<usize>,
-    /// Constraint rows (indices into the element layer's rows): the cut joints' rows and the
-    /// rows of drivers that are not on tree joints.
-    rows: Vec<usize>,
+    /// Constraint rows: the cut joints' rows and the rows of drivers that are not on tree
+    /// joints (element-layer rows), then the Euler-parameter normalizations.
+    rows: Vec<JRow>,
     /// Independent rows kept after assembly (indices into `rows`).
     active: Vec<usize>,
     /// Absolute coordinate column → body (for the element layer's gradients).
@@ -77,6 +86,15 @@ struct Workspace {
     inertia_key: Option<Vec<(f64, nalgebra::Matrix3<f64>)>>,
 }
 
+/// A constraint row of the joint formulation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+enum JRow {
+    /// Index into the element layer's rows.
+    Element(usize),
+    /// `½(eᵀe − 1)` of the Euler parameters of entry `k` of `JointModel::euler`.
+    Norm(usize),
+}
+
 /// Which velocities the recursion uses.
 #[derive(Clone, Copy)]
 enum Rates<'a> {
@@ -97,29 +115,25 @@ struct BodyGrad {
 }
 
 impl JointModel {
-    /// The tree of `sys`'s model, or an error naming the element the formulation cannot take.
+    /// The tree of `sys`'s model (every model has one; the `Result` keeps room for elements a
+    /// later tree rule cannot take).
     pub fn new(sys: &System) -> Result<JointModel, ModelError> {
         let spec = sys.spec();
-        let file = spec.source_files.first().cloned().unwrap_or_default();
-        let span = tree::spanning_tree(spec).map_err(|u| ModelError::Assembly {
-            file: file.clone(),
-            message: format!("formulation = \"joint\": {} {}", u.element, u.message),
-        })?;
+        let span = tree::spanning_tree(spec);
         let mut nodes = span.nodes;
         // Drivers on tree joints eliminate their coordinate.
         let mut eliminated = vec![false; spec.drivers.len()];
         let mut n_free = 0;
-        let mut free_nodes = Vec::new();
+        let mut euler = Vec::new();
         for (i, n) in nodes.iter_mut().enumerate() {
             if n.kind == tree::NodeKind::Fixed {
                 continue;
             }
-            let driver = spec
-                .drivers
-                .iter()
-                .position(|d| matches!(d.target, DriverTarget::JointCoordinate(j) if j == n.joint));
+            let driver = spec.drivers.iter().position(
+                |d| matches!(d.target, DriverTarget::JointCoordinate(j) if Some(j) == n.joint),
+            );
             n.coord = match driver {
-                Some(d) => {
+                Some(d) if n.kind.n_dof() == 1 => {
                     let slot = sys.rows.iter().find_map(|r| match (&r.kind, r.owner) {
                         (
                             RowKind::Coord {
@@ -132,29 +146,37 @@ impl JointModel {
                     eliminated[d] = true;
                     NodeCoord::Driven(slot.expect("every driver has a row"))
                 }
-                None => {
-                    free_nodes.push(i);
-                    n_free += 1;
-                    NodeCoord::Free(n_free - 1)
+                _ => {
+                    if n.kind == tree::NodeKind::Spherical {
+                        let b = n.body.expect("spherical nodes carry a body");
+                        euler.push((i, n_free, euler_mass_scale(sys, b, &n.child_frame)));
+                    }
+                    n_free += n.kind.n_dof();
+                    NodeCoord::Free(n_free - n.kind.n_dof())
                 }
             };
         }
-        let rows: Vec<usize> = (0..sys.rows.len())
+        let mut rows: Vec<JRow> = (0..sys.rows.len())
             .filter(|&i| match sys.rows[i].owner {
                 RowOwner::Joint(j) => span.cut.contains(&j),
                 RowOwner::Driver(d) => !eliminated[d],
                 RowOwner::Normalization(_) => false,
             })
+            .map(JRow::Element)
             .collect();
+        rows.extend((0..euler.len()).map(JRow::Norm));
         let mut body_node = vec![0; spec.bodies.len()];
         for (i, n) in nodes.iter().enumerate() {
-            body_node[n.body] = i;
+            if let Some(b) = n.body {
+                body_node[b] = i;
+            }
         }
         let layout = sys.layout();
         let mut col_body = vec![0; layout.n_q];
         for b in 0..spec.bodies.len() {
             let o = layout.offsets[b];
-            col_body[o..o + 7].iter_mut().for_each(|c| *c = b);
+            let w = if layout.is_rigid(b) { 7 } else { 3 };
+            col_body[o..o + w].iter_mut().for_each(|c| *c = b);
         }
         let has_friction = sys
             .terms
@@ -164,7 +186,9 @@ impl JointModel {
             active: (0..rows.len()).collect(),
             nodes,
             body_node,
-            free_nodes,
+            n_free,
+            n_dof: span.n_dof,
+            euler,
             cut_joints: span.cut,
             rows,
             col_body,
@@ -174,7 +198,7 @@ impl JointModel {
     }
 
     pub fn n_q(&self) -> usize {
-        self.free_nodes.len()
+        self.n_free
     }
     pub fn n_c(&self) -> usize {
         self.active.len()
@@ -182,7 +206,16 @@ impl JointModel {
     /// The tree joints in topological order and the cut joints (indices into the spec's
     /// joints), for reports and tests.
     pub fn tree_joints(&self) -> Vec<usize> {
-        self.nodes.iter().map(|n| n.joint).collect()
+        self.nodes.iter().filter_map(|n| n.joint).collect()
+    }
+    /// The free bodies (hanging from ground by their own translations and rotation), for
+    /// reports and tests.
+    pub fn free_bodies(&self) -> Vec<usize> {
+        self.nodes
+            .iter()
+            .filter(|n| n.joint.is_none() && n.body.is_some())
+            .filter_map(|n| n.body)
+            .collect()
     }
     pub fn cut_joints(&self) -> &[usize] {
         &self.cut_joints
@@ -193,8 +226,8 @@ impl JointModel {
     fn load(&mut self, sys: &System, t: f64, q: &[f64], rates: Rates) {
         let (n, nf) = (self.nodes.len(), sys.frame_motions.len());
         let ws = &mut self.ws;
-        if ws.kin.x.len() != n || ws.kin.frame.len() != nf {
-            ws.kin.resize(n, nf);
+        if ws.kin.vel.len() != n || ws.kin.x.len() != self.n_dof || ws.kin.frame.len() != nf {
+            ws.kin.resize(n, self.n_dof, nf);
             ws.snap.resize(sys.spec().bodies.len(), nf);
             ws.i6.resize(n, Matrix6::zeros());
             ws.ic.resize(n, Matrix6::zeros());
@@ -219,24 +252,27 @@ impl JointModel {
                 ws.snap.frame[f][2] = Vector3::zeros();
             }
         }
-        for (i, node) in self.nodes.iter().enumerate() {
-            let (x, xd, xdd) = match node.coord {
-                NodeCoord::None => (0.0, 0.0, 0.0),
+        for node in &self.nodes {
+            let d = node.dof;
+            match node.coord {
+                NodeCoord::None => {}
                 NodeCoord::Free(a) => {
-                    let xd = match rates {
-                        Rates::Full(v) => v[a],
-                        _ => 0.0,
-                    };
-                    (q[a], xd, 0.0)
+                    for k in 0..node.kind.n_dof() {
+                        ws.kin.x[d + k] = q[a + k];
+                        ws.kin.xd[d + k] = match rates {
+                            Rates::Full(v) => v[a + k],
+                            _ => 0.0,
+                        };
+                        ws.kin.xdd[d + k] = 0.0;
+                    }
                 }
                 NodeCoord::Driven(slot) => {
                     let [u, ud, udd] = sys.motion(slot, t);
-                    (u, ud, udd)
+                    ws.kin.x[d] = u;
+                    ws.kin.xd[d] = ud;
+                    ws.kin.xdd[d] = udd;
                 }
-            };
-            ws.kin.x[i] = x;
-            ws.kin.xd[i] = xd;
-            ws.kin.xdd[i] = xdd;
+            }
         }
         let same_pose = ws.pose_key.as_ref().is_some_and(|(x, fr)| {
             *x == ws.kin.x && fr.iter().zip(&ws.kin.frame).all(|(a, b)| *a == b[0])
@@ -254,7 +290,9 @@ impl JointModel {
             ws.kin.motion(&self.nodes);
         }
         for (i, node) in self.nodes.iter().enumerate() {
-            let b = node.body;
+            let Some(b) = node.body else {
+                continue;
+            };
             ws.snap.r[b] = ws.kin.com[i];
             ws.snap.p[b] = ws.kin.e[i];
             ws.snap.a[b] = ws.kin.rot[i];
@@ -271,22 +309,27 @@ impl JointModel {
 
     /// Body spatial inertias at the current poses.
     fn inertias(&mut self, sys: &System) {
-        let same = self.ws.inertia_key.as_ref().is_some_and(|k| {
-            self.nodes.iter().zip(k).all(|(n, (m, j))| {
-                sys.bodies[n.body].mass == *m && sys.bodies[n.body].inertia == *j
+        let mass = |n: &Node| {
+            n.body.map_or((0.0, nalgebra::Matrix3::zeros()), |b| {
+                (sys.bodies[b].mass, sys.bodies[b].inertia)
             })
-        });
+        };
+        let same = self
+            .ws
+            .inertia_key
+            .as_ref()
+            .is_some_and(|k| self.nodes.iter().zip(k).all(|(n, mj)| mass(n) == *mj));
         if same {
             return;
         }
-        self.ws.inertia_key = Some(
-            self.nodes
-                .iter()
-                .map(|n| (sys.bodies[n.body].mass, sys.bodies[n.body].inertia))
-                .collect(),
-        );
+        self.ws.inertia_key = Some(self.nodes.iter().map(mass).collect());
         for (i, node) in self.nodes.iter().enumerate() {
-            let bd = &sys.bodies[node.body];
+            let Some(b) = node.body else {
+                // The massless node of a free body's translations.
+                self.ws.i6[i] = Matrix6::zeros();
+                continue;
+            };
+            let bd = &sys.bodies[b];
             let a = self.ws.kin.rot[i];
             self.ws.i6[i] = kinematics::spatial_inertia(
                 bd.mass,
@@ -337,10 +380,21 @@ impl JointModel {
         let mut node = Parent::Node(self.body_node[b]);
         while let Parent::Node(i) = node {
             if let NodeCoord::Free(a) = self.nodes[i].coord {
-                jac[(k, a)] += self.ws.kin.s[i].dot(w);
+                for (l, d) in self.nodes[i].dofs().enumerate() {
+                    jac[(k, a + l)] += self.ws.kin.s[d].dot(w);
+                }
             }
             node = self.nodes[i].parent;
         }
+    }
+
+    /// The Euler parameters and rates of entry `k` of `euler` in `(q, v)`.
+    fn euler_of(&self, k: usize, q: &[f64], v: Option<&[f64]>) -> (Vector4<f64>, Vector4<f64>) {
+        let a = self.euler[k].1;
+        (
+            kinematics::euler(q, a),
+            v.map_or(Vector4::zeros(), |v| kinematics::euler(v, a)),
+        )
     }
 
     fn row_coord(sys: &System, row: usize) -> (&super::kin::Coord, f64, Option<usize>) {
@@ -365,6 +419,11 @@ impl JointModel {
         self.load(sys, t, q, Rates::None);
         self.inertias(sys);
         crba::mass_matrix(&self.nodes, &self.ws.kin.s, &self.ws.i6, &mut self.ws.ic, m);
+        for k in 0..self.euler.len() {
+            let (a, c) = (self.euler[k].1, self.euler[k].2);
+            let (e, _) = self.euler_of(k, q, None);
+            m.view_mut((a, a), (4, 4)).ger(c, &e, &e, 1.0);
+        }
     }
 
     pub fn forces(&mut self, sys: &System, t: f64, q: &[f64], v: &[f64], f: &mut [f64]) {
@@ -406,9 +465,14 @@ impl JointModel {
     pub fn constraints(&mut self, sys: &System, t: f64, q: &[f64], phi: &mut [f64]) {
         self.load(sys, t, q, Rates::None);
         for (k, &a) in self.active.iter().enumerate() {
-            let (c, offset, motion) = Self::row_coord(sys, self.rows[a]);
-            let u = motion.map_or(0.0, |m| sys.motion(m, t)[0]);
-            phi[k] = self.eval(sys, c, false).val - offset - u;
+            phi[k] = match self.rows[a] {
+                JRow::Element(r) => {
+                    let (c, offset, motion) = Self::row_coord(sys, r);
+                    let u = motion.map_or(0.0, |m| sys.motion(m, t)[0]);
+                    self.eval(sys, c, false).val - offset - u
+                }
+                JRow::Norm(n) => 0.5 * (self.euler_of(n, q, None).0.norm_squared() - 1.0),
+            };
         }
     }
 
@@ -421,7 +485,17 @@ impl JointModel {
             g_e: Vector4::zeros(),
         }; 4];
         for (k, &a) in self.active.iter().enumerate() {
-            let (c, _, _) = Self::row_coord(sys, self.rows[a]);
+            let r = match self.rows[a] {
+                JRow::Element(r) => r,
+                JRow::Norm(n) => {
+                    let (col, e) = (self.euler[n].1, self.euler_of(n, q, None).0);
+                    for d in 0..4 {
+                        jac[(k, col + d)] = e[d];
+                    }
+                    continue;
+                }
+            };
+            let (c, _, _) = Self::row_coord(sys, r);
             let cv = self.eval(sys, c, false);
             let nb = self.body_grads(sys, &cv, &mut bgs);
             for bg in &bgs[..nb] {
@@ -440,7 +514,11 @@ impl JointModel {
     ) {
         self.load(sys, t, q, Rates::Rheonomic);
         for (k, &a) in self.active.iter().enumerate() {
-            let (c, _, motion) = Self::row_coord(sys, self.rows[a]);
+            let JRow::Element(r) = self.rows[a] else {
+                phi_t[k] = 0.0;
+                continue;
+            };
+            let (c, _, motion) = Self::row_coord(sys, r);
             let du = motion.map_or(0.0, |m| sys.motion(m, t)[1]);
             phi_t[k] = self.eval(sys, c, true).rate - du;
         }
@@ -461,7 +539,14 @@ impl JointModel {
             g_e: Vector4::zeros(),
         }; 4];
         for (k, &a) in self.active.iter().enumerate() {
-            let (c, _, motion) = Self::row_coord(sys, self.rows[a]);
+            let r = match self.rows[a] {
+                JRow::Element(r) => r,
+                JRow::Norm(n) => {
+                    gamma[k] = -self.euler_of(n, q, Some(v)).1.norm_squared();
+                    continue;
+                }
+            };
+            let (c, _, motion) = Self::row_coord(sys, r);
             let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
             let cv = self.eval(sys, c, true);
             // ξ̈ = ∇ξ·q̈_abs + conv, q̈_abs = J p̈ + (the bodies' accelerations at p̈ = 0).
@@ -548,17 +633,7 @@ impl JointModel {
             vec![Sv::zeros(); nn],
         );
         let ws = &self.ws;
-        rnea::bias_velocity_jacobian(
-            &self.nodes,
-            &ws.kin.s,
-            &ws.kin.vel,
-            &ws.kin.xd,
-            &ws.i6,
-            &mut dv,
-            &mut da,
-            &mut df,
-            out,
-        );
+        rnea::bias_velocity_jacobian(&self.nodes, &ws.kin, &ws.i6, &mut dv, &mut da, &mut df, out);
         let mut bgs = [BodyGrad {
             body: 0,
             g_r: Vector3::zeros(),
@@ -578,7 +653,9 @@ impl JointModel {
                 let mut node = Parent::Node(self.body_node[bg.body]);
                 while let Parent::Node(i) = node {
                     if let NodeCoord::Free(a) = self.nodes[i].coord {
-                        g[a] += self.ws.kin.s[i].dot(&w);
+                        for (l, d) in self.nodes[i].dofs().enumerate() {
+                            g[a + l] += self.ws.kin.s[d].dot(&w);
+                        }
                     }
                     node = self.nodes[i].parent;
                 }
@@ -626,22 +703,29 @@ impl JointModel {
         for b in 0..layout.offsets.len() {
             let o = layout.offsets[b];
             qa[o..o + 3].copy_from_slice(s.r[b].as_slice());
-            qa[o + 3..o + 7].copy_from_slice(s.p[b].as_slice());
             va[o..o + 3].copy_from_slice(s.rd[b].as_slice());
-            va[o + 3..o + 7].copy_from_slice(s.pd[b].as_slice());
+            if layout.is_rigid(b) {
+                qa[o + 3..o + 7].copy_from_slice(s.p[b].as_slice());
+                va[o + 3..o + 7].copy_from_slice(s.pd[b].as_slice());
+            }
         }
         (qa, va)
     }
 
     /// Joint coordinates and rates of an absolute state (tree joints only).
     fn coordinates_of(&self, sys: &System, t: f64, qa: &[f64], va: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        use nalgebra::{Matrix3, UnitQuaternion};
         let layout = sys.layout();
+        // Per body: rotation, centre of mass, angular velocity, centre-of-mass velocity.
         let body = |b: usize| {
             let o = layout.offsets[b];
-            let e = Vector4::new(qa[o + 3], qa[o + 4], qa[o + 5], qa[o + 6]);
-            let ed = Vector4::new(va[o + 3], va[o + 4], va[o + 5], va[o + 6]);
             let r = Vector3::new(qa[o], qa[o + 1], qa[o + 2]);
             let rd = Vector3::new(va[o], va[o + 1], va[o + 2]);
+            if !layout.is_rigid(b) {
+                return (Matrix3::identity(), r, Vector3::zeros(), rd);
+            }
+            let e = Vector4::new(qa[o + 3], qa[o + 4], qa[o + 5], qa[o + 6]);
+            let ed = Vector4::new(va[o + 3], va[o + 4], va[o + 5], va[o + 6]);
             (super::math::rot(&e), r, 2.0 * e_mat(&e) * ed, rd)
         };
         let frame = |f: usize| {
@@ -654,30 +738,49 @@ impl JointModel {
             }
             (x, xd)
         };
+        // Per node: the pose and motion of the frame it carries (a free body's massless
+        // translation node: its body's centre of mass, not rotating).
+        let mut state = Vec::with_capacity(self.nodes.len());
+        for (i, n) in self.nodes.iter().enumerate() {
+            state.push(match n.body {
+                Some(b) => body(b),
+                None => {
+                    let child = self.nodes[i + 1..]
+                        .iter()
+                        .find(|c| c.parent == Parent::Node(i))
+                        .and_then(|c| c.body)
+                        .expect("a free body's rotation node follows its translation node");
+                    let (_, r, _, rd) = body(child);
+                    (Matrix3::identity(), r, Vector3::zeros(), rd)
+                }
+            });
+        }
         let (mut p, mut pd) = (vec![0.0; self.n_q()], vec![0.0; self.n_q()]);
-        for n in &self.nodes {
+        for (i, n) in self.nodes.iter().enumerate() {
             let NodeCoord::Free(a) = n.coord else {
                 continue;
             };
             // Parent: rotation, position, angular velocity, velocity of the body origin.
             let (ap, rp, wp, vp) = match n.parent {
                 Parent::Ground => (
-                    nalgebra::Matrix3::identity(),
+                    Matrix3::identity(),
                     Vector3::zeros(),
                     Vector3::zeros(),
                     Vector3::zeros(),
                 ),
                 Parent::Frame(f) => {
                     let (x, xd) = frame(f);
-                    (nalgebra::Matrix3::identity(), x, Vector3::zeros(), xd)
+                    (Matrix3::identity(), x, Vector3::zeros(), xd)
                 }
-                Parent::Node(k) => body(self.nodes[k].body),
+                Parent::Node(k) => state[k],
             };
-            let (ac, rc, wc, vc) = body(n.body);
+            let (ac, rc, wc, vc) = state[i];
             let (apf, acf) = (ap * n.parent_frame.axes, ac * n.child_frame.axes);
             let o_pf = rp + ap * n.parent_frame.origin;
             let o_cf = rc + ac * n.child_frame.origin;
             let z = apf.column(2).into_owned();
+            let v_pf = vp + wp.cross(&(o_pf - rp));
+            let v_cf = vc + wc.cross(&(o_cf - rc));
             match n.kind {
                 tree::NodeKind::Revolute => {
                     let (x1, y1, x2) = if n.sigma > 0.0 {
@@ -689,10 +792,27 @@ impl JointModel {
                     pd[a] = n.sigma * z.dot(&(wc - wp));
                 }
                 tree::NodeKind::Prismatic => {
-                    let v_pf = vp + wp.cross(&(o_pf - rp));
-                    let v_cf = vc + wc.cross(&(o_cf - rc));
                     p[a] = n.sigma * z.dot(&(o_cf - o_pf));
                     pd[a] = n.sigma * z.dot(&(v_cf - v_pf));
+                }
+                tree::NodeKind::Spherical => {
+                    // Child joint frame relative to the parent joint frame; `ė = ½ Eᵀ ω`
+                    // with `ω` in the parent joint frame.
+                    let rel = apf.transpose() * acf;
+                    let qr = UnitQuaternion::from_rotation_matrix(
+                        &nalgebra::Rotation3::from_matrix_unchecked(rel),
+                    );
+                    let e = Vector4::new(qr.w, qr.i, qr.j, qr.k);
+                    let ed = 0.5 * e_mat(&e).transpose() * (apf.transpose() * (wc - wp));
+                    p[a..a + 4].copy_from_slice(e.as_slice());
+                    pd[a..a + 4].copy_from_slice(ed.as_slice());
+                }
+                tree::NodeKind::Translation => {
+                    // The parent (ground) does not rotate.
+                    let x = apf.transpose() * (o_cf - o_pf);
+                    let xd = apf.transpose() * (v_cf - v_pf);
+                    p[a..a + 3].copy_from_slice(x.as_slice());
+                    pd[a..a + 3].copy_from_slice(xd.as_slice());
                 }
                 tree::NodeKind::Fixed => {}
             }
@@ -728,10 +848,7 @@ impl JointModel {
         }
         self.constraint_jacobian(sys, t0, &q, &mut jac);
         let (keep, drop) = super::assembly::independent_rows(&jac);
-        let dropped: Vec<String> = drop
-            .iter()
-            .map(|&i| sys.rows[self.rows[i]].label.clone())
-            .collect();
+        let dropped: Vec<String> = drop.iter().map(|&i| self.row_label(sys, i)).collect();
         self.active = keep;
         if sys.spec().initialization == Initialization::Static {
             v.iter_mut().for_each(|x| *x = 0.0);
@@ -830,7 +947,40 @@ impl JointModel {
     pub fn row_labels(&self, sys: &System) -> Vec<String> {
         self.active
             .iter()
-            .map(|&a| sys.rows[self.rows[a]].label.clone())
+            .map(|&a| self.row_label(sys, a))
             .collect()
+    }
+
+    fn row_label(&self, sys: &System, a: usize) -> String {
+        match self.rows[a] {
+            JRow::Element(r) => sys.rows[r].label.clone(),
+            JRow::Norm(k) => {
+                let n = &self.nodes[self.euler[k].0];
+                let spec = sys.spec();
+                match n.joint {
+                    Some(j) => format!(
+                        "joint '{}' Euler-parameter normalization",
+                        spec.joints[j].name
+                    ),
+                    None => format!(
+                        "body '{}' Euler-parameter normalization",
+                        spec.bodies[n.body.expect("rotation nodes carry a body")].name
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The `c` of a spherical node's `c e eᵀ` mass term: `4/3` of the trace of the child body's
+/// rotational inertia about the joint point (the scale of its `4 Eᵀ J E` block), 1 if zero.
+fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalFrame) -> f64 {
+    let bd = &sys.bodies[body];
+    let d = child_frame.origin;
+    let c = 4.0 / 3.0 * (bd.inertia.trace() + 2.0 * bd.mass * d.norm_squared());
+    if c > 0.0 && c.is_finite() {
+        c
+    } else {
+        1.0
     }
 }

@@ -1,33 +1,61 @@
 //! The spanning tree of the joint graph, as flat arrays in topological order (RBDL style:
-//! node `i` is the joint that attaches body `nodes[i].body` to its parent, and every parent
-//! node comes before its children).
+//! node `i` attaches its body to its parent, and every parent node comes before its children).
+//! A node has 0 to 4 coordinates (its *dofs*, numbered consecutively in flat per-dof arrays
+//! from `Node::dof`).
 //!
 //! **Rule.** Ground and the moving frames are the root. The joints are taken in file order,
-//! in repeated passes: a joint becomes a tree joint when exactly one of its two ends is
-//! already in the tree and the other is a body not yet in it. The remaining joints close loops
-//! and become constraints (cut joints). So a user chooses the tree by the order of the joints
-//! in the model file: the first joints listed that reach a body attach it.
+//! in repeated passes: a revolute, prismatic, fixed or spherical joint becomes a tree joint
+//! when exactly one of its two ends is already in the tree and the other is a rigid body not
+//! yet in it. When no joint can be added and bodies remain, the first remaining body in file
+//! order becomes a *free body* hanging from ground (a particle: three translations; a rigid
+//! body: three translations and four Euler parameters), and the passes go on from it. The
+//! joints not taken (and every joint of another type: distance, planar, universal,
+//! cylindrical) close loops and become constraints (cut joints). So a user chooses the tree by
+//! the order of the joints and bodies in the model file.
 
 use super::super::spec::{BodyKind, BodyRef, JointKind, LocalFrame, ModelSpec};
-use nalgebra::UnitQuaternion;
+use nalgebra::{Matrix3, UnitQuaternion, Vector3};
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
-/// Joint kinds a tree node supports (one coordinate or none).
+/// Joint kinds a tree node supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeKind {
+    /// One angle about the joint frame's z axis.
     Revolute,
+    /// One travel along the joint frame's z axis.
     Prismatic,
+    /// No coordinate.
     Fixed,
+    /// Four Euler parameters `e` of the child joint frame relative to the parent joint frame
+    /// (rates `ė`, normalization `½(eᵀe − 1) = 0` a constraint row). Spherical joints and the
+    /// rotation of free rigid bodies.
+    Spherical,
+    /// Three translations along the parent frame's axes (particles and free rigid bodies).
+    Translation,
 }
 
-/// What the node's coordinate is.
+impl NodeKind {
+    /// Number of coordinates.
+    pub fn n_dof(self) -> usize {
+        match self {
+            NodeKind::Revolute | NodeKind::Prismatic => 1,
+            NodeKind::Fixed => 0,
+            NodeKind::Spherical => 4,
+            NodeKind::Translation => 3,
+        }
+    }
+}
+
+/// What the node's coordinates are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeCoord {
     /// No coordinate (fixed joint).
     None,
-    /// A state coordinate: index into the state vector `p`.
+    /// State coordinates: index of the first in the state vector `p` (`n_dof` consecutive).
     Free(usize),
-    /// Eliminated by a driver: the value is the motion slot's `u(t)` (with `u̇`, `ü`).
+    /// Eliminated by a driver (one-coordinate joints): the value is the motion slot's `u(t)`
+    /// (with `u̇`, `ü`).
     Driven(usize),
 }
 
@@ -43,14 +71,15 @@ pub enum Parent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
-    /// The joint (index into `ModelSpec::joints`).
-    pub joint: usize,
+    /// The joint (index into `ModelSpec::joints`); `None` for a free body's nodes.
+    pub joint: Option<usize>,
     pub kind: NodeKind,
-    /// The child body.
-    pub body: usize,
+    /// The child body; `None` for the massless intermediate node of a free rigid body (its
+    /// translations; the rotation node below it carries the body).
+    pub body: Option<usize>,
     pub parent: Parent,
     /// +1 when the parent is the joint's body 1, −1 when the tree runs from body 2 to body 1
-    /// (the coordinate keeps the joint's own sign convention).
+    /// (revolute and prismatic coordinates keep the joint's own sign convention).
     pub sigma: f64,
     /// Joint frame on the parent side (parent body coordinates) and on the child side.
     pub parent_frame: LocalFrame,
@@ -59,40 +88,52 @@ pub struct Node {
     pub q_parent_frame: UnitQuaternion<f64>,
     pub q_child_frame_inv: UnitQuaternion<f64>,
     pub coord: NodeCoord,
+    /// First of the node's entries in the per-dof arrays.
+    pub dof: usize,
 }
 
-/// Why a model cannot be put into joint coordinates (the element named).
-pub struct Unsupported {
-    pub element: String,
-    pub message: String,
+impl Node {
+    /// The node's entries in the per-dof arrays.
+    pub fn dofs(&self) -> Range<usize> {
+        self.dof..self.dof + self.kind.n_dof()
+    }
 }
 
-/// The spanning tree: nodes (without coordinates assigned yet) and the cut joints.
+/// The spanning tree: nodes (without state coordinates assigned yet) and the cut joints.
 pub struct Spanning {
     pub nodes: Vec<Node>,
     pub cut: Vec<usize>,
+    /// Number of per-dof entries.
+    pub n_dof: usize,
 }
 
-fn rot_quat(m: &nalgebra::Matrix3<f64>) -> UnitQuaternion<f64> {
+fn rot_quat(m: &Matrix3<f64>) -> UnitQuaternion<f64> {
     UnitQuaternion::from_rotation_matrix(&nalgebra::Rotation3::from_matrix_unchecked(*m))
 }
 
-/// Build the spanning tree by the rule in the module documentation.
-pub fn spanning_tree(spec: &ModelSpec) -> Result<Spanning, Unsupported> {
-    for b in &spec.bodies {
-        if b.kind == BodyKind::Particle {
-            return Err(Unsupported {
-                element: format!("body '{}'", b.name),
-                message: "is a particle; the joint formulation supports rigid bodies only so \
-                          far (use formulation = \"absolute\")"
-                    .into(),
-            });
-        }
+fn push(nodes: &mut Vec<Node>, n_dof: &mut usize, mut node: Node) -> usize {
+    node.dof = *n_dof;
+    *n_dof += node.kind.n_dof();
+    nodes.push(node);
+    nodes.len() - 1
+}
+
+fn identity_frame() -> LocalFrame {
+    LocalFrame {
+        origin: Vector3::zeros(),
+        axes: Matrix3::identity(),
     }
+}
+
+/// Build the spanning tree by the rule in the module documentation (every model has one: a
+/// body no tree joint reaches is free).
+pub fn spanning_tree(spec: &ModelSpec) -> Spanning {
     let nb = spec.bodies.len();
+    let rigid = |b: usize| spec.bodies[b].kind == BodyKind::Rigid;
     let mut node_of: Vec<Option<usize>> = vec![None; nb];
     let mut used = vec![false; spec.joints.len()];
     let mut nodes: Vec<Node> = Vec::new();
+    let mut n_dof = 0;
     let in_tree = |r: BodyRef, node_of: &[Option<usize>]| match r {
         BodyRef::Ground | BodyRef::Frame(_) => true,
         BodyRef::Body(b) => node_of[b].is_some(),
@@ -103,40 +144,34 @@ pub fn spanning_tree(spec: &ModelSpec) -> Result<Spanning, Unsupported> {
             if used[ji] {
                 continue;
             }
+            let kind = match j.kind {
+                JointKind::Revolute => NodeKind::Revolute,
+                JointKind::Prismatic => NodeKind::Prismatic,
+                JointKind::Fixed => NodeKind::Fixed,
+                JointKind::Spherical => NodeKind::Spherical,
+                // Constraints only (cut joints).
+                _ => continue,
+            };
             let (i1, i2) = (in_tree(j.body1, &node_of), in_tree(j.body2, &node_of));
             let (parent_ref, child, sigma, pf, cf) = match (i1, i2, j.body1, j.body2) {
                 (true, false, _, BodyRef::Body(c)) => (j.body1, c, 1.0, j.frame1, j.frame2),
                 (false, true, BodyRef::Body(c), _) => (j.body2, c, -1.0, j.frame2, j.frame1),
                 _ => continue,
             };
-            let kind = match j.kind {
-                JointKind::Revolute => NodeKind::Revolute,
-                JointKind::Prismatic => NodeKind::Prismatic,
-                JointKind::Fixed => NodeKind::Fixed,
-                other => {
-                    return Err(Unsupported {
-                        element: format!("joint '{}'", j.name),
-                        message: format!(
-                            "would attach body '{}' to the tree, but {other:?} tree joints are \
-                             not supported by the joint formulation yet (revolute, prismatic and \
-                             fixed are); list a supported joint to that body earlier in the file \
-                             or use formulation = \"absolute\"",
-                            spec.bodies[child].name
-                        ),
-                    })
-                }
-            };
+            // A particle hangs from the tree by its own translations (a free body).
+            if !rigid(child) {
+                continue;
+            }
             let parent = match parent_ref {
                 BodyRef::Ground => Parent::Ground,
                 BodyRef::Frame(f) => Parent::Frame(f),
                 BodyRef::Body(b) => Parent::Node(node_of[b].expect("parent is in the tree")),
             };
             used[ji] = true;
-            node_of[child] = Some(nodes.len());
-            nodes.push(Node {
-                joint: ji,
+            let node = Node {
+                joint: Some(ji),
                 kind,
-                body: child,
+                body: Some(child),
                 parent,
                 sigma,
                 parent_frame: pf,
@@ -144,22 +179,48 @@ pub fn spanning_tree(spec: &ModelSpec) -> Result<Spanning, Unsupported> {
                 q_parent_frame: rot_quat(&pf.axes),
                 q_child_frame_inv: rot_quat(&cf.axes).inverse(),
                 coord: NodeCoord::None,
-            });
+                dof: 0,
+            };
+            node_of[child] = Some(push(&mut nodes, &mut n_dof, node));
             added = true;
         }
-        if !added {
+        if added {
+            continue;
+        }
+        // A free body: translations of the centre of mass from ground, then (rigid) the
+        // rotation about it.
+        let Some(b) = (0..nb).find(|&b| node_of[b].is_none()) else {
             break;
+        };
+        let free = |kind, body, parent| Node {
+            joint: None,
+            kind,
+            body,
+            parent,
+            sigma: 1.0,
+            parent_frame: identity_frame(),
+            child_frame: identity_frame(),
+            q_parent_frame: UnitQuaternion::identity(),
+            q_child_frame_inv: UnitQuaternion::identity(),
+            coord: NodeCoord::None,
+            dof: 0,
+        };
+        let t = if rigid(b) { None } else { Some(b) };
+        let ti = push(
+            &mut nodes,
+            &mut n_dof,
+            free(NodeKind::Translation, t, Parent::Ground),
+        );
+        node_of[b] = Some(ti);
+        if rigid(b) {
+            let ri = push(
+                &mut nodes,
+                &mut n_dof,
+                free(NodeKind::Spherical, Some(b), Parent::Node(ti)),
+            );
+            node_of[b] = Some(ri);
         }
     }
-    if let Some(b) = (0..nb).find(|&b| node_of[b].is_none()) {
-        return Err(Unsupported {
-            element: format!("body '{}'", spec.bodies[b].name),
-            message: "is not connected to ground through joints; free bodies (six degrees of \
-                      freedom) are not supported by the joint formulation yet (use formulation \
-                      = \"absolute\")"
-                .into(),
-        });
-    }
     let cut = (0..spec.joints.len()).filter(|&j| !used[j]).collect();
-    Ok(Spanning { nodes, cut })
+    Spanning { nodes, cut, n_dof }
 }
