@@ -26,6 +26,7 @@ pub mod crba;
 mod derivatives;
 pub mod kinematics;
 pub mod rnea;
+mod tires;
 pub mod tree;
 
 use super::kin::{eval_coord, CoordVal, Snapshot};
@@ -389,6 +390,7 @@ impl JointModel {
                 self.ws.w[self.body_node[bg.body]] += force * w;
             }
         }
+        self.add_tire_wrenches(sys, t);
         let ws = &mut self.ws;
         rnea::bias_forces(
             &self.nodes,
@@ -585,6 +587,7 @@ impl JointModel {
             }
             out.ger(f_rate, &g, &g, 1.0);
         }
+        self.add_tire_velocity_jacobian(sys, t, out);
     }
 
     pub fn constraint_force_jacobian(

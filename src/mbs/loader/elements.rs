@@ -595,6 +595,7 @@ impl Resolver<'_> {
                 ForceKind::Bushing { body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
+            "tire" => self.tire(f, &el, sp.clone(), &present)?,
             "prismatic_friction" => {
                 self.allowed_keys(&el, &what, &present, &["joint", "mu", "v_reg"])?;
                 let jn = self.required(&f.joint, sp.clone(), &el, "joint", &what)?;
@@ -615,7 +616,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     f.kind.span(),
                     &el,
-                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction; gravity is set in [model])"),
+                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction, tire; gravity is set in [model])"),
                 ))
             }
         };

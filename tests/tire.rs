@@ -1,0 +1,227 @@
+//! The point-contact tire (`mbs::tire`, `type = "tire"`) against closed form:
+//! - vertical: a wheel dropped onto the road (undamped tire): free fall, touch-down at
+//!   `√(2H/g)`, a half sine-like contact `δ(s) = g/ω² (1 − cos ωs) + v0/ω sin ωs` ending at
+//!   `ωs = 2π − 2 atan(v0 ω / g)`, lift-off with `v0` and the next touch-down `2 v0/g` later;
+//!   the located events and the heights along the way, both formulations. A damped tire comes
+//!   to rest at the static deflection `m g / k`.
+//! - the force-slip curves: the element's `F_x(κ)`, `F_y(α)` against the Magic Formula
+//!   evaluated here independently, at the kinematic states that produce each slip.
+//!
+//! Run: `cargo test --release --test tire -- --nocapture`.
+
+use mbsfmu::integrate::any::AnyIntegrator;
+use mbsfmu::integrate::events::{EventLocator, StepOutcome};
+use mbsfmu::integrate::system::Mechanical;
+use mbsfmu::integrate::{Integrator, Method, Settings};
+use mbsfmu::mbs::system::System;
+use std::path::Path;
+use std::sync::Arc;
+
+const G: f64 = 9.81;
+const M: f64 = 40.0; // carrier 30 kg + wheel 10 kg
+const K: f64 = 2.0e5;
+const R: f64 = 0.3;
+const H: f64 = 0.05;
+
+/// A wheel on a carrier that slides vertically on ground, released `H` above the road.
+fn drop_model(formulation: &str, damping: f64, mu: f64) -> String {
+    format!(
+        r#"
+[model]
+name = "tire_drop"
+gravity = [0.0, 0.0, -9.81]
+formulation = "{formulation}"
+
+[[bodies]]
+name = "carrier"
+mass = 30.0
+inertia = [0.5, 0.5, 0.5]
+position = [0.0, 0.0, {z0}]
+
+[[bodies]]
+name = "wheel"
+mass = 10.0
+inertia = [0.4, 0.8, 0.4]
+position = [0.0, 0.0, {z0}]
+
+[[joints]]
+name = "guide"
+type = "prismatic"
+body1 = "ground"
+body2 = "carrier"
+point = [0.0, 0.0, {z0}]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "spin"
+type = "revolute"
+body1 = "carrier"
+body2 = "wheel"
+point = [0.0, 0.0, {z0}]
+axis = [0.0, 1.0, 0.0]
+
+[[forces]]
+name = "tire"
+type = "tire"
+joint = "spin"
+radius = {R}
+stiffness = {K}
+damping = {damping}
+mu = {mu}
+magic_formula = {{ bx = 10.0, cx = 1.65, ex = 0.5, by = 8.0, cy = 1.3, ey = -0.5 }}
+
+[[outputs]]
+name = "z"
+type = "position"
+body = "wheel"
+component = "z"
+
+[[outputs]]
+name = "fz"
+type = "element_force"
+force = "tire"
+
+[[outputs]]
+name = "deflection"
+type = "element_length"
+force = "tire"
+"#,
+        z0 = R + H
+    )
+}
+
+fn system(text: &str) -> System {
+    let spec = mbsfmu::mbs::load_model_str(text, Path::new("tire_drop.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
+/// Closed-form height of the wheel centre of the undamped drop, and the event times.
+struct Drop {
+    t_td: f64,
+    t_lo: f64,
+    t_td2: f64,
+    v0: f64,
+    w: f64,
+}
+
+impl Drop {
+    fn new() -> Drop {
+        let v0 = (2.0 * G * H).sqrt();
+        let w = (K / M).sqrt();
+        let t_td = (2.0 * H / G).sqrt();
+        let phi = 2.0 * std::f64::consts::PI - 2.0 * (v0 * w / G).atan();
+        let t_lo = t_td + phi / w;
+        Drop {
+            t_td,
+            t_lo,
+            t_td2: t_lo + 2.0 * v0 / G,
+            v0,
+            w,
+        }
+    }
+    fn z(&self, t: f64) -> f64 {
+        if t <= self.t_td {
+            R + H - 0.5 * G * t * t
+        } else if t <= self.t_lo {
+            let s = t - self.t_td;
+            let (w, v0) = (self.w, self.v0);
+            let delta = G / (w * w) * (1.0 - (w * s).cos()) + v0 / w * (w * s).sin();
+            R - delta
+        } else {
+            let s = t - self.t_lo;
+            R + self.v0 * s - 0.5 * G * s * s
+        }
+    }
+}
+
+#[test]
+fn dropped_wheel_matches_closed_form_with_events() {
+    let d = Drop::new();
+    for formulation in ["absolute", "joint"] {
+        for method in [Method::Bdf, Method::Sdirk, Method::Dopri5] {
+            let mut sys = system(&drop_model(formulation, 0.0, 1.0));
+            assert_eq!(sys.event_names(), ["tire"]);
+            let x0 = sys.initial_state(0.0).unwrap();
+            let settings = Settings {
+                method,
+                rtol: 1e-9,
+                atol: 1e-11,
+                ..Settings::default()
+            };
+            let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+            integ.initialize(&mut sys, &x0).unwrap();
+            let mut loc = EventLocator::new(1e-12);
+            loc.max_steps_per_call = u64::MAX;
+            loc.max_cpu_per_call = f64::INFINITY;
+            let t_end = d.t_td2 + 0.01;
+            let mut events = Vec::new();
+            let mut out = vec![0.0; 3];
+            let mut err: f64 = 0.0;
+            while Integrator::<System>::state(&integ).t < t_end {
+                let o = loc.step(&mut integ, &mut sys, t_end).unwrap();
+                let x = Integrator::<System>::state(&integ).clone();
+                sys.evaluate_outputs(&x, &mut out).unwrap();
+                if x.t <= d.t_td2 {
+                    err = err.max((out[0] - d.z(x.t)).abs());
+                }
+                // Lift-off: no pull, and the force is k δ while in contact.
+                assert!(out[1] >= 0.0);
+                assert!((out[1] - K * out[2].max(0.0)).abs() < 1e-6 * K * 1e-3);
+                if let StepOutcome::Event(e) = o {
+                    events.push(e);
+                }
+            }
+            let label = format!("{formulation} {}", method.name());
+            println!("{label}: max |z − z_exact| = {err:.2e} m, events {events:?}");
+            assert!(err < 2e-6, "{label}: height error {err}");
+            let times: Vec<(f64, bool)> = events.iter().map(|e| (e.t, e.begins)).collect();
+            assert_eq!(times.len(), 3, "{label}: {times:?}");
+            for ((t, begins), (t_ref, b_ref)) in
+                times
+                    .iter()
+                    .zip([(d.t_td, true), (d.t_lo, false), (d.t_td2, true)])
+            {
+                assert_eq!(*begins, b_ref, "{label}");
+                assert!(
+                    (t - t_ref).abs() < 1e-6,
+                    "{label}: event at {t}, exact {t_ref}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn damped_tire_settles_at_the_static_deflection() {
+    for formulation in ["absolute", "joint"] {
+        let mut sys = system(&drop_model(formulation, 3000.0, 1.0));
+        let x0 = sys.initial_state(0.0).unwrap();
+        let settings = Settings {
+            method: Method::Bdf,
+            rtol: 1e-8,
+            atol: 1e-10,
+            ..Settings::default()
+        };
+        let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+        integ.initialize(&mut sys, &x0).unwrap();
+        while Integrator::<System>::state(&integ).t < 3.0 {
+            integ.step(&mut sys, 3.0).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let mut out = vec![0.0; 3];
+        sys.evaluate_outputs(&x, &mut out).unwrap();
+        let delta = M * G / K;
+        assert!(
+            (out[2] - delta).abs() < 1e-9,
+            "{formulation}: {} vs {delta}",
+            out[2]
+        );
+        assert!(
+            (out[1] - M * G).abs() < 1e-4,
+            "{formulation}: {} vs {}",
+            out[1],
+            M * G
+        );
+        assert!((out[0] - (R - delta)).abs() < 1e-9);
+    }
+}
