@@ -225,3 +225,78 @@ fn damped_tire_settles_at_the_static_deflection() {
         assert!((out[0] - (R - delta)).abs() < 1e-9);
     }
 }
+
+/// Unit-peak Magic Formula, written out independently of `mbs::tire`.
+fn magic_formula(b: f64, c: f64, e: f64, s: f64) -> f64 {
+    (c * (b * s - e * (b * s - (b * s).atan())).atan()).sin()
+}
+
+/// The tire force on the wheel (world) at a wheel state: centre at height `R − δ`, centre
+/// velocity `(vx, vy, 0)`, spin `omega` about +y; from the engine's generalized forces
+/// (absolute formulation: the wheel's translational components, its weight removed).
+fn tire_force(sys: &mut System, delta: f64, vx: f64, vy: f64, omega: f64) -> [f64; 3] {
+    let n = sys.n_q();
+    let (mut q, mut v) = (vec![0.0; n], vec![0.0; n]);
+    for b in 0..2 {
+        let o = 7 * b;
+        q[o + 2] = R - delta;
+        q[o + 3] = 1.0;
+        v[o] = vx;
+        v[o + 1] = vy;
+    }
+    // ṗ = ½ E(p)ᵀ ω with p = (1, 0, 0, 0): (0, ω/2).
+    v[7 + 5] = 0.5 * omega;
+    let mut f = vec![0.0; n];
+    sys.forces(0.0, &q, &v, &mut f);
+    [f[7], f[8], f[9] + 10.0 * G]
+}
+
+#[test]
+fn force_slip_curves_match_the_magic_formula() {
+    let mu = 0.9;
+    let v_low: f64 = 0.5; // the loader's default `v_reg`
+    let mut sys = system(&drop_model("absolute", 0.0, mu));
+    let delta = 0.01;
+    let fz = K * delta;
+    let vx: f64 = 20.0;
+    let vd = (vx * vx + v_low * v_low).sqrt();
+    let mut peak: f64 = 0.0;
+    // Longitudinal: κ from −1 (locked) through 0 (free rolling) to +1 (spinning up).
+    for i in 0..=40 {
+        let kappa = -1.0 + 0.05 * i as f64;
+        // κ = (Ω R − V_x)/√(V_x² + v_low²): the spin that gives it.
+        let omega = (vx + kappa * vd) / R;
+        let [fx, fy, fzz] = tire_force(&mut sys, delta, vx, 0.0, omega);
+        let expect = mu * fz * magic_formula(10.0, 1.65, 0.5, kappa);
+        assert!((fzz - fz).abs() < 1e-9 * fz, "Fz {fzz} vs {fz}");
+        assert!(fy.abs() < 1e-9 * fz, "pure longitudinal slip: Fy = {fy}");
+        assert!(
+            (fx - expect).abs() < 1e-9 * fz,
+            "κ = {kappa}: Fx {fx} vs {expect}"
+        );
+        peak = peak.max(fx.abs());
+    }
+    // The curve reaches its peak μ F_z (D) and is odd.
+    assert!(peak > 0.99 * mu * fz && peak <= mu * fz * (1.0 + 1e-12));
+    // Lateral: α from −0.5 to 0.5 rad, freely rolling; ISO: F_y opposes the slip.
+    for i in 0..=40 {
+        let alpha: f64 = -0.5 + 0.025 * i as f64;
+        let vy = alpha.tan() * vd;
+        let [fx, fy, _] = tire_force(&mut sys, delta, vx, vy, vx / R);
+        let expect = -mu * fz * magic_formula(8.0, 1.3, -0.5, alpha);
+        assert!(fx.abs() < 1e-9 * fz, "pure lateral slip: Fx = {fx}");
+        assert!(
+            (fy - expect).abs() < 1e-9 * fz,
+            "α = {alpha}: Fy {fy} vs {expect}"
+        );
+    }
+    // Cornering stiffness at small slip: B C D.
+    let a: f64 = 1e-6;
+    let [_, fy, _] = tire_force(&mut sys, delta, vx, a.tan() * vd, vx / R);
+    assert!((fy / a + 8.0 * 1.3 * mu * fz).abs() < 1e-3 * 8.0 * 1.3 * mu * fz);
+    // Standstill: finite forces, damping the slip velocity (no division by zero).
+    let [fx, fy, _] = tire_force(&mut sys, delta, 0.0, 0.01, 0.0);
+    assert!(fx.is_finite() && fy.is_finite() && fy < 0.0);
+    let expect = -mu * fz * magic_formula(8.0, 1.3, -0.5, (0.01 / v_low).atan());
+    assert!((fy - expect).abs() < 1e-9 * fz);
+}
