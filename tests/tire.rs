@@ -300,3 +300,51 @@ fn force_slip_curves_match_the_magic_formula() {
     let expect = -mu * fz * magic_formula(8.0, 1.3, -0.5, (0.01 / v_low).atan());
     assert!((fy - expect).abs() < 1e-9 * fz);
 }
+
+/// Bad tire input: clear errors naming the element, key and value.
+#[test]
+fn tire_errors_name_the_problem() {
+    let good = drop_model("absolute", 0.0, 1.0);
+    let cases = [
+        (
+            good.replace("joint = \"spin\"\nradius", "joint = \"guide\"\nradius"),
+            "a tire's wheel spins on a revolute joint",
+        ),
+        (good.replace("radius = 0.3\n", ""), "missing key `radius`"),
+        (
+            good.replace("radius = 0.3\n", "radius = -0.3\n"),
+            "`radius` must be positive",
+        ),
+        (
+            good.replace("stiffness = 200000\n", "stiffness = 0.0\n"),
+            "`stiffness` must be positive",
+        ),
+        (
+            good.replace(", ey = -0.5 }", ", ey = 1.5 }"),
+            "`magic_formula.ey` = 1.5 must not exceed 1",
+        ),
+        (good.replace(", cy = 1.3", ""), "missing key `cy`"),
+        (
+            good.replace(", cy = 1.3", ", cy = 1.3, dy = 1.0"),
+            "unknown field `dy`",
+        ),
+        (
+            good.replace("mu = 1\n", "mu = 1\nfree_length = 0.3\n"),
+            "key `free_length` does not apply to a tire",
+        ),
+        (
+            good.replace("mu = 1\n", "mu = 1\nroad_profile = \"no_such_file.csv\"\n"),
+            "no_such_file.csv",
+        ),
+    ];
+    for (text, expect) in cases {
+        assert_ne!(text, good, "case for {expect:?} did not change the model");
+        let e = mbsfmu::mbs::load_model_str(&text, Path::new("tire_drop.toml"))
+            .expect_err(expect)
+            .to_string();
+        assert!(e.contains(expect), "expected {expect:?} in: {e}");
+        if !expect.contains("unknown field") {
+            assert!(e.contains("forces[0] \"tire\""), "names the element: {e}");
+        }
+    }
+}
