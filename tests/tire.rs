@@ -346,3 +346,28 @@ fn tire_errors_name_the_problem() {
         assert!(e.contains("forces[0] \"tire\""), "names the element: {e}");
     }
 }
+
+/// `initial = "static"` solves the equilibrium with the tire's analytic Jacobians: the
+/// deflection is `m g / k`.
+#[test]
+fn static_initialization_finds_the_tire_deflection() {
+    for formulation in ["absolute", "joint"] {
+        let text = drop_model(formulation, 100.0, 1.0).replace(
+            "gravity = [0.0, 0.0, -9.81]",
+            "gravity = [0.0, 0.0, -9.81]\ninitial = \"static\"",
+        );
+        // Start in contact (statics needs the tire to carry the load): 1 cm deflection.
+        let text = text.replace(&format!("{}", R + H), &format!("{}", R - 0.01));
+        let mut sys = system(&text);
+        let x = sys.initial_state(0.0).unwrap();
+        let mut out = vec![0.0; 3];
+        sys.evaluate_outputs(&x, &mut out).unwrap();
+        let delta = M * G / K;
+        assert!(
+            (out[2] - delta).abs() < 1e-10,
+            "{formulation}: {} vs {delta}",
+            out[2]
+        );
+        assert!((out[1] - M * G).abs() < 1e-5, "{formulation}: {}", out[1]);
+    }
+}
