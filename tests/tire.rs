@@ -371,3 +371,69 @@ fn static_initialization_finds_the_tire_deflection() {
         assert!((out[1] - M * G).abs() < 1e-5, "{formulation}: {}", out[1]);
     }
 }
+
+/// The system's analytic force Jacobians with the tire against central finite differences of
+/// its forces, on the gallery quarter car braking on the cleat (slipping, loaded to ~10 kN), in
+/// both formulations (the joint one maps the tire through the tree: wrench, velocity map,
+/// position tangent).
+#[test]
+fn system_force_jacobians_with_the_tire_match_finite_differences() {
+    use mbsfmu::integrate::system::ForceJacobians;
+    use nalgebra::DMatrix;
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/quarter_car_tire.toml");
+    let base = std::fs::read_to_string(&model).unwrap();
+    for formulation in ["absolute", "joint"] {
+        let text = base.replace(
+            "gravity = [0.0, 0.0, -9.81]",
+            &format!("gravity = [0.0, 0.0, -9.81]\nformulation = \"{formulation}\""),
+        );
+        let spec = mbsfmu::mbs::load_model_str(&text, &model).unwrap();
+        let mut sys = System::new(Arc::new(spec)).unwrap();
+        let x0 = sys.initial_state(0.0).unwrap();
+        let settings = Settings {
+            method: Method::Bdf,
+            rtol: 1e-7,
+            atol: 1e-9,
+            ..Settings::default()
+        };
+        let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+        integ.initialize(&mut sys, &x0).unwrap();
+        let t1 = 0.508; // on the cleat's rising flank, braking
+        while Integrator::<System>::state(&integ).t < t1 {
+            integ.step(&mut sys, t1).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let n = sys.n_q();
+        let (mut dq, mut dv) = (DMatrix::zeros(n, n), DMatrix::zeros(n, n));
+        sys.force_jacobians(x.t, &x.q, &x.v, &mut dq, &mut dv);
+        let mut f0 = vec![0.0; n];
+        sys.forces(x.t, &x.q, &x.v, &mut f0);
+        let scale = f0.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for (which, analytic) in [("q", &dq), ("v", &dv)] {
+            let mut worst: f64 = 0.0;
+            for j in 0..n {
+                let (mut qp, mut qm, mut vp, mut vm) =
+                    (x.q.clone(), x.q.clone(), x.v.clone(), x.v.clone());
+                let base = if which == "q" { x.q[j] } else { x.v[j] };
+                let h = 1e-6 * (1.0 + base.abs());
+                if which == "q" {
+                    qp[j] += h;
+                    qm[j] -= h;
+                } else {
+                    vp[j] += h;
+                    vm[j] -= h;
+                }
+                let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
+                sys.forces(x.t, &qp, &vp, &mut fp);
+                sys.forces(x.t, &qm, &vm, &mut fm);
+                let col_scale = (0..n).fold(1.0f64, |m, i| m.max(analytic[(i, j)].abs()));
+                for i in 0..n {
+                    let fd = (fp[i] - fm[i]) / (2.0 * h);
+                    worst = worst.max((fd - analytic[(i, j)]).abs() / col_scale);
+                }
+            }
+            println!("{formulation}: ∂f/∂{which} worst relative difference {worst:.1e} (|f| {scale:.1e})");
+            assert!(worst < 3e-5, "{formulation} ∂f/∂{which}: {worst}");
+        }
+    }
+}
