@@ -85,6 +85,30 @@ force = "tire"
 name = "deflection"
 type = "element_length"
 force = "tire"
+
+[[outputs]]
+name = "fx"
+type = "tire"
+force = "tire"
+component = "fx"
+
+[[outputs]]
+name = "fy"
+type = "tire"
+force = "tire"
+component = "fy"
+
+[[outputs]]
+name = "kappa"
+type = "tire"
+force = "tire"
+component = "kappa"
+
+[[outputs]]
+name = "alpha"
+type = "tire"
+force = "tire"
+component = "alpha"
 "#,
         z0 = R + H
     )
@@ -155,7 +179,7 @@ fn dropped_wheel_matches_closed_form_with_events() {
             loc.max_cpu_per_call = f64::INFINITY;
             let t_end = d.t_td2 + 0.01;
             let mut events = Vec::new();
-            let mut out = vec![0.0; 3];
+            let mut out = vec![0.0; 7];
             let mut err: f64 = 0.0;
             while Integrator::<System>::state(&integ).t < t_end {
                 let o = loc.step(&mut integ, &mut sys, t_end).unwrap();
@@ -208,7 +232,7 @@ fn damped_tire_settles_at_the_static_deflection() {
             integ.step(&mut sys, 3.0).unwrap();
         }
         let x = Integrator::<System>::state(&integ).clone();
-        let mut out = vec![0.0; 3];
+        let mut out = vec![0.0; 7];
         sys.evaluate_outputs(&x, &mut out).unwrap();
         let delta = M * G / K;
         assert!(
@@ -248,7 +272,30 @@ fn tire_force(sys: &mut System, delta: f64, vx: f64, vy: f64, omega: f64) -> [f6
     v[7 + 5] = 0.5 * omega;
     let mut f = vec![0.0; n];
     sys.forces(0.0, &q, &v, &mut f);
-    [f[7], f[8], f[9] + 10.0 * G]
+    let force = [f[7], f[8], f[9] + 10.0 * G];
+    // The `tire` outputs report the same forces, and the slips.
+    let x = mbsfmu::integrate::MechState {
+        t: 0.0,
+        q,
+        v,
+        lambda: Vec::new(),
+    };
+    let mut out = vec![0.0; 7];
+    sys.evaluate_outputs(&x, &mut out).unwrap();
+    assert!((out[3] - force[0]).abs() < 1e-9 * K && (out[4] - force[1]).abs() < 1e-9 * K);
+    assert!((out[1] - force[2]).abs() < 1e-9 * K);
+    let vd = (vx * vx + 0.25f64).sqrt();
+    assert!(
+        (out[5] - (omega * R - vx) / vd).abs() < 1e-12,
+        "kappa {}",
+        out[5]
+    );
+    assert!(
+        (out[6] - (vy / vd).atan()).abs() < 1e-12,
+        "alpha {}",
+        out[6]
+    );
+    force
 }
 
 #[test]
@@ -345,6 +392,28 @@ fn tire_errors_name_the_problem() {
         assert!(e.contains(expect), "expected {expect:?} in: {e}");
         assert!(e.contains("forces[0] \"tire\""), "names the element: {e}");
     }
+    for (text, expect) in [
+        (
+            good.replace("component = \"kappa\"", "component = \"slip\""),
+            "unknown tire component `slip` (one of: fx, fy, fz, kappa, alpha, deflection)",
+        ),
+        (
+            good.replace(
+                "name = \"fy\"\ntype = \"tire\"\nforce = \"tire\"",
+                "name = \"fy\"\ntype = \"tire\"\nforce = \"tyre\"",
+            ),
+            "no force element named `tyre`",
+        ),
+    ] {
+        assert_ne!(text, good, "case for {expect:?} did not change the model");
+        let e = mbsfmu::mbs::load_model_str(&text, Path::new("tire_drop.toml"))
+            .expect_err(expect)
+            .to_string();
+        assert!(
+            e.contains(expect) && e.contains("outputs["),
+            "expected {expect:?} in: {e}"
+        );
+    }
 }
 
 /// `initial = "static"` solves the equilibrium with the tire's analytic Jacobians: the
@@ -360,7 +429,7 @@ fn static_initialization_finds_the_tire_deflection() {
         let text = text.replace(&format!("{}", R + H), &format!("{}", R - 0.01));
         let mut sys = system(&text);
         let x = sys.initial_state(0.0).unwrap();
-        let mut out = vec![0.0; 3];
+        let mut out = vec![0.0; 7];
         sys.evaluate_outputs(&x, &mut out).unwrap();
         let delta = M * G / K;
         assert!(

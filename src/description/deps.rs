@@ -269,7 +269,7 @@ pub fn output_dependencies_with(
                 OutputQuantity::ElementLength { force } => {
                     element_length.get(*force).cloned().unwrap_or_else(all)
                 }
-                OutputQuantity::ElementForce { force } => {
+                OutputQuantity::ElementForce { force } | OutputQuantity::Tire { force, .. } => {
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),

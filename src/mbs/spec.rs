@@ -480,9 +480,25 @@ pub enum OutputQuantity {
     ElementLength {
         force: usize,
     },
+    /// A tire's quantity (`mbs::tire`), by [`TIRE_COMPONENTS`] index: `F_x`, `F_y`, `F_z` (N),
+    /// `κ`, `α` (rad), deflection (m).
+    Tire {
+        force: usize,
+        component: usize,
+    },
     /// Kinetic + gravitational + elastic potential energy.
     Energy,
 }
+
+/// The `component` names of a `tire` output, with their units.
+pub const TIRE_COMPONENTS: [(&str, &str); 6] = [
+    ("fx", "N"),
+    ("fy", "N"),
+    ("fz", "N"),
+    ("kappa", "1"),
+    ("alpha", "rad"),
+    ("deflection", "m"),
+];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputSpec {

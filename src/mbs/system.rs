@@ -1666,6 +1666,12 @@ impl System {
                     }
                 })
             }
+            OutputQuantity::Tire { force, component } => {
+                self.tire_of_element(*force).map_or(f64::NAN, |i| {
+                    let f = self.tire_eval(&self.snap, i, t, false).forces;
+                    [f.fx, f.fy, f.fz, f.kappa, f.alpha, f.deflection][*component]
+                })
+            }
             OutputQuantity::Energy => self.energy(t, q, v),
         }
     }

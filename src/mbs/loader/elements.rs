@@ -959,6 +959,7 @@ impl Resolver<'_> {
                     (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
                 }
             }
+            "tire" => self.tire_output(o, &el, sp.clone(), &present)?,
             "energy" => {
                 self.allowed_keys(&el, &what, &present, NO_KEYS)?;
                 (OutputQuantity::Energy, "J")
@@ -967,7 +968,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     o.kind.span(),
                     &el,
-                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, energy)"),
+                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, tire, energy)"),
                 ))
             }
         };

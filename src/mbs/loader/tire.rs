@@ -141,3 +141,51 @@ impl Resolver<'_> {
         })))
     }
 }
+
+impl Resolver<'_> {
+    /// A `type = "tire"` output: `force` (a tire element) and `component`.
+    pub(super) fn tire_output(
+        &mut self,
+        o: &RawOutput,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = "a tire output";
+        self.allowed_keys(el, what, present, &["force", "component"])?;
+        let fnm = self.required(&o.force, sp.clone(), el, "force", what)?;
+        let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| {
+            self.err(
+                fnm.span(),
+                el,
+                format!("no force element named `{}`", fnm.get_ref()),
+            )
+        })?;
+        self.ensure(
+            matches!(self.force_specs[force].kind, ForceKind::Tire(_)),
+            fnm.span(),
+            el,
+            || format!("force element `{}` is not a tire", fnm.get_ref()),
+        )?;
+        let c = self.required(&o.component, sp, el, "component", what)?;
+        let names: Vec<&str> = TIRE_COMPONENTS.iter().map(|(n, _)| *n).collect();
+        let component = names
+            .iter()
+            .position(|n| *n == c.get_ref().as_str())
+            .ok_or_else(|| {
+                self.err(
+                    c.span(),
+                    el,
+                    format!(
+                        "unknown tire component `{}` (one of: {})",
+                        c.get_ref(),
+                        names.join(", ")
+                    ),
+                )
+            })?;
+        Ok((
+            OutputQuantity::Tire { force, component },
+            TIRE_COMPONENTS[component].1,
+        ))
+    }
+}
