@@ -95,7 +95,8 @@ pub struct Tire {
     pub profile: Option<Spline>,
 }
 
-/// What the tire does at one state (for outputs and tests).
+/// What the tire does at one state (for outputs and tests). Out of contact the forces are zero;
+/// the slips are reported all the same.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TireForces {
     /// Deflection `δ` (m; negative: lifted off).
@@ -210,24 +211,16 @@ impl Tire {
         let d_delta = -d_c.row(2) + slope * d_c.row(0);
         let delta_rate = -vel_c.z + road[1] + slope * vel_c.x;
         let d_delta_rate = -d_vc.row(2) + slope * d_vc.row(0) + curv * vel_c.x * d_c.row(0);
-        let mut forces = TireForces {
-            deflection: delta,
-            ..Default::default()
-        };
         let mut out = TireEval {
-            forces,
+            forces: TireForces {
+                deflection: delta,
+                ..Default::default()
+            },
             q: SVector::zeros(),
             jac: TireJacobian::zeros(),
         };
         let fz_raw = tp.k * delta + tp.c * delta_rate;
-        if delta <= 0.0 || fz_raw <= 0.0 {
-            return out;
-        }
-        let fz = Sd {
-            v: fz_raw,
-            d: (tp.k * d_delta + tp.c * d_delta_rate).transpose(),
-        };
-        // Slips.
+        // Slips (reported also out of contact: they are kinematic).
         let vx = dot_d(&xc, &d_xc, &vel_c, &d_vc);
         let vsx = dot_d(&xc, &d_xc, &vel_p, &d_vp);
         let vsy = dot_d(&yc, &d_yc, &vel_p, &d_vp);
@@ -239,6 +232,15 @@ impl Tire {
         let d_sy = vsy.d / vd - d_vd * (vsy.v / (vd * vd));
         let alpha = sy.atan();
         let d_alpha = d_sy / (1.0 + sy * sy);
+        if delta <= 0.0 || fz_raw <= 0.0 {
+            out.forces.kappa = kappa;
+            out.forces.alpha = alpha;
+            return out;
+        }
+        let fz = Sd {
+            v: fz_raw,
+            d: (tp.k * d_delta + tp.c * d_delta_rate).transpose(),
+        };
         let (mx, dmx) = tp.mf_x.eval(kappa);
         let (my, dmy) = tp.mf_y.eval(alpha);
         let fx = tp.mu * fz.v * mx;
@@ -246,7 +248,7 @@ impl Tire {
         let fy = -tp.mu * fz.v * my;
         let d_fy = -tp.mu * (fz.d * my + d_alpha * (fz.v * dmy));
         let f = fx * xc + fy * yc + fz.v * n;
-        forces = TireForces {
+        let forces = TireForces {
             deflection: delta,
             fz: fz.v,
             fx,

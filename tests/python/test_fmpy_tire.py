@@ -40,7 +40,7 @@ def test_quarter_car_tire_on_a_cleat(tools, version, tmp_path):  # noqa: F811
         output_interval=0.001,
         relative_tolerance=1e-8,
         start_values={"solver.atol": 1e-11},
-        output=NAMES,
+        output=NAMES + ["tire_fx", "tire_kappa"],
     )
     assert r["time"][-1] == pytest.approx(1.5)
     idx = np.searchsorted(ref["t"], r["time"] - 1e-9)
@@ -50,6 +50,15 @@ def test_quarter_car_tire_on_a_cleat(tools, version, tmp_path):  # noqa: F811
     print(f"\nquarter_car_tire FMI {version}: " + ", ".join(f"{k} {v:.2e} (tol {tol[k]:.0e})" for k, v in errors.items()))
     for n in NAMES:
         assert errors[n] < tol[n], f"{n}: {errors[n]:.3e} above {tol[n]:.0e}"
+    # Slip outputs: κ from the reference spin, and the braking force balancing the brake
+    # torque once the spin is steady (I W' = T - R F_x = 0: F_x = -600 / 0.3 N) before the cleat.
+    v_d = np.hypot(10.0, 0.5)
+    kappa_ref = (ref["wheel_spin"][idx] * 0.3 - 10.0) / v_d
+    kappa_err = float(np.abs(r["tire_kappa"] - kappa_ref).max())
+    print(f"  tire_kappa {kappa_err:.2e}")
+    assert kappa_err < 1e-5
+    k = np.searchsorted(r["time"], 0.49 - 1e-9)
+    assert r["tire_fx"][k] == pytest.approx(-2000.0, abs=0.5)
     # The cleat throws the wheel off the road, the brake slows the unloaded wheel, and the
     # tire spins it back up on touch-down.
     assert r["tire_fz"].min() == 0.0 and r["tire_fz"].max() > 3 * 3335.4
