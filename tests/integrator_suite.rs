@@ -1424,7 +1424,7 @@ fn tire_quarter_car_all_methods() {
             let mut integ = make::<System>(method, s, sys.n_q(), sys.n_c());
             integ.initialize(&mut sys, &x0).unwrap();
             let (mut zerr, mut werr) = (0.0f64, 0.0f64);
-            let mut out = vec![0.0; 5];
+            let mut out = vec![0.0; sys.n_outputs()];
             run(integ.as_mut(), &mut sys, 0.7, 0.01, |sys, x| {
                 sys.evaluate_outputs(x, &mut out).unwrap();
                 let k = (x.t / 0.001).round() as usize;
