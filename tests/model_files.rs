@@ -21,7 +21,7 @@ fn c(s: Scalar, spec: &ModelSpec) -> f64 {
 }
 
 /// Position and rotation of a reference at the initial configuration (frames at t0 with inputs
-/// at their start values; the models here only use inputs and constants in frames).
+/// at their start values; the models here only use inputs, constants and ramps in frames).
 fn pose(spec: &ModelSpec, b: BodyRef) -> (Vector3<f64>, Matrix3<f64>) {
     match b {
         BodyRef::Ground => (Vector3::zeros(), Matrix3::identity()),
@@ -32,6 +32,14 @@ fn pose(spec: &ModelSpec, b: BodyRef) -> (Vector3<f64>, Matrix3<f64>) {
                 .map(|m| match m {
                     Motion::Input(k) => spec.inputs[*k].start,
                     Motion::Constant(s) => c(*s, spec),
+                    Motion::Ramp {
+                        initial,
+                        slope,
+                        start,
+                    } => {
+                        let t0 = spec.experiment.start;
+                        c(*initial, spec) + c(*slope, spec) * (t0 - c(*start, spec)).max(0.0)
+                    }
                     other => panic!("frame motion {other:?} not expected in the gallery"),
                 })
                 .collect();
@@ -126,7 +134,10 @@ fn every_model_in_the_gallery_loads() {
             n += 1;
         }
     }
-    assert_eq!(n, 8, "the seven benchmark models and the suspension corner");
+    assert_eq!(
+        n, 9,
+        "the seven benchmark models, the suspension corner and the tire quarter car"
+    );
 }
 
 #[test]

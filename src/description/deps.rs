@@ -64,6 +64,7 @@ fn force_refs(kind: &ForceKind) -> Vec<BodyRef> {
             ContactGeometry::SphereSphere { body1, body2, .. } => vec![*body1, *body2],
         },
         ForceKind::PrismaticFriction { .. } => Vec::new(),
+        ForceKind::Tire(ts) => vec![BodyRef::Body(ts.wheel)],
     }
 }
 
@@ -282,6 +283,19 @@ pub fn output_dependencies_with(
         {
             add(&mut force, &input_of(a).into_iter().collect(), VALUE);
         }
+        // A tire's road height: its value and rate enter the vertical force.
+        if let ForceKind::Tire(ts) = &f.kind {
+            add(
+                &mut force,
+                &input_of(&ts.road_height).into_iter().collect(),
+                VALUE | RATE,
+            );
+            add(
+                &mut energy,
+                &input_of(&ts.road_height).into_iter().collect(),
+                VALUE,
+            );
+        }
         for r in force_refs(&f.kind) {
             if let Some(g) = group_of(&r) {
                 merge(&mut acting[g], &force);
@@ -293,6 +307,13 @@ pub fn output_dependencies_with(
         element_force.push(force);
         let mut length = Deps::new();
         add(&mut length, &geometric, VALUE);
+        if let ForceKind::Tire(ts) = &f.kind {
+            add(
+                &mut length,
+                &input_of(&ts.road_height).into_iter().collect(),
+                VALUE,
+            );
+        }
         element_length.push(length);
     }
     let joint_travel = |j: usize, mask: u8| -> Deps {
@@ -375,7 +396,7 @@ pub fn output_dependencies_with(
                 OutputQuantity::ElementLength { force } => {
                     element_length.get(*force).cloned().unwrap_or_else(all)
                 }
-                OutputQuantity::ElementForce { force } => {
+                OutputQuantity::ElementForce { force } | OutputQuantity::Tire { force, .. } => {
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),

@@ -20,6 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 mod elements;
+mod tire;
 
 /// Read and validate a model file.
 pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {
@@ -554,6 +555,7 @@ impl<'a> Resolver<'a> {
                     }
                 },
                 ForceKind::PrismaticFriction { .. } => {}
+                ForceKind::Tire(ts) => hold(&BodyRef::Body(ts.wheel)),
             }
         }
         for (i, h) in held.iter().enumerate() {

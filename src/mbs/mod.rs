@@ -16,6 +16,7 @@ pub mod spec;
 pub mod statics;
 pub mod system;
 pub mod table;
+pub mod tire;
 
 pub use error::ModelError;
 pub use loader::{load_model, load_model_str, load_model_with_parameters};

@@ -415,6 +415,23 @@ pub struct RawForce {
     // Prismatic friction.
     pub mu: Option<S<Num>>,
     pub v_reg: Option<S<Num>>,
+    // Tire (`mbs::tire`; also `joint`, `radius`, `stiffness`, `damping`, `mu`, `v_reg`).
+    pub road_height: Option<S<RawMotionValue>>,
+    pub road_profile: Option<S<String>>,
+    pub magic_formula: Option<S<RawMagicFormula>>,
+}
+
+/// Magic Formula coefficients of a tire: `B`, `C`, `E` per direction (x longitudinal, y
+/// lateral).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMagicFormula {
+    pub bx: Option<S<Num>>,
+    pub cx: Option<S<Num>>,
+    pub ex: Option<S<Num>>,
+    pub by: Option<S<Num>>,
+    pub cy: Option<S<Num>>,
+    pub ey: Option<S<Num>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -505,7 +522,10 @@ present_keys!(
         radius1,
         radius2,
         mu,
-        v_reg
+        v_reg,
+        road_height,
+        road_profile,
+        magic_formula
     ]
 );
 present_keys!(

@@ -289,6 +289,31 @@ pub enum ForceKind {
         mu: Scalar,
         v_reg: Scalar,
     },
+    /// Point-contact tire on the wheel of a revolute joint (`mbs::tire`).
+    Tire(Box<TireSpec>),
+}
+
+/// A tire: the wheel is body 2 of a revolute joint, its centre the joint point, its spin axis
+/// the joint axis (see `mbs::tire` and docs/model-format.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TireSpec {
+    pub joint: usize,
+    pub wheel: usize,
+    /// Wheel centre and unit spin axis in wheel coordinates.
+    pub center: Vector3<f64>,
+    pub axis: Vector3<f64>,
+    pub radius: Scalar,
+    pub stiffness: Scalar,
+    pub damping: Scalar,
+    pub mu: Scalar,
+    /// Magic Formula `[B, C, E]`, longitudinal then lateral.
+    pub mf_x: [Scalar; 3],
+    pub mf_y: [Scalar; 3],
+    pub v_low: Scalar,
+    /// Road height `u(t)` (m).
+    pub road_height: Motion,
+    /// Road profile: file, ground x (m), height (m).
+    pub road_profile: Option<(PathBuf, Vec<f64>, Vec<f64>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -455,9 +480,25 @@ pub enum OutputQuantity {
     ElementLength {
         force: usize,
     },
+    /// A tire's quantity (`mbs::tire`), by [`TIRE_COMPONENTS`] index: `F_x`, `F_y`, `F_z` (N),
+    /// `κ`, `α` (rad), deflection (m).
+    Tire {
+        force: usize,
+        component: usize,
+    },
     /// Kinetic + gravitational + elastic potential energy.
     Energy,
 }
+
+/// The `component` names of a `tire` output, with their units.
+pub const TIRE_COMPONENTS: [(&str, &str); 6] = [
+    ("fx", "N"),
+    ("fy", "N"),
+    ("fz", "N"),
+    ("kappa", "1"),
+    ("alpha", "rad"),
+    ("deflection", "m"),
+];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputSpec {

@@ -10,6 +10,7 @@
 
 mod output_derivs;
 mod sparse;
+mod tires;
 pub use output_derivs::InputDerivatives;
 
 use super::inputs::InputSignals;
@@ -175,6 +176,9 @@ pub struct System {
     /// What the last assembly did (for `mbsfmu check` and the FMU log).
     pub report: Option<AssemblyReport>,
     pub(super) terms: Vec<ForceTerm>,
+    /// Tire elements (`mbs::tire`): forces on their wheel bodies outside the scalar terms.
+    #[serde(default)]
+    pub(super) tires: Vec<super::tire::Tire>,
     /// Angle branch references, one per angle slot.
     pub(super) angle_refs: Vec<f64>,
     /// The references at the model's initial configuration (rest angles are measured there,
@@ -249,6 +253,7 @@ impl System {
             dropped: Vec::new(),
             report: None,
             terms: Vec::new(),
+            tires: Vec::new(),
             angle_refs: Vec::new(),
             angle_refs0: Vec::new(),
             angle_coords: Vec::new(),
@@ -559,8 +564,13 @@ impl System {
         }
         // Force elements.
         let mut terms = Vec::new();
+        let mut tires = Vec::new();
         for (fi, f) in spec.forces.iter().enumerate() {
             match &f.kind {
+                ForceKind::Tire(ts) => {
+                    let slot = add_motion(&ts.road_height);
+                    tires.push(self.build_tire(fi, ts, slot)?);
+                }
                 ForceKind::SpringDamper {
                     body1,
                     point1,
@@ -804,6 +814,7 @@ impl System {
             }
         }
         self.terms = terms;
+        self.tires = tires;
         self.joint_coords = joint_coords;
         self.output_coords = output_coords;
         self.angle_coords = angle_coords;
@@ -1248,6 +1259,7 @@ impl Mechanical for System {
                 }
             }
         }
+        self.add_tire_forces(t, f);
     }
 
     fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
@@ -1338,6 +1350,7 @@ impl ForceJacobians for System {
                 }
             }
         }
+        self.add_tire_jacobians(t, df_dq, df_dv);
     }
 }
 
@@ -1639,6 +1652,10 @@ impl System {
                 row.map_or(f64::NAN, |k| -lambda[k])
             }
             OutputQuantity::ElementForce { force } => self.element_force(*force, t, v),
+            OutputQuantity::ElementLength { force } if self.tire_of_element(*force).is_some() => {
+                let i = self.tire_of_element(*force).expect("checked");
+                self.tire_eval(&self.snap, i, t, false).forces.deflection
+            }
             OutputQuantity::ElementLength { force } => {
                 let i = self.terms.iter().position(|tm| tm.element == *force);
                 i.map_or(f64::NAN, |i| {
@@ -1649,6 +1666,12 @@ impl System {
                     }
                 })
             }
+            OutputQuantity::Tire { force, component } => {
+                self.tire_of_element(*force).map_or(f64::NAN, |i| {
+                    let f = self.tire_eval(&self.snap, i, t, false).forces;
+                    [f.fx, f.fy, f.fz, f.kappa, f.alpha, f.deflection][*component]
+                })
+            }
             OutputQuantity::Energy => self.energy(t, q, v),
         }
     }
@@ -1656,6 +1679,9 @@ impl System {
     /// Scalar force of element `e` (tension, torque or contact force; sum over bushing terms
     /// is not meaningful, so the translational magnitude is reported there).
     fn element_force(&self, e: usize, t: f64, v: &[f64]) -> f64 {
+        if let Some(i) = self.tire_of_element(e) {
+            return self.tire_eval(&self.snap, i, t, false).forces.fz;
+        }
         let mut vals = Vec::new();
         for (i, tm) in self.terms.iter().enumerate() {
             if tm.element != e {
@@ -1720,7 +1746,7 @@ impl System {
                 Law::Friction { .. } => 0.0,
             } - self.terms[i].preset * (cv.val - self.terms[i].preset_ref);
         }
-        e
+        e + self.tire_energy(t)
     }
 }
 

@@ -43,6 +43,8 @@ run $r/four_link.py --motion smooth --ramp 1 --t-end 8 --dt 0.01 --out $d/four_l
 
 # Quarter-car rig: 1 cm, 1.5 Hz stamp sine from static equilibrium.
 run $r/quarter_car.py --t-end 5 --dt 0.01 --out $d/quarter_car.csv
+# Quarter car with the tire, braking over a cleat (models/quarter_car_tire.toml), 1.5 s.
+run $r/quarter_car_tire.py --t-end 1.5 --dt 0.001 --out $d/quarter_car_tire.csv
 
 # Bouncing balls (paper 002), 5 s, with the contact instants.
 run $r/bouncing_balls.py --t-end 5 --dt 0.001 --out $d/bouncing_balls.csv --events $d/bouncing_balls_events.csv

@@ -25,20 +25,20 @@ use super::{JointModel, Rates};
 use nalgebra::{DMatrix, Vector3, Vector4};
 
 /// One scalar-coordinate force linearized in absolute coordinates.
-struct TermLin {
-    cols: [(usize, usize); LOCAL],
-    n: usize,
-    dq: LMat,
-    dv: LMat,
+pub(super) struct TermLin {
+    pub(super) cols: [(usize, usize); LOCAL],
+    pub(super) n: usize,
+    pub(super) dq: LMat,
+    pub(super) dv: LMat,
 }
 
 /// Scalar-coordinate forces linearized, their absolute generalized forces per body, and their
 /// wrenches per node.
-struct Applied {
-    lins: Vec<TermLin>,
-    fr: Vec<Vector3<f64>>,
-    fe: Vec<Vector4<f64>>,
-    w: Vec<Sv>,
+pub(super) struct Applied {
+    pub(super) lins: Vec<TermLin>,
+    pub(super) fr: Vec<Vector3<f64>>,
+    pub(super) fe: Vec<Vector4<f64>>,
+    pub(super) w: Vec<Sv>,
 }
 
 /// The differentiated pass's inertial data (absent for `Gᵀλ`).
@@ -311,9 +311,10 @@ impl JointModel {
         // Fills the recursion, the inertias and the subtree sums F (applied wrenches in).
         self.forces(sys, t, q, v, &mut psi);
         let coords: Vec<&Coord> = sys.terms.iter().map(|tm| &tm.coord).collect();
-        let applied = self.linearize(sys, &coords, true, |k, cv| {
+        let mut applied = self.linearize(sys, &coords, true, |k, cv| {
             sys.term_law(k, cv.val, cv.rate, t)
         });
+        self.linearize_tires(sys, t, &mut applied);
         let ag = sv(&Vector3::zeros(), &(-sys.gravity));
         let kin = &self.ws.kin;
         let acc: Vec<Sv> = kin.acc.iter().map(|a| a + ag).collect();

@@ -30,6 +30,7 @@ pub mod crba;
 mod derivatives;
 pub mod kinematics;
 pub mod rnea;
+mod tires;
 pub mod tree;
 
 use super::kin::{eval_coord, CoordVal, Snapshot};
@@ -448,6 +449,7 @@ impl JointModel {
                 self.ws.w[self.body_node[bg.body]] += force * w;
             }
         }
+        self.add_tire_wrenches(sys, t);
         let ws = &mut self.ws;
         rnea::bias_forces(
             &self.nodes,
@@ -662,6 +664,7 @@ impl JointModel {
             }
             out.ger(f_rate, &g, &g, 1.0);
         }
+        self.add_tire_velocity_jacobian(sys, t, out);
     }
 
     pub fn constraint_force_jacobian(

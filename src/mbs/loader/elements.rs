@@ -595,6 +595,7 @@ impl Resolver<'_> {
                 ForceKind::Bushing { body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
+            "tire" => self.tire(f, &el, sp.clone(), &present)?,
             "prismatic_friction" => {
                 self.allowed_keys(&el, &what, &present, &["joint", "mu", "v_reg"])?;
                 let jn = self.required(&f.joint, sp.clone(), &el, "joint", &what)?;
@@ -615,7 +616,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     f.kind.span(),
                     &el,
-                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction; gravity is set in [model])"),
+                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction, tire; gravity is set in [model])"),
                 ))
             }
         };
@@ -958,6 +959,7 @@ impl Resolver<'_> {
                     (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
                 }
             }
+            "tire" => self.tire_output(o, &el, sp.clone(), &present)?,
             "energy" => {
                 self.allowed_keys(&el, &what, &present, NO_KEYS)?;
                 (OutputQuantity::Energy, "J")
@@ -966,7 +968,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     o.kind.span(),
                     &el,
-                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, energy)"),
+                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, tire, energy)"),
                 ))
             }
         };

@@ -7,6 +7,9 @@
 //! the force switches on or off. (A damped contact also releases where `k δ + c δ̇` reaches zero
 //! while still penetrating; that kink is not an event.) Friction is smooth (regularized) and has
 //! no event.
+//!
+//! After the contacts, one per tire (`mbs::tire`), in model order: `g = C_z − h − R = −δ`, the
+//! wheel centre's height above the road minus the unloaded radius (lift-off / touch-down).
 
 use super::{Law, System};
 use crate::integrate::events::EventFunctions;
@@ -23,17 +26,22 @@ impl System {
             })
     }
 
-    /// Names of the event functions: the contact force elements' names.
+    /// Names of the event functions: the contact force elements' names, then the tires'.
     pub fn event_names(&self) -> Vec<String> {
         self.contact_terms()
             .map(|(i, _)| self.spec.forces[self.terms[i].element].name.clone())
+            .chain(
+                self.tires
+                    .iter()
+                    .map(|tr| self.spec.forces[tr.element].name.clone()),
+            )
             .collect()
     }
 }
 
 impl EventFunctions for System {
     fn n_events(&self) -> usize {
-        self.contact_terms().count()
+        self.contact_terms().count() + self.tires.len()
     }
 
     fn event_functions(&mut self, t: f64, q: &[f64], g: &mut [f64]) {
@@ -47,6 +55,10 @@ impl EventFunctions for System {
                 g[k] = self.coord(&self.terms[i].coord, None).val - gap;
                 k += 1;
             }
+        }
+        for tr in &self.tires {
+            g[k] = tr.gap(&self.snap, self.motion(tr.road_slot, t)[0]);
+            k += 1;
         }
     }
 }
