@@ -88,7 +88,7 @@ impl Capabilities {
         let contacts = spec
             .forces
             .iter()
-            .any(|f| matches!(f.kind, ForceKind::Contact { .. }));
+            .any(|f| matches!(f.kind, ForceKind::Contact { .. } | ForceKind::JointStop { .. }));
         c.might_return_early_from_do_step &= contacts;
         c
     }

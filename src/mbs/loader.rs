@@ -20,6 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 mod elements;
+mod joint_elements;
 
 /// Read and validate a model file.
 pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {
@@ -553,7 +554,9 @@ impl<'a> Resolver<'a> {
                         hold(body2);
                     }
                 },
-                ForceKind::PrismaticFriction { .. } => {}
+                ForceKind::PrismaticFriction { .. }
+                | ForceKind::RevoluteFriction { .. }
+                | ForceKind::JointStop { .. } => {}
             }
         }
         for (i, h) in held.iter().enumerate() {

@@ -415,6 +415,14 @@ pub struct RawForce {
     // Prismatic friction.
     pub mu: Option<S<Num>>,
     pub v_reg: Option<S<Num>>,
+    // Joint friction with stiction, joint stops (mbs::friction, mbs::stops).
+    pub mu_static: Option<S<Num>>,
+    pub stiction_stiffness: Option<S<Num>>,
+    pub stiction_damping: Option<S<Num>>,
+    pub stiction_velocity: Option<S<Num>>,
+    pub lower: Option<S<Num>>,
+    pub upper: Option<S<Num>>,
+    pub restitution: Option<S<Num>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -505,7 +513,14 @@ present_keys!(
         radius1,
         radius2,
         mu,
-        v_reg
+        v_reg,
+        mu_static,
+        stiction_stiffness,
+        stiction_damping,
+        stiction_velocity,
+        lower,
+        upper,
+        restitution
     ]
 );
 present_keys!(

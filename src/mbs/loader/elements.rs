@@ -595,27 +595,13 @@ impl Resolver<'_> {
                 ForceKind::Bushing { body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
-            "prismatic_friction" => {
-                self.allowed_keys(&el, &what, &present, &["joint", "mu", "v_reg"])?;
-                let jn = self.required(&f.joint, sp.clone(), &el, "joint", &what)?;
-                let ji = self.joint_ref(jn, &el)?;
-                let jk = self.joint_specs[ji].kind;
-                self.ensure(jk == JointKind::Prismatic, jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint; prismatic_friction needs a prismatic joint", jn.get_ref(), joint_kind_name(jk))
-                })?;
-                let m = self.required(&f.mu, sp.clone(), &el, "mu", &what)?;
-                let mu = self.nonneg_scalar(m, &el, "mu", true, "")?;
-                let v_reg = match &f.v_reg {
-                    Some(v) => self.positive_scalar(v, &el, "v_reg", true, "m/s")?,
-                    None => Scalar::Const(1e-3),
-                };
-                ForceKind::PrismaticFriction { joint: ji, mu, v_reg }
-            }
+            "prismatic_friction" | "revolute_friction" => self.joint_friction(f, &el, sp.clone(), &present)?,
+            "joint_stop" => self.joint_stop(f, &el, sp.clone(), &present)?,
             other => {
                 return Err(self.err(
                     f.kind.span(),
                     &el,
-                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction; gravity is set in [model])"),
+                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction, revolute_friction, joint_stop; gravity is set in [model])"),
                 ))
             }
         };
@@ -644,7 +630,7 @@ impl Resolver<'_> {
         Ok((b1, b2))
     }
 
-    fn one_nonneg(&mut self, v: &S<NumOrList>, el: &str, field: &str, unit: &str) -> Res<Scalar> {
+    pub(super) fn one_nonneg(&mut self, v: &S<NumOrList>, el: &str, field: &str, unit: &str) -> Res<Scalar> {
         match v.get_ref() {
             NumOrList::One(n) => {
                 self.nonneg_scalar(&S::new(v.span(), n.clone()), el, field, true, unit)
@@ -1001,7 +987,7 @@ fn sig6(x: f64) -> f64 {
     format!("{x:.5e}").parse().unwrap_or(x)
 }
 
-fn joint_kind_name(k: JointKind) -> &'static str {
+pub(super) fn joint_kind_name(k: JointKind) -> &'static str {
     match k {
         JointKind::Revolute => "revolute",
         JointKind::Prismatic => "prismatic",
