@@ -18,7 +18,10 @@
 //!
 //! - stick → slip when the spring force `|k_s (ξ − a)|` exceeds `μ_s N`;
 //! - slip → stick when `|ξ̇|` is below `v_stick` and the element is slowing down (speed lower
-//!   than at the previous accepted step, or the sign changed); the anchor is placed where the
+//!   than at the previous accepted step, or the sign changed), once it has slipped faster than
+//!   `v_stick` since it broke loose (an element that breaks loose is driven by more than the
+//!   static limit, so it speeds up; without this, a step that overshoots in the regularized
+//!   region, `|ξ̇| < v_reg`, would make it stick again at once); the anchor is placed where the
 //!   spring carries the present kinetic force, `a = ξ + F_kin / k_s`, so the force is
 //!   continuous at the switch. A load above `μ_s N` then breaks it loose again.
 //!
@@ -47,6 +50,9 @@ pub struct StickState {
     pub anchor: f64,
     /// ξ̇ at the previous accepted step while slipping (NaN after a sticking step).
     pub v_prev: f64,
+    /// Slipped faster than `v_stick` since the last break-away (may stick again).
+    #[serde(default)]
+    pub armed: bool,
 }
 
 impl StickState {
@@ -56,6 +62,7 @@ impl StickState {
             stick: true,
             anchor: xi,
             v_prev: f64::NAN,
+            armed: false,
         }
     }
 }
@@ -95,13 +102,15 @@ pub fn accept(
     if state.stick {
         if (s.k * (xi - state.anchor)).abs() > s.mu_static * n {
             state.stick = false;
+            state.armed = false;
         }
         // Slowing down is judged between slipping steps only (NaN compares false).
         state.v_prev = f64::NAN;
         return;
     }
+    state.armed |= rate.abs() >= s.v_stick;
     let slowing = rate.abs() < state.v_prev.abs() || rate * state.v_prev < 0.0;
-    if rate.abs() < s.v_stick && slowing {
+    if state.armed && rate.abs() < s.v_stick && slowing {
         let (f, _, _) = kinetic(mu * n, v_reg, rate);
         state.stick = true;
         state.anchor = xi + f / s.k;
@@ -130,6 +139,7 @@ mod tests {
                 stick,
                 anchor: 0.01,
                 v_prev: 0.0,
+                armed: false,
             };
             for (xi, rate) in [(0.0, 1e-4), (0.02, -3e-4), (0.3, 2e-3), (-1.0, -0.5)] {
                 let f = |x: f64, v: f64| force(0.4, 1e-3, 20.0, Some((&S, &state)), x, v).0;
@@ -152,10 +162,14 @@ mod tests {
         // 11 N > 10 N: slips.
         accept(mu, v_reg, n, &S, &mut st, 11e-5, 0.0);
         assert!(!st.stick);
-        // Accelerating through low speed: keeps slipping.
+        // Accelerating through low speed: keeps slipping; a reversal before it has slipped
+        // faster than v_stick does not make it stick.
         accept(mu, v_reg, n, &S, &mut st, 12e-5, 1e-4);
+        accept(mu, v_reg, n, &S, &mut st, 13e-5, -5e-5);
         accept(mu, v_reg, n, &S, &mut st, 13e-5, 5e-4);
         assert!(!st.stick);
+        accept(mu, v_reg, n, &S, &mut st, 0.1, 2e-3);
+        assert!(!st.stick && st.armed);
         // Slowing below v_stick: sticks with the kinetic force carried by the spring.
         accept(mu, v_reg, n, &S, &mut st, 0.2, 2e-4);
         assert!(st.stick);
