@@ -1403,8 +1403,10 @@ fn joint_elements_restore_bit_for_bit_under_every_method() {
     };
     for joint in [false, true] {
         for &(method, _) in METHODS {
-            for (file, t_mid, t_end) in [("slope_block.toml", 0.3, 0.6), ("sled_stop.toml", 0.05, 0.2)]
-            {
+            for (file, t_mid, t_end) in [
+                ("slope_block.toml", 0.3, 0.6),
+                ("sled_stop.toml", 0.05, 0.2),
+            ] {
                 if method == Method::LocalLinearization && file == "sled_stop.toml" {
                     // Known limitation (docs/model-format.md, `joint_stop`): its error per unit
                     // step does not shrink across the jump of a damped stop's force (c δ̇ at

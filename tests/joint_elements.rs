@@ -139,8 +139,13 @@ fn stop_rebound_matches_restitution() {
     // Rotor: 2 rad/s into the stop at 0.3 rad, k = 2000, c = 6, I = 0.5.
     let zeta = 6.0 / (2.0 * (2000.0f64 * 0.5).sqrt());
     let e_rotor = mbsfmu::mbs::stops::restitution(zeta);
-    assert!((e_rotor - (-std::f64::consts::PI * zeta / (1.0 - zeta * zeta).sqrt()).exp()).abs() < 1e-15);
-    println!("{:<18} {:<9} {:>12} {:>12}", "method", "form", "sled e err", "rotor e err");
+    assert!(
+        (e_rotor - (-std::f64::consts::PI * zeta / (1.0 - zeta * zeta).sqrt()).exp()).abs() < 1e-15
+    );
+    println!(
+        "{:<18} {:<9} {:>12} {:>12}",
+        "method", "form", "sled e err", "rotor e err"
+    );
     let mut worst: f64 = 0.0;
     for (method, joint) in cases() {
         if method == Method::LocalLinearization && std::env::var("JE_LL").is_err() {
@@ -235,7 +240,11 @@ fn block_holds_below_the_friction_angle() {
     println!("{:<18} {:<9} {:>12}", "method", "form", "max |dx| m");
     for (method, joint) in cases() {
         let (drift, _) = slope_run(joint, method, &[], 5.0);
-        println!("{:<18} {:<9} {drift:>12.2e}", method.name(), formulation(joint));
+        println!(
+            "{:<18} {:<9} {drift:>12.2e}",
+            method.name(),
+            formulation(joint)
+        );
         assert!(
             drift < 1e-6,
             "{method:?} {}: the block moved {drift:.3e} m in 5 s",
@@ -265,14 +274,21 @@ fn block_slides_above_the_friction_angle() {
     let th = 30f64.to_radians();
     let (mu_k, mu_s) = (0.4, 0.5);
     let a = G * (th.sin() - mu_k * th.cos());
-    let edits = [("value = 0.5\n", "value = 0.4\n"), ("value = 0.7\n", "value = 0.5\n")];
+    let edits = [
+        ("value = 0.5\n", "value = 0.4\n"),
+        ("value = 0.7\n", "value = 0.5\n"),
+    ];
     assert!(mu_s < th.tan());
     println!("{:<18} {:<9} {:>12}", "method", "form", "accel err");
     for (method, joint) in cases() {
         let (_, v) = slope_run(joint, method, &edits, 2.0);
         let slope = fitted_slope(&v, 0.5, 2.0);
         let err = (slope - a).abs() / a;
-        println!("{:<18} {:<9} {err:>12.2e}", method.name(), formulation(joint));
+        println!(
+            "{:<18} {:<9} {err:>12.2e}",
+            method.name(),
+            formulation(joint)
+        );
         assert!(
             err < 1e-5,
             "{method:?} {}: acceleration {slope} vs g(sin θ − μ cos θ) = {a}",
@@ -286,15 +302,24 @@ fn rotor_holds_below_static_torque_and_turns_above() {
     let (m, r, i_zz, mu_k, mu_s) = (10.0, 0.03, 0.5, 0.3, 0.4);
     let t_static = mu_s * r * m * G;
     println!("static torque {t_static:.4} N m");
-    println!("{:<18} {:<9} {:>12} {:>12}", "method", "form", "hold rad", "accel err");
+    println!(
+        "{:<18} {:<9} {:>12} {:>12}",
+        "method", "form", "hold rad", "accel err"
+    );
     for (method, joint) in cases() {
         let mut sys = system("rotor_friction.toml", joint, &[]);
         let mut drift: f64 = 0.0;
-        simulate(&mut sys, method, 1e-6, 2.0, |_, out| drift = drift.max(out[0].abs()))
-            .unwrap_or_else(|e| panic!("{method:?}: {e}"));
+        simulate(&mut sys, method, 1e-6, 2.0, |_, out| {
+            drift = drift.max(out[0].abs())
+        })
+        .unwrap_or_else(|e| panic!("{method:?}: {e}"));
         let torque = 1.5;
         let alpha = (torque - mu_k * r * m * G) / i_zz;
-        let mut sys = system("rotor_friction.toml", joint, &[("value = 1.0\n", "value = 1.5\n")]);
+        let mut sys = system(
+            "rotor_friction.toml",
+            joint,
+            &[("value = 1.0\n", "value = 1.5\n")],
+        );
         let mut v = Vec::new();
         simulate(&mut sys, method, 1e-6, 2.0, |t, out| v.push((t, out[1])))
             .unwrap_or_else(|e| panic!("{method:?}: {e}"));
@@ -304,7 +329,10 @@ fn rotor_holds_below_static_torque_and_turns_above() {
             method.name(),
             formulation(joint)
         );
-        assert!(1.0 < t_static && drift < 2e-6, "{method:?}: held rotor turned {drift}");
+        assert!(
+            1.0 < t_static && drift < 2e-6,
+            "{method:?}: held rotor turned {drift}"
+        );
         // At rtol 1e-6 the second-order methods reach 2e-4 (HHT); the stiction model's
         // alternative (static torque) would be 50 % off.
         assert!(err < 1e-3, "{method:?}: acceleration error {err}");

@@ -180,7 +180,8 @@ pub fn output_dependencies_with(
     let mut element_length: Vec<Deps> = Vec::with_capacity(spec.forces.len());
     let mut energy = Deps::new();
     for f in &spec.forces {
-        let geometric: BTreeSet<usize> = force_refs(spec, &f.kind).iter().flat_map(of_ref).collect();
+        let geometric: BTreeSet<usize> =
+            force_refs(spec, &f.kind).iter().flat_map(of_ref).collect();
         let mut force = Deps::new();
         add(&mut force, &geometric, VALUE | RATE);
         if let ForceKind::SpringDamper {

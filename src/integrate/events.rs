@@ -411,7 +411,11 @@ impl EventLocator {
         self.call.steps += 1;
         let out = self.locate(integ, sys, t_limit)?;
         let switched_law = sys.take_law_switch();
-        if switched_law || matches!((out, self.restart_after_event), (StepOutcome::Event(_), true))
+        if switched_law
+            || matches!(
+                (out, self.restart_after_event),
+                (StepOutcome::Event(_), true)
+            )
         {
             let before = *integ.stats();
             let x = integ.state().clone();

@@ -146,8 +146,14 @@ mod tests {
                 let (_, fx, fv) = force(0.4, 1e-3, 20.0, Some((&S, &state)), xi, rate);
                 let dx = (f(xi + h, rate) - f(xi - h, rate)) / (2.0 * h);
                 let dv = (f(xi, rate + h) - f(xi, rate - h)) / (2.0 * h);
-                assert!((fx - dx).abs() <= 1e-5 * (1.0 + dx.abs()), "{stick} {xi}: {fx} {dx}");
-                assert!((fv - dv).abs() <= 1e-5 * (1.0 + dv.abs()), "{stick} {rate}: {fv} {dv}");
+                assert!(
+                    (fx - dx).abs() <= 1e-5 * (1.0 + dx.abs()),
+                    "{stick} {xi}: {fx} {dx}"
+                );
+                assert!(
+                    (fv - dv).abs() <= 1e-5 * (1.0 + dv.abs()),
+                    "{stick} {rate}: {fv} {dv}"
+                );
             }
         }
     }

@@ -132,16 +132,31 @@ mod tests {
     fn derivatives_match_finite_differences() {
         let s = stop();
         let h = 1e-7;
-        for (xi, rate) in [(-0.15, 0.3), (-0.12, -2.0), (0.25, 0.7), (0.21, -0.4), (0.0, 1.0)] {
+        for (xi, rate) in [
+            (-0.15, 0.3),
+            (-0.12, -2.0),
+            (0.25, 0.7),
+            (0.21, -0.4),
+            (0.0, 1.0),
+        ] {
             let (_, fx, fv) = s.force(xi, rate);
             let dx = (s.force(xi + h, rate).0 - s.force(xi - h, rate).0) / (2.0 * h);
             let dv = (s.force(xi, rate + h).0 - s.force(xi, rate - h).0) / (2.0 * h);
-            assert!((fx - dx).abs() <= 1e-6 * (1.0 + dx.abs()), "{xi} {rate}: {fx} {dx}");
-            assert!((fv - dv).abs() <= 1e-6 * (1.0 + dv.abs()), "{xi} {rate}: {fv} {dv}");
+            assert!(
+                (fx - dx).abs() <= 1e-6 * (1.0 + dx.abs()),
+                "{xi} {rate}: {fx} {dx}"
+            );
+            assert!(
+                (fv - dv).abs() <= 1e-6 * (1.0 + dv.abs()),
+                "{xi} {rate}: {fv} {dv}"
+            );
             // The force is minus the gradient of the elastic energy (damping aside).
             let de = (s.energy(xi + h) - s.energy(xi - h)) / (2.0 * h);
             let (f0, _, _) = s.force(xi, 0.0);
-            assert!((f0 + de).abs() <= 1e-5 * (1.0 + f0.abs()), "{xi}: {f0} {de}");
+            assert!(
+                (f0 + de).abs() <= 1e-5 * (1.0 + f0.abs()),
+                "{xi}: {f0} {de}"
+            );
         }
     }
 

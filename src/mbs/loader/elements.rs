@@ -630,7 +630,13 @@ impl Resolver<'_> {
         Ok((b1, b2))
     }
 
-    pub(super) fn one_nonneg(&mut self, v: &S<NumOrList>, el: &str, field: &str, unit: &str) -> Res<Scalar> {
+    pub(super) fn one_nonneg(
+        &mut self,
+        v: &S<NumOrList>,
+        el: &str,
+        field: &str,
+        unit: &str,
+    ) -> Res<Scalar> {
         match v.get_ref() {
             NumOrList::One(n) => {
                 self.nonneg_scalar(&S::new(v.span(), n.clone()), el, field, true, unit)

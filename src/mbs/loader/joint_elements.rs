@@ -52,11 +52,29 @@ impl Resolver<'_> {
         }
         self.allowed_keys(el, &what, present, &allowed)?;
         let ji = if revolute {
-            self.coordinate_joint(f, el, sp.clone(), &what, &[JointKind::Revolute], "revolute_friction needs a revolute joint")?
+            self.coordinate_joint(
+                f,
+                el,
+                sp.clone(),
+                &what,
+                &[JointKind::Revolute],
+                "revolute_friction needs a revolute joint",
+            )?
         } else {
-            self.coordinate_joint(f, el, sp.clone(), &what, &[JointKind::Prismatic], "prismatic_friction needs a prismatic joint")?
+            self.coordinate_joint(
+                f,
+                el,
+                sp.clone(),
+                &what,
+                &[JointKind::Prismatic],
+                "prismatic_friction needs a prismatic joint",
+            )?
         };
-        let (lin, rate) = if revolute { ("N m", "rad/s") } else { ("N", "m/s") };
+        let (lin, rate) = if revolute {
+            ("N m", "rad/s")
+        } else {
+            ("N", "m/s")
+        };
         let m = self.required(&f.mu, sp.clone(), el, "mu", &what)?;
         let mu = self.nonneg_scalar(m, el, "mu", true, "")?;
         let v_reg = match &f.v_reg {
@@ -78,26 +96,54 @@ impl Resolver<'_> {
                 self.ensure(vs >= vk, ms.span(), el, || {
                     format!("`mu_static` = {vs} is below the kinetic `mu` = {vk} (static friction is at least kinetic friction)")
                 })?;
-                let ks = self.required(&f.stiction_stiffness, sp.clone(), el, "stiction_stiffness", "friction with `mu_static`")?;
+                let ks = self.required(
+                    &f.stiction_stiffness,
+                    sp.clone(),
+                    el,
+                    "stiction_stiffness",
+                    "friction with `mu_static`",
+                )?;
                 let unit_k = if revolute { "N m/rad" } else { "N/m" };
                 let stiffness = self.positive_scalar(ks, el, "stiction_stiffness", true, unit_k)?;
                 let damping = match &f.stiction_damping {
-                    Some(c) => self.nonneg_scalar(c, el, "stiction_damping", true, &format!("{lin} s/{}", if revolute { "rad" } else { "m" }))?,
+                    Some(c) => self.nonneg_scalar(
+                        c,
+                        el,
+                        "stiction_damping",
+                        true,
+                        &format!("{lin} s/{}", if revolute { "rad" } else { "m" }),
+                    )?,
                     None => Scalar::Const(0.0),
                 };
                 let v_stick = match &f.stiction_velocity {
                     Some(v) => self.positive_scalar(v, el, "stiction_velocity", true, rate)?,
                     None => v_reg,
                 };
-                Some(StictionSpec { mu_static, stiffness, damping, v_stick })
+                Some(StictionSpec {
+                    mu_static,
+                    stiffness,
+                    damping,
+                    v_stick,
+                })
             }
         };
         if revolute {
             let r = self.required(&f.radius, sp, el, "radius", &what)?;
             let radius = self.positive_scalar(r, el, "radius", true, "m")?;
-            Ok(ForceKind::RevoluteFriction { joint: ji, mu, v_reg, radius, stiction })
+            Ok(ForceKind::RevoluteFriction {
+                joint: ji,
+                mu,
+                v_reg,
+                radius,
+                stiction,
+            })
         } else {
-            Ok(ForceKind::PrismaticFriction { joint: ji, mu, v_reg, stiction })
+            Ok(ForceKind::PrismaticFriction {
+                joint: ji,
+                mu,
+                v_reg,
+                stiction,
+            })
         }
     }
 
@@ -109,8 +155,27 @@ impl Resolver<'_> {
         present: &[(&'static str, Range<usize>)],
     ) -> Res<ForceKind> {
         let what = "a joint_stop force";
-        self.allowed_keys(el, what, present, &["joint", "lower", "upper", "stiffness", "damping", "restitution"])?;
-        let ji = self.coordinate_joint(f, el, sp.clone(), what, &[JointKind::Revolute, JointKind::Prismatic], "a joint_stop needs a revolute or prismatic joint (it limits the joint coordinate)")?;
+        self.allowed_keys(
+            el,
+            what,
+            present,
+            &[
+                "joint",
+                "lower",
+                "upper",
+                "stiffness",
+                "damping",
+                "restitution",
+            ],
+        )?;
+        let ji = self.coordinate_joint(
+            f,
+            el,
+            sp.clone(),
+            what,
+            &[JointKind::Revolute, JointKind::Prismatic],
+            "a joint_stop needs a revolute or prismatic joint (it limits the joint coordinate)",
+        )?;
         let revolute = self.joint_specs[ji].kind == JointKind::Revolute;
         let (len, unit_k, unit_c) = if revolute {
             ("rad", "N m/rad", "N m s/rad")
@@ -141,7 +206,11 @@ impl Resolver<'_> {
         })?;
         let damping = match (&f.damping, &f.restitution) {
             (Some(_), Some(e)) => {
-                return Err(self.err(e.span(), el, "give either `damping` or `restitution`, not both"));
+                return Err(self.err(
+                    e.span(),
+                    el,
+                    "give either `damping` or `restitution`, not both",
+                ));
             }
             (Some(c), None) => StopDamping::Damping(self.one_nonneg(c, el, "damping", unit_c)?),
             (None, Some(e)) => {
@@ -155,6 +224,12 @@ impl Resolver<'_> {
             }
             (None, None) => StopDamping::Damping(Scalar::Const(0.0)),
         };
-        Ok(ForceKind::JointStop { joint: ji, lower, upper, stiffness, damping })
+        Ok(ForceKind::JointStop {
+            joint: ji,
+            lower,
+            upper,
+            stiffness,
+            damping,
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! at accepted steps and at initialization, the stops' effective inertias.
 
 use super::{Law, System};
-use crate::mbs::friction::{self, Stiction, StickState};
+use crate::mbs::friction::{self, StickState, Stiction};
 use crate::mbs::spec::{ForceKind, StictionSpec, StopDamping};
 use crate::mbs::stops::Stop;
 use crate::mbs::ModelError;
