@@ -830,7 +830,10 @@ impl System {
             }
         }
         self.terms = terms;
-        if self.stick.len() != n_stick {
+        // Fresh stick states stick at the file's configuration (set below) until
+        // initialization places them at the assembled one.
+        let fresh_stick = self.stick.len() != n_stick;
+        if fresh_stick {
             self.stick = vec![super::friction::StickState::at(0.0); n_stick];
         }
         self.joint_coords = joint_coords;
@@ -860,6 +863,12 @@ impl System {
                     // The initial deviation from the free angle is taken in (−π, π].
                     let init = cv.val;
                     *free = init - wrap_pi(init - *free);
+                }
+                Law::Friction {
+                    stiction: Some((_, slot)),
+                    ..
+                } if fresh_stick => {
+                    self.stick[*slot] = super::friction::StickState::at(cv.val);
                 }
                 _ => {}
             }
