@@ -320,8 +320,9 @@ pub struct StictionSpec {
     pub stiffness: Scalar,
     /// Anchor damping (N s/m, or N m s/rad).
     pub damping: Scalar,
-    /// Below this speed (m/s or rad/s), slowing down, a slipping element sticks again.
-    pub v_stick: Scalar,
+    /// Below this speed (m/s or rad/s), slowing down, a slipping element sticks again
+    /// (`None`: `v_reg`).
+    pub v_stick: Option<Scalar>,
 }
 
 /// How a joint stop dissipates.

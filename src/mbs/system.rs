@@ -1136,11 +1136,11 @@ impl System {
         };
         if self.joint.is_some() {
             self.with_joint(|j, s| {
-                let (qa, _) = j.to_absolute(s, x.t, &x.q, None);
-                s.initialize_joint_elements(x.t, &qa)
+                let (qa, va) = j.to_absolute(s, x.t, &x.q, Some(&x.v));
+                s.initialize_joint_elements(x.t, &qa, &va)
             })?;
         } else {
-            self.initialize_joint_elements(x.t, &x.q)?;
+            self.initialize_joint_elements(x.t, &x.q, &x.v)?;
         }
         Ok(x)
     }

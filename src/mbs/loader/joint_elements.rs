@@ -116,8 +116,10 @@ impl Resolver<'_> {
                     None => Scalar::Const(0.0),
                 };
                 let v_stick = match &f.stiction_velocity {
-                    Some(v) => self.positive_scalar(v, el, "stiction_velocity", true, rate)?,
-                    None => v_reg,
+                    Some(v) => {
+                        Some(self.positive_scalar(v, el, "stiction_velocity", true, rate)?)
+                    }
+                    None => None,
                 };
                 Some(StictionSpec {
                     mu_static,

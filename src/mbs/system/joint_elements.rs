@@ -12,7 +12,7 @@ impl System {
     /// The law of a joint friction or stop element; stiction slots are numbered by `n_stick`.
     pub(super) fn joint_element_law(&self, kind: &ForceKind, n_stick: &mut usize) -> Law {
         let pv = |s: &crate::mbs::spec::Scalar| s.eval(&self.params);
-        let mut stiction = |s: &Option<StictionSpec>| {
+        let mut stiction = |s: &Option<StictionSpec>, v_reg: f64| {
             s.as_ref().map(|s| {
                 *n_stick += 1;
                 (
@@ -20,7 +20,7 @@ impl System {
                         mu_static: pv(&s.mu_static),
                         k: pv(&s.stiffness),
                         c: pv(&s.damping),
-                        v_stick: pv(&s.v_stick),
+                        v_stick: s.v_stick.as_ref().map_or(v_reg, pv),
                     },
                     *n_stick - 1,
                 )
@@ -37,7 +37,7 @@ impl System {
                 v_reg: pv(v_reg),
                 joint: *joint,
                 radius: 1.0,
-                stiction: stiction(st),
+                stiction: stiction(st, pv(v_reg)),
             },
             ForceKind::RevoluteFriction {
                 joint,
@@ -50,7 +50,7 @@ impl System {
                 v_reg: pv(v_reg),
                 joint: *joint,
                 radius: pv(radius),
-                stiction: stiction(st),
+                stiction: stiction(st, pv(v_reg)),
             },
             ForceKind::JointStop {
                 lower,
@@ -100,21 +100,34 @@ impl System {
         }
     }
 
-    /// At the initial (absolute) state: every stiction element sticks where it is, unloaded;
-    /// every restitution stop gets the effective inertia of its coordinate.
+    /// At the initial (absolute) state: every stiction element slower than its `v_stick`
+    /// sticks where it is, unloaded, a faster one slips; every restitution stop gets the
+    /// effective inertia of its coordinate.
     pub(super) fn initialize_joint_elements(
         &mut self,
         t: f64,
         q: &[f64],
+        v: &[f64],
     ) -> Result<(), ModelError> {
-        self.load(t, q, None);
+        self.load(t, q, Some(v));
         for i in 0..self.terms.len() {
-            let cv = self.coord(&self.terms[i].coord, None);
+            let cv = self.coord(&self.terms[i].coord, Some(v));
             match self.terms[i].law {
                 Law::Friction {
-                    stiction: Some((_, slot)),
+                    stiction: Some((s, slot)),
                     ..
-                } => self.stick[slot] = StickState::at(cv.val),
+                } => {
+                    self.stick[slot] = if cv.rate.abs() < s.v_stick {
+                        StickState::at(cv.val)
+                    } else {
+                        StickState {
+                            stick: false,
+                            anchor: cv.val,
+                            v_prev: cv.rate,
+                            armed: true,
+                        }
+                    }
+                }
                 Law::Stop(stop) if !stop.restitution.is_nan() => {
                     let m = self.effective_inertia(i, t, q).ok_or_else(|| {
                         self.err(format!(
