@@ -1668,6 +1668,15 @@ impl<E: Engine> crate::integrate::system::StepHooks for StageSampled<'_, E> {
     fn normalize(&mut self, q: &mut [f64]) -> bool {
         self.engine.normalize(q)
     }
+    fn checkpoint(&mut self) {
+        self.engine.checkpoint()
+    }
+    fn rollback(&mut self) {
+        self.engine.rollback()
+    }
+    fn take_law_switch(&mut self) -> bool {
+        self.engine.take_law_switch()
+    }
 }
 
 /// After new input segments at `x.t`: the state projected onto the position and velocity

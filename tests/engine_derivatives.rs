@@ -283,6 +283,62 @@ fn kitchen_sink() -> ModelSpec {
                 joint: 1,
                 mu: c(0.3),
                 v_reg: c(0.05),
+                stiction: None,
+            },
+        },
+        // Stiction that holds (stick law at the fixture) and one that has slipped (kinetic law
+        // with the stick machinery), and stops penetrated on both sides.
+        ForceSpec {
+            static_preload: false,
+            name: "bearing".into(),
+            kind: ForceKind::RevoluteFriction {
+                joint: 0,
+                mu: c(0.3),
+                v_reg: c(0.05),
+                radius: c(0.02),
+                stiction: Some(StictionSpec {
+                    mu_static: c(1e6),
+                    stiffness: c(50.0),
+                    damping: c(2.0),
+                    v_stick: Some(c(1e-3)),
+                }),
+            },
+        },
+        ForceSpec {
+            static_preload: false,
+            name: "slipping".into(),
+            kind: ForceKind::PrismaticFriction {
+                joint: 1,
+                mu: c(0.2),
+                v_reg: c(0.5),
+                stiction: Some(StictionSpec {
+                    mu_static: c(0.2),
+                    stiffness: c(1e6),
+                    damping: c(0.0),
+                    v_stick: Some(c(1e-6)),
+                }),
+            },
+        },
+        ForceSpec {
+            static_preload: false,
+            name: "stop_lower".into(),
+            kind: ForceKind::JointStop {
+                joint: 1,
+                lower: Some(c(10.0)),
+                upper: None,
+                stiffness: c(30.0),
+                damping: StopDamping::Damping(c(1.5)),
+            },
+        },
+        ForceSpec {
+            static_preload: false,
+            name: "stop_upper".into(),
+            kind: ForceKind::JointStop {
+                joint: 0,
+                lower: Some(c(-20.0)),
+                upper: Some(c(-10.0)),
+                stiffness: c(20.0),
+                damping: StopDamping::Damping(c(0.7)),
             },
         },
     ];

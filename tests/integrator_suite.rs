@@ -1448,3 +1448,70 @@ fn tire_quarter_car_all_methods() {
         }
     }
 }
+
+/// The joint stop and stiction elements (`models/elements/`) under every method of the suite
+/// and both formulations: a copy of integrator and engine serialized mid-run (postcard, as in
+/// the FMU state) continues bit for bit like the original, so the stick states (anchor, mode)
+/// travel with the state; and the result honours the element: the sled rebounds from its stop
+/// (speed reversed), the block on the slope stays within 1e-6 m of where it started.
+#[test]
+fn joint_elements_restore_bit_for_bit_under_every_method() {
+    use mbsfmu::integrate::any::AnyIntegrator;
+    use mbsfmu::integrate::system::Mechanical;
+    use mbsfmu::mbs::system::System;
+    let load = |file: &str, joint: bool| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models/elements")
+            .join(file);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if joint {
+            text = text.replace("[model]\n", "[model]\nformulation = \"joint\"\n");
+        }
+        let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+        System::new(std::sync::Arc::new(spec)).unwrap()
+    };
+    for joint in [false, true] {
+        for &(method, _) in METHODS {
+            for (file, t_mid, t_end) in [
+                ("slope_block.toml", 0.3, 0.6),
+                ("sled_stop.toml", 0.05, 0.2),
+            ] {
+                if method == Method::LocalLinearization && file == "sled_stop.toml" {
+                    // Known limitation (docs/model-format.md, `joint_stop`): its error per unit
+                    // step does not shrink across the jump of a damped stop's force (c δ̇ at
+                    // δ = 0), so the step collapses there.
+                    continue;
+                }
+                let mut sys = load(file, joint);
+                let x0 = sys.initial_state(0.0).unwrap();
+                let s = Settings {
+                    method,
+                    rtol: 1e-6,
+                    atol: 1e-8,
+                    max_step: 0.01,
+                    ..Settings::default()
+                };
+                let mut integ = AnyIntegrator::new(s, sys.n_q(), sys.n_c()).unwrap();
+                integ.initialize(&mut sys, &x0).unwrap();
+                run(&mut integ, &mut sys, t_mid, t_mid, |_, _| {});
+                let bytes = postcard::to_stdvec(&(&integ, &sys)).unwrap();
+                let (mut integ2, mut sys2): (AnyIntegrator, System) =
+                    postcard::from_bytes(&bytes).unwrap();
+                let mut finals = Vec::new();
+                for (i, s) in [(&mut integ, &mut sys), (&mut integ2, &mut sys2)] {
+                    run(i, s, t_end, t_end - t_mid, |_, _| {});
+                    finals.push(Integrator::<System>::state(i).clone());
+                }
+                let what = format!("{file} {method:?} joint={joint}");
+                assert_eq!(finals[0], finals[1], "{what}: restored copy diverged");
+                let mut out = vec![0.0; sys.n_outputs()];
+                sys.evaluate_outputs(&finals[0], &mut out).unwrap();
+                if file == "slope_block.toml" {
+                    assert!(out[0].abs() < 1e-6, "{what}: the block moved {}", out[0]);
+                } else {
+                    assert!(out[1] < -0.5, "{what}: no rebound, speed {}", out[1]);
+                }
+            }
+        }
+    }
+}

@@ -884,3 +884,50 @@ fn mangled_models_never_panic() {
     }
     assert!(errors > 500, "most mangled files are wrong ({errors})");
 }
+
+// ----- joint friction with stiction, joint stops ----------------------------------------------
+
+#[test]
+fn static_friction_below_kinetic() {
+    expect(
+        &append("[[forces]]\nname = \"fr\"\ntype = \"revolute_friction\"\njoint = \"pivot\"\nradius = 0.01\nmu = 0.4\nmu_static = §0.3\nstiction_stiffness = 1e4\n"),
+        "forces[1] \"fr\"",
+        "`mu_static` = 0.3 is below the kinetic `mu` = 0.4",
+    );
+}
+
+#[test]
+fn stiction_key_without_static_friction() {
+    expect(
+        &append("[[forces]]\nname = \"fr\"\ntype = \"revolute_friction\"\njoint = \"pivot\"\nradius = 0.01\nmu = 0.4\nstiction_stiffness = §1e4\n"),
+        "forces[1] \"fr\"",
+        "key `stiction_stiffness` needs `mu_static`",
+    );
+}
+
+#[test]
+fn stop_without_limits() {
+    expect(
+        &append("§[[forces]]\nname = \"st\"\ntype = \"joint_stop\"\njoint = \"pivot\"\nstiffness = 1e3\n"),
+        "forces[1] \"st\"",
+        "a joint_stop needs `lower`, `upper` or both",
+    );
+}
+
+#[test]
+fn stop_restitution_out_of_range() {
+    expect(
+        &append("[[forces]]\nname = \"st\"\ntype = \"joint_stop\"\njoint = \"pivot\"\nupper = 0.5\nstiffness = 1e3\nrestitution = §1.5\n"),
+        "forces[1] \"st\"",
+        "`restitution` must be in (0, 1], got 1.5",
+    );
+}
+
+#[test]
+fn stop_with_damping_and_restitution() {
+    expect(
+        &append("[[forces]]\nname = \"st\"\ntype = \"joint_stop\"\njoint = \"pivot\"\nupper = 0.5\nstiffness = 1e3\ndamping = 2.0\nrestitution = §0.5\n"),
+        "forces[1] \"st\"",
+        "give either `damping` or `restitution`, not both",
+    );
+}

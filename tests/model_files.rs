@@ -274,10 +274,16 @@ fn slider_crank() {
         OutputQuantity::DriverForce { driver: 0 }
     );
     match s.forces[0].kind {
-        ForceKind::PrismaticFriction { joint, mu, v_reg } => {
+        ForceKind::PrismaticFriction {
+            joint,
+            mu,
+            v_reg,
+            stiction,
+        } => {
             assert_eq!(s.joints[joint].name, "slide");
             assert_eq!(mu, Scalar::Param(0));
             assert_eq!(v_reg, Scalar::Const(1e-3));
+            assert_eq!(stiction, None);
         }
         ref k => panic!("{k:?}"),
     }

@@ -69,6 +69,10 @@ const CONSTANTS: &[&str] = &[
     "par",
 ];
 
+/// Flags that are run state, not structure (friction stick states, `mbs::friction`): their
+/// values are free; the sizes around them are checked as usual.
+const RUN_FLAGS: &[&str] = &["stick", "armed"];
+
 /// Step sizes: finite and not negative (a NaN step size never reaches the minimum step).
 const STEP_SIZES: &[&str] = &["h", "h_next", "h_prev", "dense_h"];
 
@@ -364,6 +368,10 @@ impl<'a> ser::Serializer for &'a mut Walker {
 
     fn serialize_bool(self, v: bool) -> R {
         self.last = Kind::Other;
+        let name = self.path.rsplit('.').next().unwrap_or("");
+        if RUN_FLAGS.contains(&name) {
+            return Ok(());
+        }
         // Flags are structure too.
         self.tag(v as u32);
         Ok(())

@@ -85,10 +85,12 @@ impl Capabilities {
     /// model without penalty contacts never returns early and does not claim it.
     pub fn for_model(self, spec: &ModelSpec) -> Capabilities {
         let mut c = self;
-        let contacts = spec
-            .forces
-            .iter()
-            .any(|f| matches!(f.kind, ForceKind::Contact { .. } | ForceKind::Tire(_)));
+        let contacts = spec.forces.iter().any(|f| {
+            matches!(
+                f.kind,
+                ForceKind::Contact { .. } | ForceKind::JointStop { .. } | ForceKind::Tire(_)
+            )
+        });
         c.might_return_early_from_do_step &= contacts;
         c
     }

@@ -49,8 +49,8 @@ fn input_of(m: &Motion) -> Option<usize> {
     }
 }
 
-/// The references an element attaches to.
-fn force_refs(kind: &ForceKind) -> Vec<BodyRef> {
+/// The references an element attaches to (a joint element: the joint's two sides).
+fn force_refs(spec: &ModelSpec, kind: &ForceKind) -> Vec<BodyRef> {
     match kind {
         ForceKind::SpringDamper { body1, body2, .. }
         | ForceKind::RotationalSpringDamper { body1, body2, .. }
@@ -63,7 +63,12 @@ fn force_refs(kind: &ForceKind) -> Vec<BodyRef> {
             } => vec![*sphere_body, *plane_body],
             ContactGeometry::SphereSphere { body1, body2, .. } => vec![*body1, *body2],
         },
-        ForceKind::PrismaticFriction { .. } => Vec::new(),
+        ForceKind::PrismaticFriction { joint, .. }
+        | ForceKind::RevoluteFriction { joint, .. }
+        | ForceKind::JointStop { joint, .. } => spec
+            .joints
+            .get(*joint)
+            .map_or(Vec::new(), |j| vec![j.body1, j.body2]),
         ForceKind::Tire(ts) => vec![BodyRef::Body(ts.wheel)],
     }
 }
@@ -271,7 +276,8 @@ pub fn output_dependencies_with(
     let mut element_length: Vec<Deps> = Vec::with_capacity(spec.forces.len());
     let mut energy = Deps::new();
     for f in &spec.forces {
-        let geometric: BTreeSet<usize> = force_refs(&f.kind).iter().flat_map(of_ref).collect();
+        let geometric: BTreeSet<usize> =
+            force_refs(spec, &f.kind).iter().flat_map(of_ref).collect();
         let mut force = Deps::new();
         add(&mut force, &geometric, VALUE | RATE);
         if let ForceKind::SpringDamper {
@@ -296,12 +302,17 @@ pub fn output_dependencies_with(
                 VALUE,
             );
         }
-        for r in force_refs(&f.kind) {
+        for r in force_refs(spec, &f.kind) {
             if let Some(g) = group_of(&r) {
                 merge(&mut acting[g], &force);
             }
         }
-        if !matches!(f.kind, ForceKind::PrismaticFriction { .. }) {
+        // Friction without stiction stores no energy.
+        if !matches!(
+            f.kind,
+            ForceKind::PrismaticFriction { stiction: None, .. }
+                | ForceKind::RevoluteFriction { stiction: None, .. }
+        ) {
             add(&mut energy, &geometric, VALUE);
         }
         element_force.push(force);
@@ -380,7 +391,7 @@ pub fn output_dependencies_with(
     let force_ends = |f: usize| -> Vec<BodyRef> {
         spec.forces
             .get(f)
-            .map_or(Vec::new(), |fs| force_refs(&fs.kind))
+            .map_or(Vec::new(), |fs| force_refs(spec, &fs.kind))
     };
     spec.outputs
         .iter()

@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "MBSFMUST"
-//!      8     4  format version (u32 LE), currently 4
+//!      8     4  format version (u32 LE), currently 5
 //!     12    38  model token (the instance's GUID / instantiationToken, ASCII)
 //!     50     8  payload length (u64 LE)
 //!     58    16  checksum: first 16 bytes of SHA-256 over bytes 0..58 and the payload
@@ -18,7 +18,9 @@ use sha2::{Digest, Sha256};
 const MAGIC: &[u8; 8] = b"MBSFMUST";
 // 2: the co-simulation state carries the event locator (contact events).
 // 3: the event locator remembers which event its last step was located on.
-const VERSION: u32 = 4;
+// 4: (earlier changes of the engine state).
+// 5: joint friction laws carry stiction and radius, joint stops; the engine keeps stick states.
+const VERSION: u32 = 5;
 const TOKEN_LEN: usize = 38;
 const HEADER: usize = 8 + 4 + TOKEN_LEN + 8;
 const SUM: usize = 16;

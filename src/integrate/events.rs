@@ -31,9 +31,10 @@
 //! so the common case (no event) does not allocate; restoring deserializes (allocates), which
 //! happens only at events. The work of the steps thrown away is counted in
 //! [`EventStats::discarded`], because restoring the backup also restores the integrator's own
-//! statistics. The system's step hooks are not rolled back: a redone step sees the joint normal
-//! forces committed by the thrown-away step (used only by joint friction, which lags one step
-//! by design anyway).
+//! statistics. The system's discrete states that `accept_step` changes (friction stick states)
+//! are rolled back with the integrator (`StepHooks::checkpoint`/`rollback`); the joint normal
+//! forces are not: a redone step sees those committed by the thrown-away step (they lag one
+//! step by design anyway).
 
 use super::jacobian::thread_cpu_time;
 use super::system::{Mechanical, MultibodySystem};
@@ -409,7 +410,13 @@ impl EventLocator {
         }
         self.call.steps += 1;
         let out = self.locate(integ, sys, t_limit)?;
-        if let (StepOutcome::Event(_), true) = (out, self.restart_after_event) {
+        let switched_law = sys.take_law_switch();
+        if switched_law
+            || matches!(
+                (out, self.restart_after_event),
+                (StepOutcome::Event(_), true)
+            )
+        {
             let before = *integ.stats();
             let x = integ.state().clone();
             integ.initialize(sys, &x)?;
@@ -450,6 +457,7 @@ impl EventLocator {
             self.ws.v0.copy_from_slice(&x.v);
         }
         self.save(integ)?;
+        sys.checkpoint();
         let stats0 = *integ.stats();
         let t1 = integ.step(sys, t_limit)?;
         {
@@ -520,6 +528,7 @@ impl EventLocator {
             };
             add_work(&mut self.stats.discarded, integ.stats(), &stats0);
             self.restore(integ)?;
+            sys.rollback();
             self.stats.redo_steps += 1;
             let Ok(t) = integ.step(sys, tau) else {
                 // The method failed on this trial step: fall back to the bracket's far side.
@@ -600,6 +609,7 @@ impl EventLocator {
         if !at_b {
             add_work(&mut self.stats.discarded, integ.stats(), &stats0);
             self.restore(integ)?;
+            sys.rollback();
             self.stats.redo_steps += 1;
             let t = integ.step(sys, b)?;
             sys.event_functions(t, &integ.state().q, &mut self.ws.g_new);

@@ -102,6 +102,19 @@ pub trait StepHooks: Mechanical {
     fn normalize(&mut self, _q: &mut [f64]) -> bool {
         false
     }
+    /// Keep the discrete states that `accept_step` changes (friction stick states) before a
+    /// step that may be taken again: the event locator calls this before the step it may redo
+    /// and [`StepHooks::rollback`] whenever it restores the integrator, so a thrown-away step
+    /// leaves no trace in them.
+    fn checkpoint(&mut self) {}
+    /// Back to the states of the last [`StepHooks::checkpoint`].
+    fn rollback(&mut self) {}
+    /// Whether the last `accept_step` switched a force law (friction stick ↔ slip): the method
+    /// must then start afresh (its stored derivatives and step-size history belong to the old
+    /// law); the event locator restarts it. Reading clears the flag.
+    fn take_law_switch(&mut self) -> bool {
+        false
+    }
 }
 
 /// Everything an integrator may use. Blanket-implemented.

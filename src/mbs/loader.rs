@@ -20,6 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 mod elements;
+mod joint_elements;
 mod tire;
 
 /// Read and validate a model file.
@@ -554,7 +555,9 @@ impl<'a> Resolver<'a> {
                         hold(body2);
                     }
                 },
-                ForceKind::PrismaticFriction { .. } => {}
+                ForceKind::PrismaticFriction { .. }
+                | ForceKind::RevoluteFriction { .. }
+                | ForceKind::JointStop { .. } => {}
                 ForceKind::Tire(ts) => hold(&BodyRef::Body(ts.wheel)),
             }
         }

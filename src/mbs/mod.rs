@@ -5,6 +5,7 @@
 pub mod assembly;
 pub mod error;
 pub mod expr;
+pub mod friction;
 pub mod inputs;
 pub mod joint;
 pub mod kin;
@@ -14,6 +15,7 @@ pub mod model_file;
 pub mod motion;
 pub mod spec;
 pub mod statics;
+pub mod stops;
 pub mod system;
 pub mod table;
 pub mod tire;

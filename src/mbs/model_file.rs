@@ -415,6 +415,14 @@ pub struct RawForce {
     // Prismatic friction.
     pub mu: Option<S<Num>>,
     pub v_reg: Option<S<Num>>,
+    // Joint friction with stiction, joint stops (mbs::friction, mbs::stops).
+    pub mu_static: Option<S<Num>>,
+    pub stiction_stiffness: Option<S<Num>>,
+    pub stiction_damping: Option<S<Num>>,
+    pub stiction_velocity: Option<S<Num>>,
+    pub lower: Option<S<Num>>,
+    pub upper: Option<S<Num>>,
+    pub restitution: Option<S<Num>>,
     // Tire (`mbs::tire`; also `joint`, `radius`, `stiffness`, `damping`, `mu`, `v_reg`).
     pub road_height: Option<S<RawMotionValue>>,
     pub road_profile: Option<S<String>>,
@@ -525,7 +533,14 @@ present_keys!(
         v_reg,
         road_height,
         road_profile,
-        magic_formula
+        magic_formula,
+        mu_static,
+        stiction_stiffness,
+        stiction_damping,
+        stiction_velocity,
+        lower,
+        upper,
+        restitution
     ]
 );
 present_keys!(

@@ -288,9 +288,53 @@ pub enum ForceKind {
         joint: usize,
         mu: Scalar,
         v_reg: Scalar,
+        /// Static friction that holds (`mu_static` given): see `mbs::friction`.
+        #[serde(default)]
+        stiction: Option<StictionSpec>,
+    },
+    /// Regularised Coulomb friction torque in a revolute joint: `−μ r |F| tanh(θ̇ / v_reg)`,
+    /// `F` the joint's reaction force from the last accepted step, `r` the friction radius.
+    RevoluteFriction {
+        joint: usize,
+        mu: Scalar,
+        v_reg: Scalar,
+        radius: Scalar,
+        stiction: Option<StictionSpec>,
+    },
+    /// One- or two-sided end stop on a revolute angle or prismatic travel (see `mbs::stops`).
+    JointStop {
+        joint: usize,
+        lower: Option<Scalar>,
+        upper: Option<Scalar>,
+        stiffness: Scalar,
+        damping: StopDamping,
     },
     /// Point-contact tire on the wheel of a revolute joint (`mbs::tire`).
     Tire(Box<TireSpec>),
+}
+
+/// Static friction of a joint friction element (`mbs::friction`): the element holds with a stiff
+/// spring-damper to an anchor until the spring force exceeds `mu_static · N`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StictionSpec {
+    pub mu_static: Scalar,
+    /// Anchor spring stiffness (N/m, or N m/rad for a revolute joint).
+    pub stiffness: Scalar,
+    /// Anchor damping (N s/m, or N m s/rad).
+    pub damping: Scalar,
+    /// Below this speed (m/s or rad/s), slowing down, a slipping element sticks again
+    /// (`None`: `v_reg`).
+    pub v_stick: Option<Scalar>,
+}
+
+/// How a joint stop dissipates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum StopDamping {
+    /// Viscous damping coefficient (N s/m or N m s/rad).
+    Damping(Scalar),
+    /// Coefficient of restitution; the damping follows from the effective inertia of the joint
+    /// coordinate at the initial configuration.
+    Restitution(Scalar),
 }
 
 /// A tire: the wheel is body 2 of a revolute joint, its centre the joint point, its spin axis

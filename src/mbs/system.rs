@@ -118,8 +118,18 @@ pub(super) enum Law {
         k: f64,
         c: f64,
     },
-    /// Regularized Coulomb friction on a sliding coordinate: `−μ N tanh(ξ̇/v)`.
-    Friction { mu: f64, v_reg: f64, joint: usize },
+    /// Regularized Coulomb friction on a joint coordinate: `−μ r N tanh(ξ̇/v)` (`r` = 1 for a
+    /// prismatic joint), with the stiction state in slot `.1` of `System::stick` if any
+    /// (`mbs::friction`).
+    Friction {
+        mu: f64,
+        v_reg: f64,
+        joint: usize,
+        radius: f64,
+        stiction: Option<(super::friction::Stiction, usize)>,
+    },
+    /// End stop on a joint coordinate (`mbs::stops`).
+    Stop(super::stops::Stop),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,6 +202,16 @@ pub struct System {
     output_coords: Vec<Option<Coord>>,
     /// Joint normal reaction per joint, from the last accepted step (friction).
     joint_normal: Vec<f64>,
+    /// Stick states of the friction elements with stiction (`mbs::friction`), by slot; changed
+    /// only at accepted steps.
+    #[serde(default)]
+    stick: Vec<super::friction::StickState>,
+    /// Their values at the start of the step being located (`StepHooks::checkpoint`).
+    #[serde(skip)]
+    stick_backup: Vec<super::friction::StickState>,
+    /// A stick state changed mode at the last accepted step.
+    #[serde(skip)]
+    law_switched: bool,
     /// Per force term: preload from equilibrium and its reference coordinate value (empty when
     /// no element has `static_preload`).
     #[serde(default)]
@@ -260,6 +280,9 @@ impl System {
             joint_coords: Vec::new(),
             output_coords: Vec::new(),
             joint_normal: vec![0.0; spec.joints.len()],
+            stick: Vec::new(),
+            stick_backup: Vec::new(),
+            law_switched: false,
             presets: Vec::new(),
             q0: Vec::new(),
             v0: Vec::new(),
@@ -565,6 +588,7 @@ impl System {
         // Force elements.
         let mut terms = Vec::new();
         let mut tires = Vec::new();
+        let mut n_stick = 0;
         for (fi, f) in spec.forces.iter().enumerate() {
             match &f.kind {
                 ForceKind::Tire(ts) => {
@@ -746,20 +770,16 @@ impl System {
                         preset_ref: 0.0,
                     });
                 }
-                ForceKind::PrismaticFriction { joint, mu, v_reg } => {
+                ForceKind::PrismaticFriction { joint, .. }
+                | ForceKind::RevoluteFriction { joint, .. }
+                | ForceKind::JointStop { joint, .. } => {
                     let coord = joint_coords[*joint].ok_or_else(|| {
-                        self.err(format!(
-                            "force '{}': joint has no sliding coordinate",
-                            f.name
-                        ))
+                        self.err(format!("force '{}': joint has no coordinate", f.name))
                     })?;
+                    let law = self.joint_element_law(&f.kind, &mut n_stick);
                     terms.push(ForceTerm {
                         coord,
-                        law: Law::Friction {
-                            mu: pv(mu),
-                            v_reg: pv(v_reg),
-                            joint: *joint,
-                        },
+                        law,
                         element: fi,
                         preset: 0.0,
                         preset_ref: 0.0,
@@ -813,8 +833,20 @@ impl System {
                 tm.preset_ref = r;
             }
         }
+        // The effective inertias of restitution stops come from initialization.
+        for (new, old) in terms.iter_mut().zip(&self.terms) {
+            if let (Law::Stop(n), Law::Stop(o)) = (&mut new.law, &old.law) {
+                n.m_eff = o.m_eff;
+            }
+        }
         self.terms = terms;
         self.tires = tires;
+        // Fresh stick states stick at the file's configuration (set below) until
+        // initialization places them at the assembled one.
+        let fresh_stick = self.stick.len() != n_stick;
+        if fresh_stick {
+            self.stick = vec![super::friction::StickState::at(0.0); n_stick];
+        }
         self.joint_coords = joint_coords;
         self.output_coords = output_coords;
         self.angle_coords = angle_coords;
@@ -842,6 +874,12 @@ impl System {
                     // The initial deviation from the free angle is taken in (−π, π].
                     let init = cv.val;
                     *free = init - wrap_pi(init - *free);
+                }
+                Law::Friction {
+                    stiction: Some((_, slot)),
+                    ..
+                } if fresh_stick => {
+                    self.stick[*slot] = super::friction::StickState::at(cv.val);
                 }
                 _ => {}
             }
@@ -1041,11 +1079,18 @@ impl System {
                     (f, -f_d, -f_dd)
                 }
             }
-            Law::Friction { mu, v_reg, joint } => {
-                let n = self.joint_normal[*joint];
-                let th = (rate / v_reg).tanh();
-                (-mu * n * th, 0.0, -mu * n * (1.0 - th * th) / v_reg)
+            Law::Friction {
+                mu,
+                v_reg,
+                joint,
+                radius,
+                stiction,
+            } => {
+                let n = self.joint_normal[*joint] * radius;
+                let st = stiction.as_ref().map(|(s, slot)| (s, &self.stick[*slot]));
+                super::friction::force(*mu, *v_reg, n, st, xi, rate)
             }
+            Law::Stop(stop) => stop.force(xi, rate),
         }
     }
 
@@ -1095,10 +1140,20 @@ impl System {
     /// drops redundant constraint rows (reported in [`System::dropped`]).
     pub fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
         self.re_resolve()?;
+        let x = if self.joint.is_some() {
+            self.with_joint(|j, s| j.initial_state(s, t0))?
+        } else {
+            super::assembly::initial_state(self, t0)?
+        };
         if self.joint.is_some() {
-            return self.with_joint(|j, s| j.initial_state(s, t0));
+            self.with_joint(|j, s| {
+                let (qa, va) = j.to_absolute(s, x.t, &x.q, Some(&x.v));
+                s.initialize_joint_elements(x.t, &qa, &va)
+            })?;
+        } else {
+            self.initialize_joint_elements(x.t, &x.q, &x.v)?;
         }
-        super::assembly::initial_state(self, t0)
+        Ok(x)
     }
 
     /// Parameters set before initialization act on everything they are used in (geometry,
@@ -1450,6 +1505,16 @@ impl StepHooks for System {
                 self.update_joint_normals(t, q);
             }
         }
+        self.accept_stick(t, q, v);
+    }
+    fn checkpoint(&mut self) {
+        self.checkpoint_stick();
+    }
+    fn rollback(&mut self) {
+        self.rollback_stick();
+    }
+    fn take_law_switch(&mut self) -> bool {
+        std::mem::take(&mut self.law_switched)
     }
 }
 
@@ -1502,10 +1567,16 @@ impl System {
     fn update_joint_normals(&mut self, t: f64, q: &[f64]) {
         let lambda = std::mem::take(&mut self.scratch_lambda);
         for j in 0..self.spec.joints.len() {
-            if self.spec.joints[j].kind != JointKind::Prismatic {
+            let kind = self.spec.joints[j].kind;
+            if kind != JointKind::Prismatic && kind != JointKind::Revolute {
                 continue;
             }
             let (f, _) = self.joint_reaction(j, t, q, &lambda);
+            if kind == JointKind::Revolute {
+                // The friction radius turns the whole reaction force into a torque limit.
+                self.joint_normal[j] = f.norm();
+                continue;
+            }
             let z = match self.spec.joints[j].body1 {
                 BodyRef::Body(b1) => self.snap.a[b1] * self.spec.joints[j].frame1.axes.column(2),
                 _ => self.spec.joints[j].frame1.axes.column(2).into_owned(),
@@ -1743,7 +1814,14 @@ impl System {
                         0.5 * k * d * d
                     }
                 }
+                Law::Friction {
+                    stiction: Some((s, slot)),
+                    ..
+                } if self.stick[*slot].stick => {
+                    0.5 * s.k * (cv.val - self.stick[*slot].anchor).powi(2)
+                }
                 Law::Friction { .. } => 0.0,
+                Law::Stop(stop) => stop.energy(cv.val),
             } - self.terms[i].preset * (cv.val - self.terms[i].preset_ref);
         }
         e + self.tire_energy(t)
@@ -1751,6 +1829,7 @@ impl System {
 }
 
 mod events;
+mod joint_elements;
 
 impl super::statics::CoordinateInfo for System {
     fn coordinate_is_length(&self, i: usize) -> bool {

@@ -596,27 +596,13 @@ impl Resolver<'_> {
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
             "tire" => self.tire(f, &el, sp.clone(), &present)?,
-            "prismatic_friction" => {
-                self.allowed_keys(&el, &what, &present, &["joint", "mu", "v_reg"])?;
-                let jn = self.required(&f.joint, sp.clone(), &el, "joint", &what)?;
-                let ji = self.joint_ref(jn, &el)?;
-                let jk = self.joint_specs[ji].kind;
-                self.ensure(jk == JointKind::Prismatic, jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint; prismatic_friction needs a prismatic joint", jn.get_ref(), joint_kind_name(jk))
-                })?;
-                let m = self.required(&f.mu, sp.clone(), &el, "mu", &what)?;
-                let mu = self.nonneg_scalar(m, &el, "mu", true, "")?;
-                let v_reg = match &f.v_reg {
-                    Some(v) => self.positive_scalar(v, &el, "v_reg", true, "m/s")?,
-                    None => Scalar::Const(1e-3),
-                };
-                ForceKind::PrismaticFriction { joint: ji, mu, v_reg }
-            }
+            "prismatic_friction" | "revolute_friction" => self.joint_friction(f, &el, sp.clone(), &present)?,
+            "joint_stop" => self.joint_stop(f, &el, sp.clone(), &present)?,
             other => {
                 return Err(self.err(
                     f.kind.span(),
                     &el,
-                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction, tire; gravity is set in [model])"),
+                    format!("unknown force type \"{other}\" (one of: spring_damper, rotational_spring_damper, bushing, contact, prismatic_friction, revolute_friction, joint_stop, tire; gravity is set in [model])"),
                 ))
             }
         };
@@ -645,7 +631,13 @@ impl Resolver<'_> {
         Ok((b1, b2))
     }
 
-    fn one_nonneg(&mut self, v: &S<NumOrList>, el: &str, field: &str, unit: &str) -> Res<Scalar> {
+    pub(super) fn one_nonneg(
+        &mut self,
+        v: &S<NumOrList>,
+        el: &str,
+        field: &str,
+        unit: &str,
+    ) -> Res<Scalar> {
         match v.get_ref() {
             NumOrList::One(n) => {
                 self.nonneg_scalar(&S::new(v.span(), n.clone()), el, field, true, unit)
@@ -1003,7 +995,7 @@ fn sig6(x: f64) -> f64 {
     format!("{x:.5e}").parse().unwrap_or(x)
 }
 
-fn joint_kind_name(k: JointKind) -> &'static str {
+pub(super) fn joint_kind_name(k: JointKind) -> &'static str {
     match k {
         JointKind::Revolute => "revolute",
         JointKind::Prismatic => "prismatic",

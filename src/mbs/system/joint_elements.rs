@@ -1,0 +1,183 @@
+//! The engine side of the force elements on joint coordinates: joint friction with stiction
+//! (`mbs::friction`) and joint stops (`mbs::stops`): their laws from the spec, the stick states
+//! at accepted steps and at initialization, the stops' effective inertias.
+
+use super::{Law, System};
+use crate::mbs::friction::{self, StickState, Stiction};
+use crate::mbs::spec::{ForceKind, StictionSpec, StopDamping};
+use crate::mbs::stops::Stop;
+use crate::mbs::ModelError;
+
+impl System {
+    /// The law of a joint friction or stop element; stiction slots are numbered by `n_stick`.
+    pub(super) fn joint_element_law(&self, kind: &ForceKind, n_stick: &mut usize) -> Law {
+        let pv = |s: &crate::mbs::spec::Scalar| s.eval(&self.params);
+        let mut stiction = |s: &Option<StictionSpec>, v_reg: f64| {
+            s.as_ref().map(|s| {
+                *n_stick += 1;
+                (
+                    Stiction {
+                        mu_static: pv(&s.mu_static),
+                        k: pv(&s.stiffness),
+                        c: pv(&s.damping),
+                        v_stick: s.v_stick.as_ref().map_or(v_reg, pv),
+                    },
+                    *n_stick - 1,
+                )
+            })
+        };
+        match kind {
+            ForceKind::PrismaticFriction {
+                joint,
+                mu,
+                v_reg,
+                stiction: st,
+            } => Law::Friction {
+                mu: pv(mu),
+                v_reg: pv(v_reg),
+                joint: *joint,
+                radius: 1.0,
+                stiction: stiction(st, pv(v_reg)),
+            },
+            ForceKind::RevoluteFriction {
+                joint,
+                mu,
+                v_reg,
+                radius,
+                stiction: st,
+            } => Law::Friction {
+                mu: pv(mu),
+                v_reg: pv(v_reg),
+                joint: *joint,
+                radius: pv(radius),
+                stiction: stiction(st, pv(v_reg)),
+            },
+            ForceKind::JointStop {
+                lower,
+                upper,
+                stiffness,
+                damping,
+                ..
+            } => {
+                let (damping, restitution) = match damping {
+                    StopDamping::Damping(c) => (pv(c), f64::NAN),
+                    StopDamping::Restitution(e) => (f64::NAN, pv(e)),
+                };
+                Law::Stop(Stop {
+                    lower: lower.as_ref().map_or(f64::NEG_INFINITY, pv),
+                    upper: upper.as_ref().map_or(f64::INFINITY, pv),
+                    k: pv(stiffness),
+                    damping,
+                    restitution,
+                    m_eff: f64::NAN,
+                })
+            }
+            _ => unreachable!("not a joint element"),
+        }
+    }
+
+    /// Stick-state updates at an accepted step (absolute state, normals already updated).
+    pub(super) fn accept_stick(&mut self, t: f64, q: &[f64], v: &[f64]) {
+        if self.stick.is_empty() {
+            return;
+        }
+        self.load(t, q, Some(v));
+        for i in 0..self.terms.len() {
+            if let Law::Friction {
+                mu,
+                v_reg,
+                joint,
+                radius,
+                stiction: Some((s, slot)),
+            } = self.terms[i].law
+            {
+                let cv = self.coord(&self.terms[i].coord, Some(v));
+                let n = self.joint_normal[joint] * radius;
+                let before = self.stick[slot].stick;
+                friction::accept(mu, v_reg, n, &s, &mut self.stick[slot], cv.val, cv.rate);
+                self.law_switched |= self.stick[slot].stick != before;
+            }
+        }
+    }
+
+    /// At the initial (absolute) state: every stiction element slower than its `v_stick`
+    /// sticks where it is, unloaded, a faster one slips; every restitution stop gets the
+    /// effective inertia of its coordinate.
+    pub(super) fn initialize_joint_elements(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(), ModelError> {
+        self.load(t, q, Some(v));
+        for i in 0..self.terms.len() {
+            let cv = self.coord(&self.terms[i].coord, Some(v));
+            match self.terms[i].law {
+                Law::Friction {
+                    stiction: Some((s, slot)),
+                    ..
+                } => {
+                    self.stick[slot] = if cv.rate.abs() < s.v_stick {
+                        StickState::at(cv.val)
+                    } else {
+                        StickState {
+                            stick: false,
+                            anchor: cv.val,
+                            v_prev: cv.rate,
+                            armed: true,
+                        }
+                    }
+                }
+                Law::Stop(stop) if !stop.restitution.is_nan() => {
+                    let m = self.effective_inertia(i, t, q).ok_or_else(|| {
+                        self.err(format!(
+                            "force '{}': cannot compute the effective inertia of the joint \
+                             coordinate for `restitution` (singular saddle-point matrix); give \
+                             `damping` instead",
+                            self.spec.forces[self.terms[i].element].name
+                        ))
+                    })?;
+                    if let Law::Stop(s) = &mut self.terms[i].law {
+                        s.m_eff = m;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `1 / (∇ξᵀ x)` with `[M Φqᵀ; Φq 0] [x; μ] = [∇ξ; 0]`: the inertia the coordinate of term
+    /// `i` shows to a force along it, under the constraints (absolute state).
+    fn effective_inertia(&mut self, i: usize, t: f64, q: &[f64]) -> Option<f64> {
+        let (nq, nc) = (self.layout.n_q, self.active.len());
+        self.load(t, q, None);
+        let cv = self.coord(&self.terms[i].coord, None);
+        let mut x = vec![0.0; nq + nc];
+        for (l, g) in cv.columns() {
+            x[g] += cv.grad[l];
+        }
+        let grad = x.clone();
+        let mut fac = self.factor_saddle(t, q).ok()?;
+        let ok = fac.solve(&mut x);
+        if let super::output_derivs::Factored::Sparse(sp) = fac {
+            self.saddle_cache = Some(sp);
+        }
+        let inv: f64 = grad[..nq].iter().zip(&x[..nq]).map(|(a, b)| a * b).sum();
+        (ok && inv.is_finite() && inv > 0.0).then(|| 1.0 / inv)
+    }
+
+    /// Keep the stick states at the start of a step that may be taken again.
+    pub(super) fn checkpoint_stick(&mut self) {
+        self.stick_backup.clear();
+        self.stick_backup.extend_from_slice(&self.stick);
+    }
+
+    /// Back to the states of the last checkpoint.
+    pub(super) fn rollback_stick(&mut self) {
+        if self.stick_backup.len() == self.stick.len() {
+            self.stick.copy_from_slice(&self.stick_backup);
+        }
+        self.law_switched = false;
+    }
+}
