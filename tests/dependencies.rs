@@ -22,6 +22,20 @@ fn models() -> Vec<std::path::PathBuf> {
     v
 }
 
+/// A directory for model variants, with the gallery's data files (road profiles) beside them.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mbsfmu-deps-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    for e in std::fs::read_dir(models).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "csv") {
+            std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    dir
+}
+
 /// The FMU's output/input Jacobian (`Simulation::output_input_jacobian`) at a few states
 /// along a run with moving inputs (empty without inputs).
 fn jacobians(path: &Path) -> Vec<nalgebra::DMatrix<f64>> {
@@ -255,8 +269,7 @@ fn declared_dependencies_equal_the_measured_ones_on_every_gallery_model() {
 /// in absolute coordinates.
 #[test]
 fn joint_formulation_declares_every_measured_dependency_in_every_mode() {
-    let dir = std::env::temp_dir().join(format!("mbsfmu-deps-joint-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("joint");
     let rules = dir.join("rules.toml");
     std::fs::write(&rules, RULES).unwrap();
     let mut failures = Vec::new();
@@ -322,8 +335,7 @@ fn joint_formulation_declares_every_measured_dependency_in_every_mode() {
 /// tolerance 1e-6).
 #[test]
 fn joint_and_absolute_formulations_give_the_same_output_input_derivatives() {
-    let dir = std::env::temp_dir().join(format!("mbsfmu-deps-both-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("both");
     let rules = dir.join("rules.toml");
     std::fs::write(&rules, RULES).unwrap();
     let mut compared = Vec::new();
