@@ -5,6 +5,7 @@
 pub mod capabilities;
 pub mod deps;
 pub mod package;
+pub mod strip;
 pub mod token;
 pub mod units;
 pub mod xml;

@@ -31,6 +31,8 @@ pub enum PackageError {
     OutsideModelDir { file: PathBuf, dir: PathBuf },
     #[error("{file}: not a Linux shared library (no ELF header); build it with `cargo build --release --lib` or pass --library PATH")]
     NotElf { file: PathBuf },
+    #[error("{file}: cannot drop its debug information ({reason}); pass --keep-debug-info to pack it as it is")]
+    Strip { file: PathBuf, reason: String },
     #[error("--extra-binary {platform}={file}: {reason}")]
     ExtraBinary {
         platform: String,
@@ -65,6 +67,8 @@ pub struct PackageOptions {
     pub template_dir: Option<PathBuf>,
     pub generation_date_and_time: String,
     pub capabilities: Capabilities,
+    /// Pack `library` without its `.debug_*` sections (see [`super::strip`]).
+    pub strip_debug_info: bool,
 }
 
 /// What was written.
@@ -73,6 +77,10 @@ pub struct Packed {
     pub description: ModelDescription,
     /// Archive entry names in order.
     pub entries: Vec<String>,
+    /// Size in bytes of the Linux library as given and as packed (after stripping).
+    pub library_size: (usize, usize),
+    /// Size in bytes of the `.fmu` (the zip).
+    pub fmu_size: usize,
 }
 
 fn read(file: &Path) -> Result<Vec<u8>, PackageError> {
@@ -236,6 +244,16 @@ pub fn build_fmu(
             file: opts.library.clone(),
         });
     }
+    let given_size = lib.len();
+    let lib = if opts.strip_debug_info {
+        super::strip::strip_debug_info(&lib).map_err(|reason| PackageError::Strip {
+            file: opts.library.clone(),
+            reason,
+        })?
+    } else {
+        lib
+    };
+    let library_size = (given_size, lib.len());
     let id = &md.model_identifier;
     let mut entries: Vec<(String, Vec<u8>)> =
         vec![("modelDescription.xml".into(), xml.into_bytes())];
@@ -294,11 +312,14 @@ pub fn build_fmu(
         names.push(name.clone());
     }
     let bytes = zip.finish().map_err(zerr)?.into_inner();
+    let fmu_size = bytes.len();
     Ok((
         bytes,
         Packed {
             description: md,
             entries: names,
+            library_size,
+            fmu_size,
         },
     ))
 }

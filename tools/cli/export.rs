@@ -30,6 +30,10 @@ pub struct ExportArgs {
     /// A directory laid out like fmu-template/ to use instead of the built-in template.
     #[arg(long)]
     pub template: Option<PathBuf>,
+    /// Pack the Linux library with its debug information (by default it is dropped: the
+    /// release build's line tables triple the FMU's size and serve only profilers).
+    #[arg(long)]
+    pub keep_debug_info: bool,
 }
 
 /// `libmbsfmu.so` next to the running executable (`target/release/`); for a debug build of
@@ -50,6 +54,11 @@ pub fn default_library() -> CliResult<PathBuf> {
             dir.display()
         ))
     })
+}
+
+/// A size in MB (10^6 bytes, as file managers show it).
+fn megabytes(bytes: usize) -> String {
+    format!("{:.2} MB", bytes as f64 / 1e6)
 }
 
 pub fn run(a: &ExportArgs) -> CliResult {
@@ -98,6 +107,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
             template_dir: a.template.clone(),
             generation_date_and_time: date.clone(),
             capabilities: Capabilities::RUNTIME,
+            strip_debug_info: !a.keep_debug_info,
         };
         let packed = write_fmu(&spec, &a.model, &opts, &out).map_err(|e| {
             if e.is_user_error() {
@@ -115,6 +125,21 @@ pub fn run(a: &ExportArgs) -> CliResult {
             spec.inputs.len(),
             spec.outputs.len(),
             md.token
+        );
+        let (given, packed_lib) = packed.library_size;
+        let library = if given != packed_lib {
+            format!(
+                "{} without debug information, {} as built",
+                megabytes(packed_lib),
+                megabytes(given)
+            )
+        } else {
+            megabytes(packed_lib)
+        };
+        println!(
+            "  FMU size {} ({} bytes); library {library}",
+            megabytes(packed.fmu_size),
+            packed.fmu_size
         );
     }
     Ok(())
