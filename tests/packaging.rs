@@ -944,6 +944,7 @@ fn options(dir: &Path, version: FmiVersion) -> PackageOptions {
         generation_date_and_time: DATE.into(),
         capabilities: Capabilities::RUNTIME,
         strip_debug_info: false, // the fake library is no real ELF file
+        model_text: None,
     }
 }
 

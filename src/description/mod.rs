@@ -2,6 +2,7 @@
 //! (mapping value references to model quantities) and the packager (writing
 //! `modelDescription.xml`). One source of truth: both call [`VariableTable::from_spec`].
 
+pub mod bake;
 pub mod capabilities;
 pub mod deps;
 pub mod package;

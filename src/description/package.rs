@@ -69,6 +69,10 @@ pub struct PackageOptions {
     pub capabilities: Capabilities,
     /// Pack `library` without its `.debug_*` sections (see [`super::strip`]).
     pub strip_debug_info: bool,
+    /// Pack this text as the model instead of `model_file`'s content (a model with its
+    /// `[solver]` table edited by `export --set`, see [`super::bake`]); the spec must have
+    /// been loaded from it.
+    pub model_text: Option<String>,
 }
 
 /// What was written.
@@ -204,7 +208,7 @@ pub fn build_fmu(
     model_file: &Path,
     opts: &PackageOptions,
 ) -> Result<(Vec<u8>, Packed), PackageError> {
-    let resources = collect_resources(spec, model_file)?;
+    let mut resources = collect_resources(spec, model_file)?;
     // The runtime recomputes this from resources/model.toml and the files its loader reads
     // (same contents, same order), so the token is computed by the same function.
     let sources: Vec<PathBuf> = spec
@@ -212,10 +216,22 @@ pub fn build_fmu(
         .iter()
         .map(|f| resolve(f, model_file))
         .collect();
-    let token = model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
-        file,
-        reason: e.to_string(),
-    })?;
+    let token = match &opts.model_text {
+        None => model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
+            file,
+            reason: e.to_string(),
+        })?,
+        Some(text) => {
+            if let Some(r) = resources.iter_mut().find(|(p, _)| p == MODEL_RESOURCE) {
+                r.1 = text.clone().into_bytes();
+            }
+            let mut contents = vec![text.clone().into_bytes()];
+            for f in sources.iter().filter(|p| p.as_path() != model_file) {
+                contents.push(read(f)?);
+            }
+            super::token::model_token(contents.iter().map(|c| c.as_slice()))
+        }
+    };
     let table = VariableTable::from_spec(spec);
     let mut seen = std::collections::HashSet::new();
     if let Some(v) = table
