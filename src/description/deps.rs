@@ -32,10 +32,7 @@ use crate::mbs::spec::{
 use std::collections::{BTreeMap, BTreeSet};
 
 fn input_of(m: &Motion) -> Option<usize> {
-    match m {
-        Motion::Input(i) => Some(*i),
-        _ => None,
-    }
+    m.input().map(|(i, _)| i)
 }
 
 /// The references an element attaches to.

@@ -90,6 +90,13 @@ pub struct BodySpec {
 pub enum Motion {
     /// The value of an FMU input (index into [`ModelSpec::inputs`]).
     Input(usize),
+    /// `scale · u + offset` of FMU input `u` (a model file's `"0.05 + post_z"`); its rates are
+    /// `scale · u̇`, `scale · ü`.
+    AffineInput {
+        input: usize,
+        scale: f64,
+        offset: f64,
+    },
     Constant(Scalar),
     /// `initial + slope * max(t - start, 0)`.
     Ramp {
@@ -119,6 +126,17 @@ pub enum Motion {
         t: Vec<f64>,
         values: Vec<f64>,
     },
+}
+
+impl Motion {
+    /// The input this motion follows and `∂value/∂u` (1 for a bare input).
+    pub fn input(&self) -> Option<(usize, f64)> {
+        match *self {
+            Motion::Input(i) => Some((i, 1.0)),
+            Motion::AffineInput { input, scale, .. } => Some((input, scale)),
+            _ => None,
+        }
+    }
 }
 
 /// A ground point that moves by prescribed translation (test-rig base, pendulum suspension).
