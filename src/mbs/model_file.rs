@@ -386,6 +386,8 @@ pub struct RawForce {
     pub preload: Option<S<Num>>,
     pub coeffs: Option<NumList>,
     pub table: Option<S<String>>,
+    /// Damper curve: CSV of velocity (m/s), force (N) (src/mbs/curves.rs).
+    pub damper_table: Option<S<String>>,
     pub free_length: Option<S<Num>>,
     pub actuator: Option<S<RawMotionValue>>,
     /// Preload from equilibrium (spring-dampers, rotational springs, bushings).
@@ -481,6 +483,7 @@ present_keys!(
         preload,
         coeffs,
         table,
+        damper_table,
         free_length,
         actuator,
         static_preload,

@@ -222,6 +222,14 @@ pub enum ForceLaw {
         force: Vec<f64>,
         damping: Scalar,
     },
+    /// `spring` (any other law, its damping 0) plus a tabulated damper force `f_d(ẋ)`
+    /// (`damper_table`; [`crate::mbs::curves::Curve`]).
+    DamperTable {
+        spring: Box<ForceLaw>,
+        file: PathBuf,
+        velocity: Vec<f64>,
+        force: Vec<f64>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

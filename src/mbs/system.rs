@@ -100,6 +100,8 @@ pub(super) enum Law {
         law: SpringLaw,
         free: f64,
         actuator: Option<usize>,
+        /// A damper curve `f_d(ξ̇)` in place of `c ξ̇` (`damper_table`).
+        damper: Option<super::curves::Curve>,
     },
     /// Torque `−k(θ − θ0) − c θ̇ + act`.
     Torsion {
@@ -570,7 +572,25 @@ impl System {
                     law,
                     actuator,
                 } => {
+                    let (law, damper) = match law {
+                        ForceLaw::DamperTable {
+                            spring,
+                            velocity,
+                            force,
+                            ..
+                        } => (
+                            spring.as_ref(),
+                            Some(super::curves::Curve::new(velocity, force)),
+                        ),
+                        other => (other, None),
+                    };
                     let law = match law {
+                        // The loader nests no curve in a curve.
+                        ForceLaw::DamperTable { .. } => SpringLaw::Linear {
+                            k: 0.0,
+                            c: 0.0,
+                            preload: 0.0,
+                        },
                         ForceLaw::Linear {
                             stiffness,
                             damping,
@@ -605,6 +625,7 @@ impl System {
                             law,
                             free: pv(free_length),
                             actuator,
+                            damper,
                         },
                         element: fi,
                         preset: 0.0,
@@ -974,6 +995,7 @@ impl System {
                 law,
                 free,
                 actuator,
+                damper,
             } => {
                 let x = xi - free;
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
@@ -993,8 +1015,12 @@ impl System {
                         (f, df, *c)
                     }
                 };
+                let (fd, dfd) = match damper {
+                    Some(curve) => curve.eval(rate),
+                    None => (c * rate, c),
+                };
                 // Tension T pulls the points together: generalized force −T ∇l.
-                (-(f + c * rate + act), -df, -c)
+                (-(f + fd + act), -df, -dfd)
             }
             Law::Torsion {
                 k,

@@ -459,7 +459,7 @@ impl Resolver<'_> {
                         return Err(self.err(s, &el, format!("unknown spring law \"{other}\" (one of: linear, polynomial, table)")));
                     }
                 };
-                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator", "static_preload"];
+                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator", "static_preload", "damper_table"];
                 allowed.extend_from_slice(law_keys);
                 self.allowed_keys(&el, &format!("a {law} spring_damper"), &present, &allowed)?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
@@ -506,6 +506,10 @@ impl Resolver<'_> {
                         let (file, deflection, force) = self.table_file(t, &el)?;
                         ForceLaw::Table { file, deflection, force, damping }
                     }
+                };
+                let law = match &f.damper_table {
+                    Some(t) => self.damper_table(law, t, f.damping.as_ref().map(|d| d.span()), &el)?,
+                    None => law,
                 };
                 let actuator = match &f.actuator {
                     Some(a) => Some(self.motion(a, &el, "actuator")?),

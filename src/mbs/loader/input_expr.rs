@@ -46,6 +46,30 @@ pub(super) fn affine_in_input(
 }
 
 impl Resolver<'_> {
+    /// `law` with its damping replaced by the damper curve in table file `t`.
+    pub(super) fn damper_table(
+        &mut self,
+        law: ForceLaw,
+        t: &S<String>,
+        damping: Option<std::ops::Range<usize>>,
+        el: &str,
+    ) -> Res<ForceLaw> {
+        if let Some(span) = damping {
+            return Err(self.err(
+                span,
+                el,
+                String::from("give `damping` (linear) or `damper_table` (a curve), not both"),
+            ));
+        }
+        let (file, velocity, force) = self.table_file(t, el)?;
+        Ok(ForceLaw::DamperTable {
+            spring: Box::new(law),
+            file,
+            velocity,
+            force,
+        })
+    }
+
     /// A motion given as text: a bare input name, an expression in one input, or `None`
     /// when the text names no input (a number or an expression of parameters).
     pub(super) fn input_motion(
