@@ -218,3 +218,86 @@ fn damping_and_damper_table_together_are_refused() {
         .to_string();
     assert!(e.contains("missing.csv"), "{e}");
 }
+
+/// A preloaded bushing (issue 16): a 4 kg body hangs on a bushing to ground with
+/// `preload_force = [0, 0, P]` and `preload_torque = [0, 0, T]` (on body 2, along the
+/// bushing's axes). Its static equilibrium, reached with damping, is the closed form
+/// `δz = (P − m g)/k` and, the small-angle rotation coordinate being `sin θ`,
+/// `θ = asin(T/k_r)`; with `P = m g`, `T = 0` the body does not move at all.
+#[test]
+fn preloaded_bushing_settles_where_the_closed_form_says() {
+    let (m, k, kr, g) = (4.0, 2.0e4, 300.0, 9.81);
+    let text = |p: f64, t: f64| {
+        format!(
+            r#"
+[model]
+name = "preloaded"
+gravity = [0.0, 0.0, -9.81]
+[[bodies]]
+name = "block"
+mass = {m}
+inertia = [0.02, 0.02, 0.02]
+position = [0.0, 0.0, 0.0]
+[[forces]]
+name = "mount"
+type = "bushing"
+body1 = "ground"
+body2 = "block"
+stiffness = [{k}, {k}, {k}]
+damping = [400.0, 400.0, 400.0]
+rot_stiffness = [{kr}, {kr}, {kr}]
+rot_damping = [3.0, 3.0, 3.0]
+preload_force = [0.0, 0.0, {p}]
+preload_torque = [0.0, 0.0, {t}]
+[[outputs]]
+name = "z"
+type = "position"
+body = "block"
+component = "z"
+[[outputs]]
+name = "yaw"
+type = "angle"
+body = "block"
+axis = [0.0, 0.0, 1.0]
+"#
+        )
+    };
+    let run = |p: f64, t: f64| {
+        let spec = Arc::new(
+            mbsfmu::mbs::load_model_str(&text(p, t), std::path::Path::new("preloaded.toml"))
+                .unwrap(),
+        );
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        sim.setup_experiment(Some(1e-8), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        let mut max_dz = 0.0f64;
+        for k in 1..=200 {
+            sim.advance_to(0.01 * k as f64, None).unwrap();
+            max_dz = max_dz.max(sim.outputs().unwrap()[0].abs());
+        }
+        let o = sim.outputs().unwrap().to_vec();
+        (o[0], o[1], max_dz)
+    };
+    // Preload carrying the weight: nothing moves.
+    let (z, yaw, max_dz) = run(m * g, 0.0);
+    assert!(max_dz < 1e-9 && yaw.abs() < 1e-12, "{z} {yaw} {max_dz}");
+    // Other preloads: the closed-form equilibrium.
+    let (p, t) = (120.0, 45.0);
+    let (z, yaw, _) = run(p, t);
+    let (z_ref, yaw_ref) = ((p - m * g) / k, (t / kr).asin());
+    assert!((z - z_ref).abs() < 1e-7, "z {z} against {z_ref}");
+    assert!((yaw - yaw_ref).abs() < 1e-6, "yaw {yaw} against {yaw_ref}");
+    // Given and computed preloads together are refused.
+    let e = mbsfmu::mbs::load_model_str(
+        &text(p, t).replace("preload_force", "static_preload = true\npreload_force"),
+        std::path::Path::new("preloaded.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("mount") && e.contains("not both"), "{e}");
+}

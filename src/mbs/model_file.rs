@@ -403,6 +403,9 @@ pub struct RawForce {
     pub frame2: Option<S<RawLocalFrame>>,
     pub rot_stiffness: Option<NumList>,
     pub rot_damping: Option<NumList>,
+    /// Bushing preload: force / torque on body 2 along frame-1 axes at the rest position.
+    pub preload_force: Option<NumList>,
+    pub preload_torque: Option<NumList>,
     // Contact.
     pub geometry: Option<S<String>>,
     pub sphere: Option<S<String>>,
@@ -497,6 +500,8 @@ present_keys!(
         frame2,
         rot_stiffness,
         rot_damping,
+        preload_force,
+        preload_torque,
         geometry,
         sphere,
         center,

@@ -292,6 +292,9 @@ pub enum ForceKind {
     /// Six-component linear bushing between two frames: translational and rotational stiffness
     /// and damping per axis of frame 1 (small relative rotations).
     Bushing {
+        /// Force then torque on body 2 along frame-1 axes at the rest position (N, N m);
+        /// `[f64; 6]` of zeros when none is given.
+        preload: [f64; 6],
         body1: BodyRef,
         frame1: LocalFrame,
         body2: BodyRef,

@@ -110,8 +110,14 @@ pub(super) enum Law {
         free: f64,
         actuator: Option<usize>,
     },
-    /// Linear spring-damper on a coordinate around its initial value: `−k(ξ − ξ0) − c ξ̇`.
-    Linear { k: f64, c: f64, rest: f64 },
+    /// Linear spring-damper on a coordinate around its initial value `rest`:
+    /// `−k(ξ − rest) − c ξ̇ + preload` (bushing components).
+    Linear {
+        k: f64,
+        c: f64,
+        rest: f64,
+        preload: f64,
+    },
     /// Penalty contact on a separation coordinate ξ with penetration `δ = gap − ξ`.
     Contact {
         gap: f64,
@@ -662,6 +668,7 @@ impl System {
                     });
                 }
                 ForceKind::Bushing {
+                    preload,
                     body1,
                     frame1,
                     body2,
@@ -681,6 +688,7 @@ impl System {
                                 k: pv(&stiffness[k]),
                                 c: pv(&damping[k]),
                                 rest: f64::NAN,
+                                preload: preload[k],
                             },
                             element: fi,
                             preset: 0.0,
@@ -697,6 +705,7 @@ impl System {
                                 k: pv(&rot_stiffness[k]),
                                 c: pv(&rot_damping[k]),
                                 rest: f64::NAN,
+                                preload: preload[3 + k],
                             },
                             element: fi,
                             preset: 0.0,
@@ -1031,7 +1040,12 @@ impl System {
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
                 (-k * (xi - free) - c * rate + act, -k, -c)
             }
-            Law::Linear { k, c, rest } => (-k * (xi - rest) - c * rate, -k, -c),
+            Law::Linear {
+                k,
+                c,
+                rest,
+                preload,
+            } => (-k * (xi - rest) - c * rate + preload, -k, -c),
             Law::Contact { gap, hertz, k, c } => {
                 let delta = gap - xi;
                 if delta <= 0.0 {
@@ -1734,7 +1748,9 @@ impl System {
                     }
                 }
                 Law::Torsion { k, free, .. } => 0.5 * k * (cv.val - free).powi(2),
-                Law::Linear { k, rest, .. } => 0.5 * k * (cv.val - rest).powi(2),
+                Law::Linear {
+                    k, rest, preload, ..
+                } => 0.5 * k * (cv.val - rest).powi(2) - preload * (cv.val - rest),
                 Law::Contact { gap, hertz, k, .. } => {
                     let d = (gap - cv.val).max(0.0);
                     if *hertz {

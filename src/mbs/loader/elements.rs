@@ -571,7 +571,7 @@ impl Resolver<'_> {
                 ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator }
             }
             "bushing" => {
-                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload"])?;
+                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque"])?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                 self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                 self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -596,7 +596,8 @@ impl Resolver<'_> {
                 let damping = self.three_nonneg(f.damping.as_ref(), &el, "damping", "N s/m")?;
                 let rot_stiffness = self.list_nonneg(f.rot_stiffness.as_ref(), &el, "rot_stiffness", "N m/rad")?;
                 let rot_damping = self.list_nonneg(f.rot_damping.as_ref(), &el, "rot_damping", "N m s/rad")?;
-                ForceKind::Bushing { body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
+                let preload = self.bushing_preload(f, &el)?;
+                ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
             "prismatic_friction" => {

@@ -46,6 +46,28 @@ pub(super) fn affine_in_input(
 }
 
 impl Resolver<'_> {
+    /// A bushing's `preload_force` and `preload_torque` (zeros when absent); not together
+    /// with `static_preload`, which computes them.
+    pub(super) fn bushing_preload(&mut self, f: &RawForce, el: &str) -> Res<[f64; 6]> {
+        let mut p = [0.0; 6];
+        for (k, key, v) in [
+            (0, "preload_force", &f.preload_force),
+            (3, "preload_torque", &f.preload_torque),
+        ] {
+            let Some(v) = v else { continue };
+            if let Some(s) = f.static_preload.as_ref().filter(|s| *s.get_ref()) {
+                return Err(self.err(
+                    s.span(),
+                    el,
+                    format!("`static_preload = true` computes the preload: give it or `{key}`, not both"),
+                ));
+            }
+            let x = self.vec3(v, el, key)?;
+            p[k..k + 3].copy_from_slice(x.as_slice());
+        }
+        Ok(p)
+    }
+
     /// `law` with its damping replaced by the damper curve in table file `t`.
     pub(super) fn damper_table(
         &mut self,
