@@ -444,8 +444,10 @@ pub enum OutputQuantity {
         point: Vector3<f64>,
         component: usize,
     },
-    /// Rotation angle of a rigid body about a global axis (continuous, rad), zero at the
-    /// orientation given in the model rotated to align... see docs/model-format.md.
+    /// Rotation angle of a rigid body about a global axis (rad): from the reference direction
+    /// `e` (global x, or y for an axis near x, projected normal to the axis) to the projection
+    /// of the body-fixed `R e`; 0 at the identity orientation, continuous in time. The same
+    /// words are in docs/model-format.md and docs/engine.md.
     Angle {
         body: usize,
         axis: Vector3<f64>,
