@@ -249,6 +249,20 @@ pub fn output_dependencies_with(
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),
+                OutputQuantity::Relative {
+                    order,
+                    body1,
+                    body2,
+                    ..
+                } => match order {
+                    0 | 1 => {
+                        let mask = if *order == 0 { VALUE } else { RATE };
+                        let mut d = frame_own(body1, mask);
+                        merge(&mut d, &frame_own(body2, mask));
+                        d
+                    }
+                    _ => on(&[*body1, *body2]),
+                },
                 OutputQuantity::Acceleration { body, .. } => on(&[*body]),
                 OutputQuantity::JointForce { joint, .. }
                 | OutputQuantity::JointTorque { joint, .. } => match spec.joints.get(*joint) {

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 mod elements;
 mod input_expr;
+mod sensors;
 
 /// Read and validate a model file.
 pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {

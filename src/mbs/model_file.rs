@@ -438,6 +438,12 @@ pub struct RawOutput {
     pub driver: Option<S<String>>,
     pub force: Option<S<String>>,
     pub scale: Option<S<Num>>,
+    /// Relative kinematics outputs: the two markers and the resolving frame.
+    pub body1: Option<S<String>>,
+    pub point1: Option<NumList>,
+    pub body2: Option<S<String>>,
+    pub point2: Option<NumList>,
+    pub frame: Option<S<String>>,
 }
 
 /// Which optional keys are present, with their spans: the loader rejects keys that the
@@ -518,7 +524,7 @@ present_keys!(
 );
 present_keys!(
     RawOutput,
-    [body, point, component, axis, joint, driver, force]
+    [body, point, component, axis, joint, driver, force, body1, point1, body2, point2, frame]
 );
 present_keys!(
     RawMotion,

@@ -488,6 +488,19 @@ pub enum OutputQuantity {
     },
     /// Kinetic + gravitational + elastic potential energy.
     Energy,
+    /// Relative kinematics of marker 2 with respect to marker 1 (points in body coordinates),
+    /// component along axis `component` of `frame`'s body coordinates: `order` 0 position
+    /// `e·(r₂ − r₁)`, 1 velocity `e·(ṙ₂ − ṙ₁)`, 2 acceleration `e·(r̈₂ − r̈₁)` (derivatives
+    /// in the ground frame, resolved along the current `e`).
+    Relative {
+        order: usize,
+        body1: BodyRef,
+        point1: Vector3<f64>,
+        body2: BodyRef,
+        point2: Vector3<f64>,
+        frame: BodyRef,
+        component: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1590,6 +1590,7 @@ impl System {
             matches!(
                 o.quantity,
                 OutputQuantity::Acceleration { .. }
+                    | OutputQuantity::Relative { order: 2, .. }
                     | OutputQuantity::JointForce { .. }
                     | OutputQuantity::JointTorque { .. }
                     | OutputQuantity::DriverForce { .. }
@@ -1690,6 +1691,40 @@ impl System {
                 })
             }
             OutputQuantity::Energy => self.energy(t, q, v),
+            OutputQuantity::Relative {
+                order,
+                body1,
+                point1,
+                body2,
+                point2,
+                frame,
+                component,
+            } => {
+                let e = super::kin::eval_quantity(
+                    &self.layout,
+                    &self.snap,
+                    &QDef::Vector(*frame, unit(*component)),
+                    false,
+                )
+                .x;
+                let (p1, p2) = (point(self, *body1, point1), point(self, *body2, point2));
+                match order {
+                    0 => e.dot(&(p2.x - p1.x)),
+                    1 => e.dot(&(p2.xd - p1.xd)),
+                    _ => {
+                        // Global acceleration components of each point, as for `Acceleration`.
+                        let acc_of = |sys: &System, body: BodyRef, p: &Vector3<f64>| {
+                            Vector3::from_fn(|i, _| {
+                                let g = QDef::Vector(BodyRef::Ground, unit(i));
+                                let cv = sys.coord(&Coord::Dot(g, QDef::Point(body, *p)), Some(v));
+                                cv.grad.dot(&cv.gather(acc)) + cv.conv
+                            })
+                        };
+                        let (a1, a2) = (acc_of(self, *body1, point1), acc_of(self, *body2, point2));
+                        e.dot(&(a2 - a1))
+                    }
+                }
+            }
         }
     }
 

@@ -61,6 +61,7 @@ impl System {
             matches!(
                 o.quantity,
                 OutputQuantity::Acceleration { .. }
+                    | OutputQuantity::Relative { order: 2, .. }
                     | OutputQuantity::JointForce { .. }
                     | OutputQuantity::JointTorque { .. }
                     | OutputQuantity::DriverForce { .. }
@@ -187,6 +188,7 @@ impl System {
                     if !matches!(
                         o.quantity,
                         OutputQuantity::Acceleration { .. }
+                            | OutputQuantity::Relative { order: 2, .. }
                             | OutputQuantity::JointForce { .. }
                             | OutputQuantity::JointTorque { .. }
                             | OutputQuantity::DriverForce { .. }
