@@ -66,8 +66,87 @@ fn model(formulation: &str) -> String {
          [[outputs]]\nname = \"aB_z\"\ntype = \"acceleration\"\nbody = \"upright\"\npoint = [0.0, 0.70, 0.17]\ncomponent = \"z\"\n\
          [[outputs]]\nname = \"aA_z\"\ntype = \"acceleration\"\nbody = \"lower_arm\"\npoint = [0.0, 0.25, 0.20]\ncomponent = \"z\"\n",
     );
+    extra.push_str(ALIGNMENT);
     format!("{text}\n{extra}")
 }
+
+/// Wheel alignment of the upright (outboard axis +y: the left wheel) and, for the hand
+/// calculation, the same axes from relative positions: `a` from the wheel centre W to
+/// W + (0, 1, 0), `s` from the lower to the upper ball joint.
+const ALIGNMENT: &str = r#"
+[[outputs]]
+name = "camber_s"
+type = "camber"
+body = "upright"
+axis = [0.0, 1.0, 0.0]
+[[outputs]]
+name = "toe_s"
+type = "toe"
+body = "upright"
+axis = [0.0, 1.0, 0.0]
+[[outputs]]
+name = "caster_s"
+type = "caster"
+body = "upright"
+axis = [0.0, 1.0, 0.0]
+point1 = [0.0, 0.70, 0.17]
+point2 = [0.0, 0.65, 0.48]
+[[outputs]]
+name = "kingpin_s"
+type = "kingpin"
+body = "upright"
+axis = [0.0, 1.0, 0.0]
+point1 = [0.0, 0.70, 0.17]
+point2 = [0.0, 0.65, 0.48]
+[[outputs]]
+name = "ax"
+type = "relative_position"
+body1 = "upright"
+point1 = [0.0, 0.75, 0.30]
+body2 = "upright"
+point2 = [0.0, 1.75, 0.30]
+component = "x"
+[[outputs]]
+name = "ay"
+type = "relative_position"
+body1 = "upright"
+point1 = [0.0, 0.75, 0.30]
+body2 = "upright"
+point2 = [0.0, 1.75, 0.30]
+component = "y"
+[[outputs]]
+name = "az"
+type = "relative_position"
+body1 = "upright"
+point1 = [0.0, 0.75, 0.30]
+body2 = "upright"
+point2 = [0.0, 1.75, 0.30]
+component = "z"
+[[outputs]]
+name = "sx"
+type = "relative_position"
+body1 = "upright"
+point1 = [0.0, 0.70, 0.17]
+body2 = "upright"
+point2 = [0.0, 0.65, 0.48]
+component = "x"
+[[outputs]]
+name = "sy"
+type = "relative_position"
+body1 = "upright"
+point1 = [0.0, 0.70, 0.17]
+body2 = "upright"
+point2 = [0.0, 0.65, 0.48]
+component = "y"
+[[outputs]]
+name = "sz"
+type = "relative_position"
+body1 = "upright"
+point1 = [0.0, 0.70, 0.17]
+body2 = "upright"
+point2 = [0.0, 0.65, 0.48]
+component = "z"
+"#;
 
 #[test]
 fn relative_kinematics_on_the_corner_match_hand_calculation() {
@@ -101,7 +180,13 @@ fn relative_kinematics_on_the_corner_match_hand_calculation() {
             (y0[idx("w_rel_chassis_z")] + 0.30).abs() < 1e-12,
             "{formulation}"
         );
+        // Design position: wheel upright, kingpin leaning inward by atan(0.05/0.31) = 9.2°
+        // (the model file's comment), no caster (both ball joints at x = 0).
+        assert!(y0[idx("camber_s")].abs() < 1e-12 && y0[idx("toe_s")].abs() < 1e-12);
+        assert!(y0[idx("caster_s")].abs() < 1e-12);
+        assert!((y0[idx("kingpin_s")] - (0.05f64 / 0.31).atan()).abs() < 1e-12);
         let mut moved = 0.0f64;
+        let mut camber_moved = 0.0f64;
         for k in 1..=40 {
             sim.advance_to(0.005 * k as f64, None).unwrap();
             let y = sim.outputs().unwrap().to_vec();
@@ -122,6 +207,18 @@ fn relative_kinematics_on_the_corner_match_hand_calculation() {
             };
             // The ball joint holds B on the arm: constant in the arm's axes (to the
             // integrator's constraint tolerance).
+            // Alignment angles from the axes' components (camber: top outward positive;
+            // toe-in positive; caster: top rearward; kingpin: top inboard).
+            let (ax, ay, az) = (o("ax"), o("ay"), o("az"));
+            let n = (ax * ax + ay * ay + az * az).sqrt();
+            close("camber_s", (-az / n).asin(), 1e-12);
+            close("toe_s", ax.atan2(ay), 1e-12);
+            close("caster_s", (-o("sx")).atan2(o("sz")), 1e-12);
+            close("kingpin_s", (-o("sy")).atan2(o("sz")), 1e-12);
+            camber_moved = camber_moved.max(o("camber_s").abs());
+            // The gallery's own `camber` output (the upright's angle about +x, positive top
+            // inboard) is minus this camber while the toe stays small.
+            close("camber_s", -o("camber"), 1e-3 * o("camber").abs() + 1e-9);
             close("d_arm_x", 0.0, 1e-6);
             close("d_arm_y", 0.45, 1e-6);
             close("d_arm_z", -0.03, 1e-6);

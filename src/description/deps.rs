@@ -237,9 +237,9 @@ pub fn output_dependencies_with(
             let deps: Deps = match &o.quantity {
                 OutputQuantity::Position { body, .. } => frame_own(body, VALUE),
                 OutputQuantity::Velocity { body, .. } => frame_own(body, RATE),
-                OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
-                    Deps::new()
-                }
+                OutputQuantity::Angle { .. }
+                | OutputQuantity::AngularVelocity { .. }
+                | OutputQuantity::WheelAngle { .. } => Deps::new(),
                 OutputQuantity::JointCoordinate { joint } => joint_travel(*joint, VALUE),
                 OutputQuantity::JointRate { joint } => joint_travel(*joint, RATE),
                 OutputQuantity::ElementLength { force } => {

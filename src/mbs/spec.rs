@@ -492,6 +492,19 @@ pub enum OutputQuantity {
     /// component along axis `component` of `frame`'s body coordinates: `order` 0 position
     /// `e·(r₂ − r₁)`, 1 velocity `e·(ṙ₂ − ṙ₁)`, 2 acceleration `e·(r̈₂ − r̈₁)` (derivatives
     /// in the ground frame, resolved along the current `e`).
+    /// Wheel alignment angle of a rigid body (the upright), vehicle axes x forward, y left,
+    /// z up: `kind` 0 camber `asin(−a_z)`, 1 toe-in `atan2(a_x, side·a_y)` of the outboard
+    /// wheel axis `a` (body coordinates); 2 caster `atan2(−s_x, s_z)`, 3 kingpin inclination
+    /// `atan2(−side·s_y, s_z)` of the steering axis `s` from `point1` (lower) to `point2`
+    /// (upper). `side` is the sign of the axis's initial y (+1 left, −1 right wheel).
+    WheelAngle {
+        kind: usize,
+        body: usize,
+        axis: Vector3<f64>,
+        point1: Vector3<f64>,
+        point2: Vector3<f64>,
+        side: f64,
+    },
     Relative {
         order: usize,
         body1: BodyRef,

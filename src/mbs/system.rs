@@ -1691,6 +1691,31 @@ impl System {
                 })
             }
             OutputQuantity::Energy => self.energy(t, q, v),
+            OutputQuantity::WheelAngle {
+                kind,
+                body,
+                axis,
+                point1,
+                point2,
+                side,
+            } => {
+                let b = BodyRef::Body(*body);
+                let a = super::kin::eval_quantity(
+                    &self.layout,
+                    &self.snap,
+                    &QDef::Vector(b, *axis),
+                    false,
+                )
+                .x
+                .normalize();
+                let s = point(self, b, point2).x - point(self, b, point1).x;
+                match kind {
+                    0 => (-a.z).clamp(-1.0, 1.0).asin(),
+                    1 => a.x.atan2(side * a.y),
+                    2 => (-s.x).atan2(s.z),
+                    _ => (-side * s.y).atan2(s.z),
+                }
+            }
             OutputQuantity::Relative {
                 order,
                 body1,

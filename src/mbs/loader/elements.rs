@@ -895,6 +895,7 @@ impl Resolver<'_> {
                 }
             }
             "relative_position" | "relative_velocity" | "relative_acceleration" => self.relative_output(o, kname, &el, sp.clone(), &present)?,
+            "camber" | "toe" | "caster" | "kingpin" => self.wheel_angle_output(o, kname, &el, sp.clone(), &present)?,
             "angle" | "angular_velocity" => {
                 self.allowed_keys(&el, &what, &present, &["body", "axis"])?;
                 let bn = self.required(&o.body, sp.clone(), &el, "body", &what)?;
@@ -972,7 +973,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     o.kind.span(),
                     &el,
-                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, energy, relative_position, relative_velocity, relative_acceleration)"),
+                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, energy, relative_position, relative_velocity, relative_acceleration, camber, toe, caster, kingpin)"),
                 ))
             }
         };
