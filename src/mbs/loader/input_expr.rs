@@ -24,8 +24,9 @@ pub(super) fn affine_in_input(
         })
         .map_err(|e| e.message)
     };
-    let offset = at(0.0)?;
-    let scale = at(1.0)? - offset;
+    let at_named = |u: f64| at(u).map_err(|e| format!("at {input} = {u}: {e}"));
+    let offset = at_named(0.0)?;
+    let scale = at_named(1.0)? - offset;
     // Values of either sign and size: a kink (abs), a curve (u^2, sin) or a pole shows.
     for u in [-3.7, -0.41, 0.29, 2.5, 17.0] {
         let f = at(u).map_err(|e| format!("at {input} = {u}: {e}"))?;
@@ -171,7 +172,8 @@ mod tests {
             ("-post_z", (-1.0, 0.0)),
             ("(post_z + h0)/g", (1.0 / 3.0, 0.25 / 3.0)),
             ("h0 - 0.5*(post_z - 1)", (-0.5, 0.75)),
-            ("deg(post_z)", (180.0 / std::f64::consts::PI, 0.0)),
+            // `deg(x)` is x degrees in radians.
+            ("deg(post_z)", (std::f64::consts::PI / 180.0, 0.0)),
         ];
         for (text, (s, o)) in cases {
             let (scale, offset) = affine_in_input(text, "post_z", &params).unwrap();
