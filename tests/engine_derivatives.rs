@@ -232,6 +232,7 @@ fn kitchen_sink() -> ModelSpec {
             static_preload: false,
             name: "bushing".into(),
             kind: ForceKind::Bushing {
+                preload: [5.0, -3.0, 2.0, 0.4, -0.2, 0.1],
                 body1: b0,
                 frame1: f([0.1, 0.0, 0.0], [1.0, 0.0, 0.2], 0.3),
                 body2: b1,

@@ -763,6 +763,7 @@ fn every_element_kind_resolves() {
             damping,
             rot_stiffness,
             rot_damping,
+            ..
         } => {
             let (p1, a1) = global(&s, *body1, frame1);
             let (p2, a2) = global(&s, *body2, frame2);

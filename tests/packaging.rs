@@ -943,6 +943,8 @@ fn options(dir: &Path, version: FmiVersion) -> PackageOptions {
         template_dir: None,
         generation_date_and_time: DATE.into(),
         capabilities: Capabilities::RUNTIME,
+        strip_debug_info: false, // the fake library is no real ELF file
+        model_text: None,
     }
 }
 
@@ -1404,4 +1406,89 @@ fn fmi_schema_crate_parses_both_versions() {
     assert_eq!(x2.num_variables(), md2.variables.len());
     assert_eq!(x2.model_structure.outputs.unknowns.len(), 3);
     assert_eq!(x2.model_structure.initial_unknowns.unknowns.len(), 3);
+}
+
+/// Issue 16: `mbsfmu export` packs the runtime library without its debug information, reports
+/// the FMU's size, and the FMU stays below 3 MB; the packed library still loads and answers
+/// through the C ABI.
+#[test]
+fn cli_export_packs_a_library_without_debug_information_below_3_mb() {
+    let dir = temp_dir("small");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    let fmu = dir.join("corner.fmu");
+    let (code, out, err) = mbsfmu(&[
+        "export",
+        model.to_str().unwrap(),
+        "--fmi",
+        "2",
+        "-o",
+        fmu.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let size = std::fs::metadata(&fmu).unwrap().len() as usize;
+    assert!(size < 3_000_000, "FMU is {size} bytes:\n{out}");
+    assert!(
+        out.contains(&format!(
+            "FMU size {:.2} MB ({size} bytes)",
+            size as f64 / 1e6
+        )),
+        "export does not report the size:\n{out}"
+    );
+    let files = unzip(&std::fs::read(&fmu).unwrap());
+    let lib = &files["binaries/linux64/suspension_corner.so"];
+    let elf = object::build::elf::Builder::read(lib.as_slice()).unwrap();
+    let debug: Vec<String> = elf
+        .sections
+        .iter()
+        .map(|s| s.name.to_string())
+        .filter(|n| n.starts_with(".debug"))
+        .collect();
+    assert!(debug.is_empty(), "debug sections left: {debug:?}");
+    assert!(
+        elf.sections.iter().any(|s| s.name.to_string() == ".symtab"),
+        "the symbol table (function names in backtraces) must stay"
+    );
+    let so = dir.join("corner.so");
+    std::fs::write(&so, lib).unwrap();
+    let version = unsafe {
+        let l = libloading::Library::new(&so).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn() -> *const std::ffi::c_char> =
+            l.get(b"fmi2GetVersion").unwrap();
+        std::ffi::CStr::from_ptr(f()).to_str().unwrap().to_owned()
+    };
+    assert_eq!(version, "2.0");
+
+    // --keep-debug-info packs the library as built (our release profile keeps line tables).
+    let (code, out, err) = mbsfmu(&[
+        "export",
+        model.to_str().unwrap(),
+        "--fmi",
+        "2",
+        "-o",
+        fmu.to_str().unwrap(),
+        "--keep-debug-info",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("without debug information"), "{out}");
+    let kept = &unzip(&std::fs::read(&fmu).unwrap())["binaries/linux64/suspension_corner.so"];
+    assert!(kept.len() >= lib.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Stripping needs a real ELF file: a truncated one is a user error naming the library.
+#[test]
+fn stripping_a_broken_library_names_it() {
+    let dir = temp_dir("strip");
+    let model = dir.join("slider.toml");
+    std::fs::write(&model, "x").unwrap();
+    let mut opts = options(&dir, FmiVersion::Fmi2);
+    opts.strip_debug_info = true;
+    let e = build_fmu(&small_model(vec![]), &model, &opts).unwrap_err();
+    assert!(e.is_user_error());
+    let e = e.to_string();
+    assert!(
+        e.contains("libfake.so") && e.contains("--keep-debug-info"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

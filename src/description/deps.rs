@@ -43,10 +43,7 @@ use crate::mbs::spec::{
 use std::collections::{BTreeMap, BTreeSet};
 
 fn input_of(m: &Motion) -> Option<usize> {
-    match m {
-        Motion::Input(i) => Some(*i),
-        _ => None,
-    }
+    m.input().map(|(i, _)| i)
 }
 
 /// The references an element attaches to (a joint element: the joint's two sides).
@@ -399,9 +396,9 @@ pub fn output_dependencies_with(
             let mut deps: Deps = match &o.quantity {
                 OutputQuantity::Position { body, .. } => frame_own(body, VALUE),
                 OutputQuantity::Velocity { body, .. } => frame_own(body, RATE),
-                OutputQuantity::Angle { .. } | OutputQuantity::AngularVelocity { .. } => {
-                    Deps::new()
-                }
+                OutputQuantity::Angle { .. }
+                | OutputQuantity::AngularVelocity { .. }
+                | OutputQuantity::WheelAngle { .. } => Deps::new(),
                 OutputQuantity::JointCoordinate { joint } => joint_travel(*joint, VALUE),
                 OutputQuantity::JointRate { joint } => joint_travel(*joint, RATE),
                 OutputQuantity::ElementLength { force } => {
@@ -411,6 +408,20 @@ pub fn output_dependencies_with(
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),
+                OutputQuantity::Relative {
+                    order,
+                    body1,
+                    body2,
+                    ..
+                } => match order {
+                    0 | 1 => {
+                        let mask = if *order == 0 { VALUE } else { RATE };
+                        let mut d = frame_own(body1, mask);
+                        merge(&mut d, &frame_own(body2, mask));
+                        d
+                    }
+                    _ => on(&[*body1, *body2]),
+                },
                 OutputQuantity::Acceleration { body, .. } => on(&[*body]),
                 OutputQuantity::JointForce { joint, .. }
                 | OutputQuantity::JointTorque { joint, .. } => match spec.joints.get(*joint) {
@@ -451,8 +462,26 @@ pub fn output_dependencies_with(
                     OutputQuantity::ElementLength { force } => {
                         moved_between(&force_ends(*force), VALUE)
                     }
-                    OutputQuantity::ElementForce { force } => {
+                    OutputQuantity::ElementForce { force } | OutputQuantity::Tire { force, .. } => {
                         moved_between(&force_ends(*force), VALUE | RATE)
+                    }
+                    OutputQuantity::WheelAngle { body, .. } => moved_body(*body, true, VALUE),
+                    // Resolved along a third reference's axes: any of the three moving counts.
+                    OutputQuantity::Relative {
+                        order: order @ (0 | 1),
+                        body1,
+                        body2,
+                        frame,
+                        ..
+                    } => {
+                        let mask = if *order == 0 { VALUE } else { VALUE | RATE };
+                        let mut d = Deps::new();
+                        for m in &eliminated {
+                            if [body1, body2, frame].iter().any(|r| m.contains(r)) {
+                                add(&mut d, &BTreeSet::from([m.input]), mask);
+                            }
+                        }
+                        d
                     }
                     // Kinetic and potential energy of the subtree.
                     OutputQuantity::Energy => {

@@ -2,9 +2,11 @@
 //! (mapping value references to model quantities) and the packager (writing
 //! `modelDescription.xml`). One source of truth: both call [`VariableTable::from_spec`].
 
+pub mod bake;
 pub mod capabilities;
 pub mod deps;
 pub mod package;
+pub mod strip;
 pub mod token;
 pub mod units;
 pub mod xml;

@@ -31,6 +31,8 @@ pub enum PackageError {
     OutsideModelDir { file: PathBuf, dir: PathBuf },
     #[error("{file}: not a Linux shared library (no ELF header); build it with `cargo build --release --lib` or pass --library PATH")]
     NotElf { file: PathBuf },
+    #[error("{file}: cannot drop its debug information ({reason}); pass --keep-debug-info to pack it as it is")]
+    Strip { file: PathBuf, reason: String },
     #[error("--extra-binary {platform}={file}: {reason}")]
     ExtraBinary {
         platform: String,
@@ -65,6 +67,12 @@ pub struct PackageOptions {
     pub template_dir: Option<PathBuf>,
     pub generation_date_and_time: String,
     pub capabilities: Capabilities,
+    /// Pack `library` without its `.debug_*` sections (see [`super::strip`]).
+    pub strip_debug_info: bool,
+    /// Pack this text as the model instead of `model_file`'s content (a model with its
+    /// `[solver]` table edited by `export --set`, see [`super::bake`]); the spec must have
+    /// been loaded from it.
+    pub model_text: Option<String>,
 }
 
 /// What was written.
@@ -73,6 +81,10 @@ pub struct Packed {
     pub description: ModelDescription,
     /// Archive entry names in order.
     pub entries: Vec<String>,
+    /// Size in bytes of the Linux library as given and as packed (after stripping).
+    pub library_size: (usize, usize),
+    /// Size in bytes of the `.fmu` (the zip).
+    pub fmu_size: usize,
 }
 
 fn read(file: &Path) -> Result<Vec<u8>, PackageError> {
@@ -196,7 +208,7 @@ pub fn build_fmu(
     model_file: &Path,
     opts: &PackageOptions,
 ) -> Result<(Vec<u8>, Packed), PackageError> {
-    let resources = collect_resources(spec, model_file)?;
+    let mut resources = collect_resources(spec, model_file)?;
     // The runtime recomputes this from resources/model.toml and the files its loader reads
     // (same contents, same order), so the token is computed by the same function.
     let sources: Vec<PathBuf> = spec
@@ -204,10 +216,22 @@ pub fn build_fmu(
         .iter()
         .map(|f| resolve(f, model_file))
         .collect();
-    let token = model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
-        file,
-        reason: e.to_string(),
-    })?;
+    let token = match &opts.model_text {
+        None => model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
+            file,
+            reason: e.to_string(),
+        })?,
+        Some(text) => {
+            if let Some(r) = resources.iter_mut().find(|(p, _)| p == MODEL_RESOURCE) {
+                r.1 = text.clone().into_bytes();
+            }
+            let mut contents = vec![text.clone().into_bytes()];
+            for f in sources.iter().filter(|p| p.as_path() != model_file) {
+                contents.push(read(f)?);
+            }
+            super::token::model_token(contents.iter().map(|c| c.as_slice()))
+        }
+    };
     let table = VariableTable::from_spec(spec);
     let mut seen = std::collections::HashSet::new();
     if let Some(v) = table
@@ -236,6 +260,16 @@ pub fn build_fmu(
             file: opts.library.clone(),
         });
     }
+    let given_size = lib.len();
+    let lib = if opts.strip_debug_info {
+        super::strip::strip_debug_info(&lib).map_err(|reason| PackageError::Strip {
+            file: opts.library.clone(),
+            reason,
+        })?
+    } else {
+        lib
+    };
+    let library_size = (given_size, lib.len());
     let id = &md.model_identifier;
     let mut entries: Vec<(String, Vec<u8>)> =
         vec![("modelDescription.xml".into(), xml.into_bytes())];
@@ -294,11 +328,14 @@ pub fn build_fmu(
         names.push(name.clone());
     }
     let bytes = zip.finish().map_err(zerr)?.into_inner();
+    let fmu_size = bytes.len();
     Ok((
         bytes,
         Packed {
             description: md,
             entries: names,
+            library_size,
+            fmu_size,
         },
     ))
 }

@@ -20,7 +20,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 mod elements;
+mod input_expr;
 mod joint_elements;
+mod sensors;
 mod tire;
 
 /// Read and validate a model file.
@@ -824,13 +826,10 @@ impl<'a> Resolver<'a> {
     fn motion(&mut self, m: &S<RawMotionValue>, el: &str, field: &str) -> Res<Motion> {
         let raw = match m.get_ref() {
             RawMotionValue::Constant(n) => {
-                if let Num::Text(t) = n {
-                    if let Some(&i) = self.input_index.get(t.trim()) {
-                        self.input_used[i] = true;
-                        return Ok(Motion::Input(i));
-                    }
-                }
                 let n = S::new(m.span(), n.clone());
+                if let Some(input) = self.input_motion(&n, el, field)? {
+                    return Ok(input);
+                }
                 return Ok(Motion::Constant(self.scalar(&n, el, field, false)?));
             }
             RawMotionValue::Table(t) => t.as_ref(),
@@ -920,6 +919,11 @@ impl<'a> Resolver<'a> {
         let v = |s: &Scalar| self.value_of(*s);
         match m {
             Motion::Input(i) => self.inputs[*i].start,
+            Motion::AffineInput {
+                input,
+                scale,
+                offset,
+            } => scale * self.inputs[*input].start + offset,
             Motion::Constant(c) => v(c),
             Motion::Ramp {
                 initial,

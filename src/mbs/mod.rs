@@ -3,6 +3,7 @@
 //! `integrate::system`, which are plain equations).
 
 pub mod assembly;
+pub mod curves;
 pub mod error;
 pub mod expr;
 pub mod friction;

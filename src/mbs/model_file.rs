@@ -386,6 +386,8 @@ pub struct RawForce {
     pub preload: Option<S<Num>>,
     pub coeffs: Option<NumList>,
     pub table: Option<S<String>>,
+    /// Damper curve: CSV of velocity (m/s), force (N) (src/mbs/curves.rs).
+    pub damper_table: Option<S<String>>,
     pub free_length: Option<S<Num>>,
     pub actuator: Option<S<RawMotionValue>>,
     /// Preload from equilibrium (spring-dampers, rotational springs, bushings).
@@ -401,6 +403,9 @@ pub struct RawForce {
     pub frame2: Option<S<RawLocalFrame>>,
     pub rot_stiffness: Option<NumList>,
     pub rot_damping: Option<NumList>,
+    /// Bushing preload: force / torque on body 2 along frame-1 axes at the rest position.
+    pub preload_force: Option<NumList>,
+    pub preload_torque: Option<NumList>,
     // Contact.
     pub geometry: Option<S<String>>,
     pub sphere: Option<S<String>>,
@@ -458,6 +463,12 @@ pub struct RawOutput {
     pub driver: Option<S<String>>,
     pub force: Option<S<String>>,
     pub scale: Option<S<Num>>,
+    /// Relative kinematics outputs: the two markers and the resolving frame.
+    pub body1: Option<S<String>>,
+    pub point1: Option<NumList>,
+    pub body2: Option<S<String>>,
+    pub point2: Option<NumList>,
+    pub frame: Option<S<String>>,
 }
 
 /// Which optional keys are present, with their spans: the loader rejects keys that the
@@ -506,6 +517,7 @@ present_keys!(
         preload,
         coeffs,
         table,
+        damper_table,
         free_length,
         actuator,
         static_preload,
@@ -519,6 +531,8 @@ present_keys!(
         frame2,
         rot_stiffness,
         rot_damping,
+        preload_force,
+        preload_torque,
         geometry,
         sphere,
         center,
@@ -545,7 +559,7 @@ present_keys!(
 );
 present_keys!(
     RawOutput,
-    [body, point, component, axis, joint, driver, force]
+    [body, point, component, axis, joint, driver, force, body1, point1, body2, point2, frame]
 );
 present_keys!(
     RawMotion,

@@ -105,6 +105,14 @@ impl MotionSlot {
         let p = |s: &super::spec::Scalar| s.eval(params);
         let mut out = match &self.motion {
             Motion::Input(i) => inputs.eval(*i, t),
+            Motion::AffineInput {
+                input,
+                scale,
+                offset,
+            } => {
+                let [u, du, ddu] = inputs.eval(*input, t);
+                [scale * u + offset, scale * du, scale * ddu]
+            }
             Motion::Constant(c) => [p(c), 0.0, 0.0],
             Motion::Ramp {
                 initial,

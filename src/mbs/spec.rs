@@ -90,6 +90,13 @@ pub struct BodySpec {
 pub enum Motion {
     /// The value of an FMU input (index into [`ModelSpec::inputs`]).
     Input(usize),
+    /// `scale · u + offset` of FMU input `u` (a model file's `"0.05 + post_z"`); its rates are
+    /// `scale · u̇`, `scale · ü`.
+    AffineInput {
+        input: usize,
+        scale: f64,
+        offset: f64,
+    },
     Constant(Scalar),
     /// `initial + slope * max(t - start, 0)`.
     Ramp {
@@ -119,6 +126,17 @@ pub enum Motion {
         t: Vec<f64>,
         values: Vec<f64>,
     },
+}
+
+impl Motion {
+    /// The input this motion follows and `∂value/∂u` (1 for a bare input).
+    pub fn input(&self) -> Option<(usize, f64)> {
+        match *self {
+            Motion::Input(i) => Some((i, 1.0)),
+            Motion::AffineInput { input, scale, .. } => Some((input, scale)),
+            _ => None,
+        }
+    }
 }
 
 /// A ground point that moves by prescribed translation (test-rig base, pendulum suspension).
@@ -204,6 +222,14 @@ pub enum ForceLaw {
         force: Vec<f64>,
         damping: Scalar,
     },
+    /// `spring` (any other law, its damping 0) plus a tabulated damper force `f_d(ẋ)`
+    /// (`damper_table`; [`crate::mbs::curves::Curve`]).
+    DamperTable {
+        spring: Box<ForceLaw>,
+        file: PathBuf,
+        velocity: Vec<f64>,
+        force: Vec<f64>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -266,6 +292,9 @@ pub enum ForceKind {
     /// Six-component linear bushing between two frames: translational and rotational stiffness
     /// and damping per axis of frame 1 (small relative rotations).
     Bushing {
+        /// Force then torque on body 2 along frame-1 axes at the rest position (N, N m);
+        /// `[f64; 6]` of zeros when none is given.
+        preload: [f64; 6],
         body1: BodyRef,
         frame1: LocalFrame,
         body2: BodyRef,
@@ -484,8 +513,10 @@ pub enum OutputQuantity {
         point: Vector3<f64>,
         component: usize,
     },
-    /// Rotation angle of a rigid body about a global axis (continuous, rad), zero at the
-    /// orientation given in the model rotated to align... see docs/model-format.md.
+    /// Rotation angle of a rigid body about a global axis (rad): from the reference direction
+    /// `e` (global x, or y for an axis near x, projected normal to the axis) to the projection
+    /// of the body-fixed `R e`; 0 at the identity orientation, continuous in time. The same
+    /// words are in docs/model-format.md and docs/engine.md.
     Angle {
         body: usize,
         axis: Vector3<f64>,
@@ -532,6 +563,32 @@ pub enum OutputQuantity {
     },
     /// Kinetic + gravitational + elastic potential energy.
     Energy,
+    /// Relative kinematics of marker 2 with respect to marker 1 (points in body coordinates),
+    /// component along axis `component` of `frame`'s body coordinates: `order` 0 position
+    /// `e·(r₂ − r₁)`, 1 velocity `e·(ṙ₂ − ṙ₁)`, 2 acceleration `e·(r̈₂ − r̈₁)` (derivatives
+    /// in the ground frame, resolved along the current `e`).
+    /// Wheel alignment angle of a rigid body (the upright), vehicle axes x forward, y left,
+    /// z up: `kind` 0 camber `asin(−a_z)`, 1 toe-in `atan2(a_x, side·a_y)` of the outboard
+    /// wheel axis `a` (body coordinates); 2 caster `atan2(−s_x, s_z)`, 3 kingpin inclination
+    /// `atan2(−side·s_y, s_z)` of the steering axis `s` from `point1` (lower) to `point2`
+    /// (upper). `side` is the sign of the axis's initial y (+1 left, −1 right wheel).
+    WheelAngle {
+        kind: usize,
+        body: usize,
+        axis: Vector3<f64>,
+        point1: Vector3<f64>,
+        point2: Vector3<f64>,
+        side: f64,
+    },
+    Relative {
+        order: usize,
+        body1: BodyRef,
+        point1: Vector3<f64>,
+        body2: BodyRef,
+        point2: Vector3<f64>,
+        frame: BodyRef,
+        component: usize,
+    },
 }
 
 /// The `component` names of a `tire` output, with their units.

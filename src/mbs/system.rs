@@ -101,6 +101,8 @@ pub(super) enum Law {
         law: SpringLaw,
         free: f64,
         actuator: Option<usize>,
+        /// A damper curve `f_d(ξ̇)` in place of `c ξ̇` (`damper_table`).
+        damper: Option<super::curves::Curve>,
     },
     /// Torque `−k(θ − θ0) − c θ̇ + act`.
     Torsion {
@@ -109,8 +111,14 @@ pub(super) enum Law {
         free: f64,
         actuator: Option<usize>,
     },
-    /// Linear spring-damper on a coordinate around its initial value: `−k(ξ − ξ0) − c ξ̇`.
-    Linear { k: f64, c: f64, rest: f64 },
+    /// Linear spring-damper on a coordinate around its initial value `rest`:
+    /// `−k(ξ − rest) − c ξ̇ + preload` (bushing components).
+    Linear {
+        k: f64,
+        c: f64,
+        rest: f64,
+        preload: f64,
+    },
     /// Penalty contact on a separation coordinate ξ with penetration `δ = gap − ξ`.
     Contact {
         gap: f64,
@@ -604,7 +612,25 @@ impl System {
                     law,
                     actuator,
                 } => {
+                    let (law, damper) = match law {
+                        ForceLaw::DamperTable {
+                            spring,
+                            velocity,
+                            force,
+                            ..
+                        } => (
+                            spring.as_ref(),
+                            Some(super::curves::Curve::new(velocity, force)),
+                        ),
+                        other => (other, None),
+                    };
                     let law = match law {
+                        // The loader nests no curve in a curve.
+                        ForceLaw::DamperTable { .. } => SpringLaw::Linear {
+                            k: 0.0,
+                            c: 0.0,
+                            preload: 0.0,
+                        },
                         ForceLaw::Linear {
                             stiffness,
                             damping,
@@ -639,6 +665,7 @@ impl System {
                             law,
                             free: pv(free_length),
                             actuator,
+                            damper,
                         },
                         element: fi,
                         preset: 0.0,
@@ -675,6 +702,7 @@ impl System {
                     });
                 }
                 ForceKind::Bushing {
+                    preload,
                     body1,
                     frame1,
                     body2,
@@ -694,6 +722,7 @@ impl System {
                                 k: pv(&stiffness[k]),
                                 c: pv(&damping[k]),
                                 rest: f64::NAN,
+                                preload: preload[k],
                             },
                             element: fi,
                             preset: 0.0,
@@ -710,6 +739,7 @@ impl System {
                                 k: pv(&rot_stiffness[k]),
                                 c: pv(&rot_damping[k]),
                                 rest: f64::NAN,
+                                preload: preload[3 + k],
                             },
                             element: fi,
                             preset: 0.0,
@@ -1023,6 +1053,7 @@ impl System {
                 law,
                 free,
                 actuator,
+                damper,
             } => {
                 let x = xi - free;
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
@@ -1042,8 +1073,12 @@ impl System {
                         (f, df, *c)
                     }
                 };
+                let (fd, dfd) = match damper {
+                    Some(curve) => curve.eval(rate),
+                    None => (c * rate, c),
+                };
                 // Tension T pulls the points together: generalized force −T ∇l.
-                (-(f + c * rate + act), -df, -c)
+                (-(f + fd + act), -df, -dfd)
             }
             Law::Torsion {
                 k,
@@ -1054,7 +1089,12 @@ impl System {
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
                 (-k * (xi - free) - c * rate + act, -k, -c)
             }
-            Law::Linear { k, c, rest } => (-k * (xi - rest) - c * rate, -k, -c),
+            Law::Linear {
+                k,
+                c,
+                rest,
+                preload,
+            } => (-k * (xi - rest) - c * rate + preload, -k, -c),
             Law::Contact { gap, hertz, k, c } => {
                 let delta = gap - xi;
                 if delta <= 0.0 {
@@ -1634,6 +1674,7 @@ impl System {
             matches!(
                 o.quantity,
                 OutputQuantity::Acceleration { .. }
+                    | OutputQuantity::Relative { order: 2, .. }
                     | OutputQuantity::JointForce { .. }
                     | OutputQuantity::JointTorque { .. }
                     | OutputQuantity::DriverForce { .. }
@@ -1744,6 +1785,65 @@ impl System {
                 })
             }
             OutputQuantity::Energy => self.energy(t, q, v),
+            OutputQuantity::WheelAngle {
+                kind,
+                body,
+                axis,
+                point1,
+                point2,
+                side,
+            } => {
+                let b = BodyRef::Body(*body);
+                let a = super::kin::eval_quantity(
+                    &self.layout,
+                    &self.snap,
+                    &QDef::Vector(b, *axis),
+                    false,
+                )
+                .x
+                .normalize();
+                let s = point(self, b, point2).x - point(self, b, point1).x;
+                match kind {
+                    0 => (-a.z).clamp(-1.0, 1.0).asin(),
+                    1 => a.x.atan2(side * a.y),
+                    2 => (-s.x).atan2(s.z),
+                    _ => (-side * s.y).atan2(s.z),
+                }
+            }
+            OutputQuantity::Relative {
+                order,
+                body1,
+                point1,
+                body2,
+                point2,
+                frame,
+                component,
+            } => {
+                let e = super::kin::eval_quantity(
+                    &self.layout,
+                    &self.snap,
+                    &QDef::Vector(*frame, unit(*component)),
+                    false,
+                )
+                .x;
+                let (p1, p2) = (point(self, *body1, point1), point(self, *body2, point2));
+                match order {
+                    0 => e.dot(&(p2.x - p1.x)),
+                    1 => e.dot(&(p2.xd - p1.xd)),
+                    _ => {
+                        // Global acceleration components of each point, as for `Acceleration`.
+                        let acc_of = |sys: &System, body: BodyRef, p: &Vector3<f64>| {
+                            Vector3::from_fn(|i, _| {
+                                let g = QDef::Vector(BodyRef::Ground, unit(i));
+                                let cv = sys.coord(&Coord::Dot(g, QDef::Point(body, *p)), Some(v));
+                                cv.grad.dot(&cv.gather(acc)) + cv.conv
+                            })
+                        };
+                        let (a1, a2) = (acc_of(self, *body1, point1), acc_of(self, *body2, point2));
+                        e.dot(&(a2 - a1))
+                    }
+                }
+            }
         }
     }
 
@@ -1805,7 +1905,9 @@ impl System {
                     }
                 }
                 Law::Torsion { k, free, .. } => 0.5 * k * (cv.val - free).powi(2),
-                Law::Linear { k, rest, .. } => 0.5 * k * (cv.val - rest).powi(2),
+                Law::Linear {
+                    k, rest, preload, ..
+                } => 0.5 * k * (cv.val - rest).powi(2) - preload * (cv.val - rest),
                 Law::Contact { gap, hertz, k, .. } => {
                     let d = (gap - cv.val).max(0.0);
                     if *hertz {

@@ -2,6 +2,7 @@
 
 use super::{CliError, CliResult};
 use clap::Args;
+use mbsfmu::description::bake::{bake_solver, parse_solver_sets};
 use mbsfmu::description::package::{write_fmu, PackageOptions};
 use mbsfmu::description::xml::{model_identifier, now_utc, FmiVersion};
 use mbsfmu::description::Capabilities;
@@ -30,6 +31,15 @@ pub struct ExportArgs {
     /// A directory laid out like fmu-template/ to use instead of the built-in template.
     #[arg(long)]
     pub template: Option<PathBuf>,
+    /// Pack the Linux library with its debug information (by default it is dropped: the
+    /// release build's line tables triple the FMU's size and serve only profilers).
+    #[arg(long)]
+    pub keep_debug_info: bool,
+    /// Write a solver choice into the packed model's [solver] table: solver.KEY=VALUE
+    /// (integrator, jacobian, rtol, atol, max_step, initial_step, fixed_step); may repeat.
+    /// The FMU starts with it, for masters that drop Enumeration parameters.
+    #[arg(long = "set", value_name = "solver.KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 /// `libmbsfmu.so` next to the running executable (`target/release/`); for a debug build of
@@ -52,6 +62,11 @@ pub fn default_library() -> CliResult<PathBuf> {
     })
 }
 
+/// A size in MB (10^6 bytes, as file managers show it).
+fn megabytes(bytes: usize) -> String {
+    format!("{:.2} MB", bytes as f64 / 1e6)
+}
+
 pub fn run(a: &ExportArgs) -> CliResult {
     let versions = match a.fmi.as_deref() {
         Some("2") => vec![FmiVersion::Fmi2],
@@ -68,7 +83,18 @@ pub fn run(a: &ExportArgs) -> CliResult {
             .ok_or_else(|| CliError::User(format!("--extra-binary {e}: expected PLATFORM=PATH")))?;
         extra.push((platform.to_string(), PathBuf::from(path)));
     }
-    let spec = mbsfmu::mbs::load_model(&a.model)?;
+    let solver_sets = parse_solver_sets(&a.set).map_err(|e| CliError::User(e.to_string()))?;
+    let (spec, model_text) = if solver_sets.is_empty() {
+        (mbsfmu::mbs::load_model(&a.model)?, None)
+    } else {
+        let text = std::fs::read_to_string(&a.model)
+            .map_err(|e| CliError::User(format!("{}: cannot read: {e}", a.model.display())))?;
+        let baked = bake_solver(&text, &a.model.display().to_string(), &solver_sets)
+            .map_err(|e| CliError::User(e.to_string()))?;
+        let spec = mbsfmu::mbs::load_model_str(&baked, &a.model)
+            .map_err(|e| CliError::User(format!("with --set {}: {e}", a.set.join(" --set "))))?;
+        (spec, Some(baked))
+    };
     // Refuse what `check` refuses: an FMU whose initialization cannot succeed is no FMU.
     super::check::assembly_report(&spec).map_err(|message| {
         CliError::User(format!(
@@ -98,6 +124,8 @@ pub fn run(a: &ExportArgs) -> CliResult {
             template_dir: a.template.clone(),
             generation_date_and_time: date.clone(),
             capabilities: Capabilities::RUNTIME,
+            strip_debug_info: !a.keep_debug_info,
+            model_text: model_text.clone(),
         };
         let packed = write_fmu(&spec, &a.model, &opts, &out).map_err(|e| {
             if e.is_user_error() {
@@ -115,6 +143,30 @@ pub fn run(a: &ExportArgs) -> CliResult {
             spec.inputs.len(),
             spec.outputs.len(),
             md.token
+        );
+        if model_text.is_some() {
+            println!(
+                "  solver baked into resources/model.toml: integrator {}, jacobian {}, rtol {}, atol {}",
+                spec.solver.method.name(),
+                spec.solver.jacobian.name(),
+                spec.solver.rtol,
+                spec.solver.atol
+            );
+        }
+        let (given, packed_lib) = packed.library_size;
+        let library = if given != packed_lib {
+            format!(
+                "{} without debug information, {} as built",
+                megabytes(packed_lib),
+                megabytes(given)
+            )
+        } else {
+            megabytes(packed_lib)
+        };
+        println!(
+            "  FMU size {} ({} bytes); library {library}",
+            megabytes(packed.fmu_size),
+            packed.fmu_size
         );
     }
     Ok(())

@@ -459,7 +459,7 @@ impl Resolver<'_> {
                         return Err(self.err(s, &el, format!("unknown spring law \"{other}\" (one of: linear, polynomial, table)")));
                     }
                 };
-                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator", "static_preload"];
+                let mut allowed = vec!["body1", "body2", "point1", "point2", "law", "free_length", "actuator", "static_preload", "damper_table"];
                 allowed.extend_from_slice(law_keys);
                 self.allowed_keys(&el, &format!("a {law} spring_damper"), &present, &allowed)?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
@@ -506,6 +506,10 @@ impl Resolver<'_> {
                         let (file, deflection, force) = self.table_file(t, &el)?;
                         ForceLaw::Table { file, deflection, force, damping }
                     }
+                };
+                let law = match &f.damper_table {
+                    Some(t) => self.damper_table(law, t, f.damping.as_ref().map(|d| d.span()), &el)?,
+                    None => law,
                 };
                 let actuator = match &f.actuator {
                     Some(a) => Some(self.motion(a, &el, "actuator")?),
@@ -567,7 +571,7 @@ impl Resolver<'_> {
                 ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator }
             }
             "bushing" => {
-                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload"])?;
+                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque"])?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                 self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                 self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -592,7 +596,8 @@ impl Resolver<'_> {
                 let damping = self.three_nonneg(f.damping.as_ref(), &el, "damping", "N s/m")?;
                 let rot_stiffness = self.list_nonneg(f.rot_stiffness.as_ref(), &el, "rot_stiffness", "N m/rad")?;
                 let rot_damping = self.list_nonneg(f.rot_damping.as_ref(), &el, "rot_damping", "N m s/rad")?;
-                ForceKind::Bushing { body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
+                let preload = self.bushing_preload(f, &el)?;
+                ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
             "tire" => self.tire(f, &el, sp.clone(), &present)?,
@@ -882,6 +887,8 @@ impl Resolver<'_> {
                     _ => (OutputQuantity::Acceleration { body, point, component }, "m/s2"),
                 }
             }
+            "relative_position" | "relative_velocity" | "relative_acceleration" => self.relative_output(o, kname, &el, sp.clone(), &present)?,
+            "camber" | "toe" | "caster" | "kingpin" => self.wheel_angle_output(o, kname, &el, sp.clone(), &present)?,
             "angle" | "angular_velocity" => {
                 self.allowed_keys(&el, &what, &present, &["body", "axis"])?;
                 let bn = self.required(&o.body, sp.clone(), &el, "body", &what)?;
@@ -960,7 +967,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     o.kind.span(),
                     &el,
-                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, tire, energy)"),
+                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, tire, energy, relative_position, relative_velocity, relative_acceleration, camber, toe, caster, kingpin)"),
                 ))
             }
         };

@@ -115,6 +115,7 @@ impl System {
             matches!(
                 o.quantity,
                 OutputQuantity::Acceleration { .. }
+                    | OutputQuantity::Relative { order: 2, .. }
                     | OutputQuantity::JointForce { .. }
                     | OutputQuantity::JointTorque { .. }
                     | OutputQuantity::DriverForce { .. }
@@ -156,10 +157,19 @@ impl System {
         Ok(Factored::Dense(a.lu()))
     }
 
+    /// `∂(slot value)/∂u` for a slot among `slots` (an input expression's scale), else 0.
+    fn slot_gain(&self, s: usize, slots: &[usize]) -> f64 {
+        if slots.contains(&s) {
+            self.motions[s].motion.input().map_or(0.0, |(_, g)| g)
+        } else {
+            0.0
+        }
+    }
+
     /// Motion slots driven by input `j`.
     fn input_slots(&self, j: usize) -> Vec<usize> {
         (0..self.motions.len())
-            .filter(|&s| self.motions[s].motion == Motion::Input(j))
+            .filter(|&s| self.motions[s].motion.input().is_some_and(|(i, _)| i == j))
             .collect()
     }
 
@@ -228,6 +238,7 @@ impl System {
                     if !matches!(
                         o.quantity,
                         OutputQuantity::Acceleration { .. }
+                            | OutputQuantity::Relative { order: 2, .. }
                             | OutputQuantity::JointForce { .. }
                             | OutputQuantity::JointTorque { .. }
                             | OutputQuantity::DriverForce { .. }
@@ -269,10 +280,10 @@ impl System {
                     let sign = match &self.terms[i].law {
                         Law::Spring {
                             actuator: Some(s), ..
-                        } if slots.contains(s) => -1.0,
+                        } if slots.contains(s) => -self.slot_gain(*s, slots),
                         Law::Torsion {
                             actuator: Some(s), ..
-                        } if slots.contains(s) => 1.0,
+                        } if slots.contains(s) => self.slot_gain(*s, slots),
                         _ => continue,
                     };
                     let cv = self.term_value(i, Some(v));
@@ -300,7 +311,7 @@ impl System {
                     } = &self.rows[i].kind
                     {
                         if slots.contains(s) {
-                            rhs[nq + k] += 1.0;
+                            rhs[nq + k] += self.slot_gain(*s, slots);
                         }
                     }
                 }
@@ -321,22 +332,12 @@ impl System {
             let (f, _, _) = self.term_law(i, cv.val, cv.rate, t);
             // Reported force: spring tension −F = … + act; torsion F = … + act.
             let (val, dval) = match &tm.law {
-                Law::Spring { actuator, .. } => (
-                    -f,
-                    if actuator.is_some_and(|s| slots.contains(&s)) {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                ),
-                Law::Torsion { actuator, .. } => (
-                    f,
-                    if actuator.is_some_and(|s| slots.contains(&s)) {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                ),
+                Law::Spring { actuator, .. } => {
+                    (-f, actuator.map_or(0.0, |s| self.slot_gain(s, slots)))
+                }
+                Law::Torsion { actuator, .. } => {
+                    (f, actuator.map_or(0.0, |s| self.slot_gain(s, slots)))
+                }
                 _ => (f, 0.0),
             };
             vals.push(val);

@@ -1,0 +1,135 @@
+//! Sensor outputs: relative position, velocity and acceleration of one marker with respect
+//! to another, resolved along the axes of a chosen body (docs/model-format.md, *Outputs*).
+
+use super::*;
+
+impl Resolver<'_> {
+    /// `camber`, `toe` (keys `body`, `axis`: the outboard wheel axis) and `caster`, `kingpin`
+    /// (keys `body`, `axis`, `point1`, `point2`: the steering axis from lower to upper).
+    pub(super) fn wheel_angle_output(
+        &mut self,
+        o: &RawOutput,
+        kname: &str,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = format!("a {kname} output");
+        let steering = matches!(kname, "caster" | "kingpin");
+        let keys: &[&str] = if steering {
+            &["body", "axis", "point1", "point2"]
+        } else {
+            &["body", "axis"]
+        };
+        self.allowed_keys(el, &what, present, keys)?;
+        let bn = self.required(&o.body, sp.clone(), el, "body", &what)?;
+        let b = self.body_ref(bn, el, "body")?;
+        let BodyRef::Body(body) = b else {
+            return Err(self.err(
+                bn.span(),
+                el,
+                format!("{what} needs a body, not {}", self.ref_name(b)),
+            ));
+        };
+        self.check_rigid(b, bn.span(), el, &what)?;
+        let ax = self.required(&o.axis, sp.clone(), el, "axis", &what)?;
+        let axis_global = self.unit_vec3(ax, el, "axis")?;
+        self.ensure(axis_global.y.abs() > 1e-9, ax.span(), el, || {
+            "`axis` is the outboard wheel axis (vehicle y left): it needs a y component (+ for a left wheel, − for a right one)".into()
+        })?;
+        let side = axis_global.y.signum();
+        let (_, rot) = self.pose(b);
+        let axis = rot.transpose() * axis_global;
+        let (mut point1, mut point2) = (Vector3::zeros(), Vector3::zeros());
+        if steering {
+            let p1 = self.required(&o.point1, sp.clone(), el, "point1", &what)?;
+            let p2 = self.required(&o.point2, sp.clone(), el, "point2", &what)?;
+            let (g1, g2) = (self.vec3(p1, el, "point1")?, self.vec3(p2, el, "point2")?);
+            self.ensure((g2 - g1).norm() > 1e-9, p2.span(), el, || {
+                "`point1` and `point2` (the steering axis) coincide".into()
+            })?;
+            point1 = self.local_point(b, g1);
+            point2 = self.local_point(b, g2);
+        }
+        let kind = match kname {
+            "camber" => 0,
+            "toe" => 1,
+            "caster" => 2,
+            _ => 3,
+        };
+        Ok((
+            OutputQuantity::WheelAngle {
+                kind,
+                body,
+                axis,
+                point1,
+                point2,
+                side,
+            },
+            "rad",
+        ))
+    }
+
+    pub(super) fn relative_output(
+        &mut self,
+        o: &RawOutput,
+        kname: &str,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = format!("a {kname} output");
+        self.allowed_keys(
+            el,
+            &what,
+            present,
+            &["body1", "point1", "body2", "point2", "frame", "component"],
+        )?;
+        let marker = |r: &mut Self,
+                      body: &Option<S<String>>,
+                      point: &Option<NumList>,
+                      b: &str,
+                      p: &str|
+         -> Res<(BodyRef, Vector3<f64>)> {
+            let bn = r.required(body, sp.clone(), el, b, &what)?;
+            let body = r.body_ref(bn, el, b)?;
+            let local = match point {
+                Some(x) => {
+                    let g = r.vec3(x, el, p)?;
+                    r.local_point(body, g)
+                }
+                None => Vector3::zeros(),
+            };
+            Ok((body, local))
+        };
+        let (body1, point1) = marker(self, &o.body1, &o.point1, "body1", "point1")?;
+        let (body2, point2) = marker(self, &o.body2, &o.point2, "body2", "point2")?;
+        let frame = match &o.frame {
+            Some(f) => {
+                let b = self.body_ref(f, el, "frame")?;
+                self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
+                b
+            }
+            None => BodyRef::Ground,
+        };
+        let c = self.required(&o.component, sp.clone(), el, "component", &what)?;
+        let component = self.component(c, el)?;
+        let (order, unit) = match kname {
+            "relative_position" => (0, "m"),
+            "relative_velocity" => (1, "m/s"),
+            _ => (2, "m/s2"),
+        };
+        Ok((
+            OutputQuantity::Relative {
+                order,
+                body1,
+                point1,
+                body2,
+                point2,
+                frame,
+                component,
+            },
+            unit,
+        ))
+    }
+}
