@@ -1561,3 +1561,53 @@ fn file_order_chooses_the_tree_and_not_the_motion() {
     assert!(travel > 1e-3, "the corner moves: {travel}");
     assert!(err < 1e-6, "{err}");
 }
+
+/// A model whose every tree coordinate is driven has nothing to integrate in joint
+/// coordinates: `System::new` says so and names the way out, instead of panicking on an empty
+/// saddle-point matrix (found on a driven prismatic body); the absolute formulation runs it.
+#[test]
+fn a_fully_driven_tree_is_refused_with_a_clear_message() {
+    let text = |formulation: &str| {
+        format!(
+            r#"
+[model]
+name = "driven"
+formulation = "{formulation}"
+gravity = [0.0, 0.0, -9.81]
+[[inputs]]
+name = "s"
+start = 0.1
+[[bodies]]
+name = "cart"
+mass = 3.0
+inertia = [0.1, 0.1, 0.1]
+position = [0.0, 0.0, 0.0]
+[[joints]]
+name = "lift"
+type = "prismatic"
+body1 = "ground"
+body2 = "cart"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+[[drivers]]
+name = "drive"
+joint = "lift"
+motion = "s"
+"#
+        )
+    };
+    let path = std::path::Path::new("driven.toml");
+    let joint = mbsfmu::mbs::load_model_str(&text("joint"), path).unwrap();
+    let err = mbsfmu::mbs::system::System::new(std::sync::Arc::new(joint))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("every joint coordinate of the tree is driven")
+            && err.contains("formulation = \"absolute\""),
+        "{err}"
+    );
+    let absolute = mbsfmu::mbs::load_model_str(&text("absolute"), path).unwrap();
+    let mut sys = mbsfmu::mbs::system::System::new(std::sync::Arc::new(absolute)).unwrap();
+    sys.initial_state(0.0).unwrap();
+}

@@ -157,6 +157,15 @@ impl JointModel {
                 }
             };
         }
+        if n_free == 0 && !spec.bodies.is_empty() {
+            // The integrators need at least one coordinate to integrate.
+            return Err(sys.err(
+                "every joint coordinate of the tree is driven (no free coordinate is left to \
+                 integrate in joint coordinates): use formulation = \"absolute\" for a fully \
+                 prescribed model"
+                    .into(),
+            ));
+        }
         let mut rows: Vec<JRow> = (0..sys.rows.len())
             .filter(|&i| match sys.rows[i].owner {
                 RowOwner::Joint(j) => span.cut.contains(&j),
@@ -576,6 +585,11 @@ impl JointModel {
         v: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
         let (nq, nc) = (self.n_q(), self.n_c());
+        if nq == 0 {
+            // Every degree of freedom driven: nothing to solve for (nalgebra refuses views of
+            // an empty matrix). Outputs still follow the drivers.
+            return Ok((Vec::new(), vec![0.0; nc]));
+        }
         let mut m = DMatrix::zeros(nq, nq);
         let mut g = DMatrix::zeros(nc, nq);
         let mut rhs = vec![0.0; nq + nc];
