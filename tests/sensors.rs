@@ -4,7 +4,8 @@
 //! (0, 0.70, 0.17) and the lower arm's inner pivot A = (0, 0.25, 0.20) are both points of the
 //! lower arm, which only rotates about x (angle φ): so `B − A` in the arm's axes stays
 //! (0, 0.45, −0.03) for all time, in ground axes it is `R_x(φ) (0, 0.45, −0.03)`, its velocity
-//! `ω × d` with `ω = φ̇ x`. Run from the design position (the static solve off).
+//! `ω × d` with `ω = φ̇ x`. Run from the design position (the static solve off), in both
+//! formulations.
 
 use mbsfmu::cosim::Simulation;
 use mbsfmu::description::VariableTable;
@@ -150,9 +151,9 @@ component = "z"
 
 #[test]
 fn relative_kinematics_on_the_corner_match_hand_calculation() {
-    // The corner's spherical joints are not in the joint formulation yet (it refuses the
-    // model); the outputs are computed from absolute coordinates in both formulations.
-    for formulation in ["absolute"] {
+    // Both formulations: the joint formulation evaluates the outputs from the absolute
+    // coordinates of its state, so this checks that state's kinematics as well.
+    for formulation in ["absolute", "joint"] {
         let text = model(formulation);
         let spec = Arc::new(
             mbsfmu::mbs::load_model_str(
