@@ -63,14 +63,7 @@ impl Curve {
     pub fn eval(&self, v: f64) -> (f64, f64) {
         let n = self.x.len();
         let seg = |i: usize, t: f64| {
-            let h = self.x[i + 1] - self.x[i];
-            let (a, b) = ((self.x[i + 1] - t) / h, (t - self.x[i]) / h);
-            let (mi, mj) = (self.m[i], self.m[i + 1]);
-            let val = a * self.y[i]
-                + b * self.y[i + 1]
-                + ((a * a * a - a) * mi + (b * b * b - b) * mj) * h * h / 6.0;
-            let d1 = (self.y[i + 1] - self.y[i]) / h - (3.0 * a * a - 1.0) * h / 6.0 * mi
-                + (3.0 * b * b - 1.0) * h / 6.0 * mj;
+            let [val, d1, _] = super::motion::cubic_piece(&self.x, &self.y, &self.m, i, t);
             (val, d1)
         };
         if v <= self.x[0] {

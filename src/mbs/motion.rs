@@ -60,17 +60,21 @@ impl Spline {
             Ok(i) => i.min(n - 2),
             Err(i) => i - 1,
         };
-        let h = self.x[i + 1] - self.x[i];
-        let (a, b) = ((self.x[i + 1] - t) / h, (t - self.x[i]) / h);
-        let (mi, mj) = (self.m[i], self.m[i + 1]);
-        let val = a * self.y[i]
-            + b * self.y[i + 1]
-            + ((a * a * a - a) * mi + (b * b * b - b) * mj) * h * h / 6.0;
-        let d1 = (self.y[i + 1] - self.y[i]) / h - (3.0 * a * a - 1.0) * h / 6.0 * mi
-            + (3.0 * b * b - 1.0) * h / 6.0 * mj;
-        let d2 = a * mi + b * mj;
-        [val, d1, d2]
+        cubic_piece(&self.x, &self.y, &self.m, i, t)
     }
+}
+
+/// Value, first and second derivative at `t` of the cubic spline piece on `[x_i, x_{i+1}]`
+/// with knot values `y` and knot second derivatives `m` (any end conditions).
+pub(crate) fn cubic_piece(x: &[f64], y: &[f64], m: &[f64], i: usize, t: f64) -> [f64; 3] {
+    let h = x[i + 1] - x[i];
+    let (a, b) = ((x[i + 1] - t) / h, (t - x[i]) / h);
+    let (mi, mj) = (m[i], m[i + 1]);
+    let val = a * y[i] + b * y[i + 1] + ((a * a * a - a) * mi + (b * b * b - b) * mj) * h * h / 6.0;
+    let d1 = (y[i + 1] - y[i]) / h - (3.0 * a * a - 1.0) * h / 6.0 * mi
+        + (3.0 * b * b - 1.0) * h / 6.0 * mj;
+    let d2 = a * mi + b * mj;
+    [val, d1, d2]
 }
 
 /// A motion slot: the motion, its spline if tabulated, and the excitation offset.
