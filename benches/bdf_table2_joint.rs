@@ -9,9 +9,10 @@
 //!
 //! Two suspensions: `translate` (paper 003's x = 2 + 0.3 sin ωt, y = 0.2 sin ωt, ω = 2π·0.05;
 //! tip deviation against `tests/data/integrators/pendulum_chain_tip.csv`, scipy DOP853 1e-12)
-//! and `tilt` (the chain's plane tilted about x by u = 0.5 sin ωt through a driven, eliminated
-//! revolute: u enters Ψ through gravity's direction; tip deviation against the engine's own
-//! Dopri5 at RTOL 1e-10 in the same coordinates, an independent method). Writes the section
+//! and `tilt` (the same suspension carrying a rocker that tilts the chain's plane about x by
+//! u = 0.5 sin ωt through a driven, eliminated revolute: u enters Ψ through gravity's direction;
+//! tip deviation against the engine's own Dopri5 at RTOL 1e-10 in the same coordinates, an
+//! independent method). Writes the section
 //! `bdf_table2_joint` of docs/benchmarks.md and, at N = 16, the Fig. 7 analogue
 //! docs/bdf_fig7_joint.svg (instants of full Jacobians and of cheap updates against the
 //! excitation, dense above dense_extended, both suspensions).
@@ -56,7 +57,12 @@ struct Run {
 }
 
 fn spec(n: usize, tilt: bool) -> Arc<ModelSpec> {
-    let text = chain_model::joint_chain_model_text(n, tilt);
+    let suspension = if tilt {
+        chain_model::Suspension::Tilt
+    } else {
+        chain_model::Suspension::Sine
+    };
+    let text = chain_model::joint_chain_model_text(n, suspension);
     Arc::new(load_model_str(&text, Path::new("pendulum_chain_joint.toml")).expect("model loads"))
 }
 
@@ -65,7 +71,10 @@ fn spec(n: usize, tilt: bool) -> Arc<ModelSpec> {
 fn reference(spec: &Arc<ModelSpec>, n: usize, tilt: bool) -> Vec<(f64, [f64; 2])> {
     let grid: Vec<f64> = (0..=400).map(|k| 0.5 * k as f64).collect();
     if !tilt {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/integrators/pendulum_chain_tip.csv");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/integrators/pendulum_chain_tip.csv"
+        );
         let text = std::fs::read_to_string(path).expect("reference csv");
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -92,16 +101,24 @@ fn reference(spec: &Arc<ModelSpec>, n: usize, tilt: bool) -> Vec<(f64, [f64; 2])
     let mut y = vec![0.0; 2];
     let mut out = Vec::new();
     for &tg in &grid {
-        while dp.state().t < tg {
+        while Integrator::<System>::state(&dp).t < tg {
             dp.step(&mut sys, tg).expect("reference run");
         }
-        sys.evaluate_outputs(dp.state(), &mut y).unwrap();
+        sys.evaluate_outputs(Integrator::<System>::state(&dp), &mut y)
+            .unwrap();
         out.push((tg, [y[0], y[1]]));
     }
     out
 }
 
-fn run(spec: &Arc<ModelSpec>, strategy: JacobianStrategy, refs: &[(f64, [f64; 2])]) -> Run {
+/// One run; `force26`: the excitation term of (26) on from the start and kept on (paper 003's
+/// method as published: second derivatives once per full evaluation, never judged).
+fn run(
+    spec: &Arc<ModelSpec>,
+    strategy: JacobianStrategy,
+    force26: bool,
+    refs: &[(f64, [f64; 2])],
+) -> Run {
     let mut sys = System::new(spec.clone()).unwrap();
     let x0 = sys.initial_state(0.0).unwrap();
     let settings = Settings {
@@ -117,6 +134,11 @@ fn run(spec: &Arc<ModelSpec>, strategy: JacobianStrategy, refs: &[(f64, [f64; 2]
     let mut events = Vec::new();
     let start = report::thread_cpu_time();
     let mut error = bdf.initialize(&mut sys, &x0).err().map(|e| e.to_string());
+    // After `initialize`, which builds a fresh store.
+    if force26 {
+        bdf.jacobian_mut().auto_excitation_term = false;
+        bdf.jacobian_mut().set_excitation_term(true);
+    }
     while error.is_none() && bdf.state().t < T_END {
         let (je, ju) = (bdf.stats().jac_evals, bdf.stats().jac_updates);
         match bdf.step(&mut sys, T_END) {
@@ -127,7 +149,14 @@ fn run(spec: &Arc<ModelSpec>, strategy: JacobianStrategy, refs: &[(f64, [f64; 2]
                 }
                 let term = bdf.jacobian().excitation_term_active();
                 for _ in ju..s.jac_updates {
-                    events.push((t, if term { Event::Update26 } else { Event::Update24 }));
+                    events.push((
+                        t,
+                        if term {
+                            Event::Update26
+                        } else {
+                            Event::Update24
+                        },
+                    ));
                     updates26 += u64::from(term);
                 }
                 while next < refs.len() && refs[next].0 <= t {
@@ -179,7 +208,11 @@ fn figure(path: &Path, panels: &[(String, bool, Vec<(f64, Event)>)]) -> Result<(
         chart
             .configure_mesh()
             .x_desc("t [s]")
-            .y_desc(if *tilt { "tilt u [rad]" } else { "x_susp - 2 [m]" })
+            .y_desc(if *tilt {
+                "tilt u [rad]"
+            } else {
+                "x_susp - 2 [m]"
+            })
             .disable_mesh()
             .draw()
             .map_err(|e| e.to_string())?;
@@ -218,11 +251,13 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3)
         .max(1);
-    let strategies = [
-        JacobianStrategy::Dense,
-        JacobianStrategy::DenseExtended,
-        JacobianStrategy::Analytic,
-        JacobianStrategy::AnalyticExtended,
+    // (strategy, (26) term forced on)
+    let configs = [
+        (JacobianStrategy::Dense, false),
+        (JacobianStrategy::DenseExtended, false),
+        (JacobianStrategy::DenseExtended, true),
+        (JacobianStrategy::Analytic, false),
+        (JacobianStrategy::AnalyticExtended, false),
     ];
     let mut md = String::new();
     writeln!(
@@ -236,7 +271,11 @@ fn main() {
     )
     .unwrap();
     writeln!(md, "| suspension | N | strategy | CPU [s] | % of dense | #Je | Je ratio | #upd (26) | #upd (24) | steps | #fc | #LU | tip dev [m] | (26) at end |").unwrap();
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|").unwrap();
+    writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    .unwrap();
     print!("{md}");
     let mut verdicts = String::new();
     let mut panels = Vec::new();
@@ -246,8 +285,15 @@ fn main() {
             let spec = spec(n, tilt);
             let refs = reference(&spec, n, tilt);
             let mut dense: Option<(f64, u64)> = None;
-            for strategy in strategies {
-                let mut cells: Vec<Run> = (0..runs).map(|_| run(&spec, strategy, &refs)).collect();
+            for (strategy, force26) in configs {
+                let label = if force26 {
+                    format!("{} (26) on", strategy.name())
+                } else {
+                    strategy.name().to_string()
+                };
+                let mut cells: Vec<Run> = (0..runs)
+                    .map(|_| run(&spec, strategy, force26, &refs))
+                    .collect();
                 let cpus: Vec<f64> = cells.iter().map(|c| c.cpu).collect();
                 let (med, lo, hi) = report::median_min_max(&cpus);
                 cells.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
@@ -255,8 +301,7 @@ fn main() {
                 let s = c.stats;
                 let (dcpu, dje) = *dense.get_or_insert((med, s.jac_evals));
                 let row = format!(
-                    "| {name} | {n} | {} | {med:.3} ({lo:.3}-{hi:.3}) | {:.0}% | {} | {:.2} | {} | {} | {} | {} | {} | {:.1e}{} | {} |\n",
-                    strategy.name(),
+                    "| {name} | {n} | {label} | {med:.3} ({lo:.3}-{hi:.3}) | {:.0}% | {} | {:.2} | {} | {} | {} | {} | {} | {:.1e}{} | {} |\n",
                     100.0 * med / dcpu,
                     s.jac_evals,
                     s.jac_evals as f64 / dje as f64,
@@ -276,7 +321,7 @@ fn main() {
                     let pct = 100.0 * med / dcpu;
                     writeln!(
                         verdicts,
-                        "- {name}, N = {n}: #Je {} vs {dje} (ratio {ratio:.2}, target <= 0.20: {}); CPU {pct:.0}% of dense (target <= 60%: {}).",
+                        "- {name}, N = {n}, {label}: #Je {} vs {dje} (ratio {ratio:.2}, target <= 0.20: {}); CPU {pct:.0}% of dense (target <= 60%: {}).",
                         s.jac_evals,
                         if ratio <= 0.2 { "met" } else { "missed" },
                         if pct <= 60.0 { "met" } else { "missed" },
@@ -284,12 +329,14 @@ fn main() {
                     .unwrap();
                 }
                 if n == 16
-                    && matches!(strategy, JacobianStrategy::Dense | JacobianStrategy::DenseExtended)
+                    && matches!(
+                        strategy,
+                        JacobianStrategy::Dense | JacobianStrategy::DenseExtended
+                    )
                 {
                     panels.push((
                         format!(
-                            "{name}, N = 16, {}: #Je = {}, updates (26) = {}, (24) = {}",
-                            strategy.name(),
+                            "{name}, N = 16, {label}: #Je = {}, updates (26) = {}, (24) = {}",
                             s.jac_evals,
                             c.updates26,
                             s.jac_updates - c.updates26

@@ -73,8 +73,15 @@ fn max_abs(m: &DMatrix<f64>) -> f64 {
 
 #[test]
 fn excitation_jet_is_the_motion_and_its_offsets_shift_each_member() {
-    let mut sys = system(&chain_model::joint_chain_model_text(4, false));
-    assert_eq!(sys.excitation_orders(), 3, "joint coordinates: the whole jet");
+    let mut sys = system(&chain_model::joint_chain_model_text(
+        4,
+        chain_model::Suspension::Sine,
+    ));
+    assert_eq!(
+        sys.excitation_orders(),
+        3,
+        "joint coordinates: the whole jet"
+    );
     // The two moving suspension coordinates (z is constant).
     assert_eq!(sys.n_excitations(), 2);
     let (t, h) = (3.7, 1e-4);
@@ -105,7 +112,7 @@ fn excitation_jet_is_the_motion_and_its_offsets_shift_each_member() {
 #[test]
 fn second_derivative_in_the_suspension_acceleration_is_minus_the_gravity_derivative() {
     let n = 6;
-    let text = chain_model::joint_chain_model_text(n, false);
+    let text = chain_model::joint_chain_model_text(n, chain_model::Suspension::Sine);
     let mut sys = system(&text);
     let y = state(&mut sys);
     let t = 2.3;
@@ -118,9 +125,15 @@ fn second_derivative_in_the_suspension_acceleration_is_minus_the_gravity_derivat
         // (G is linear in gravity; analytic G, so no difference noise in the reference).
         let h = 1.0;
         let shifted = if *axis == "x" {
-            text.replace("gravity = [0.0, -9.81, 0.0]", &format!("gravity = [{}, -9.81, 0.0]", -h))
+            text.replace(
+                "gravity = [0.0, -9.81, 0.0]",
+                &format!("gravity = [{}, -9.81, 0.0]", -h),
+            )
         } else {
-            text.replace("gravity = [0.0, -9.81, 0.0]", &format!("gravity = [0.0, {}, 0.0]", -9.81 - h))
+            text.replace(
+                "gravity = [0.0, -9.81, 0.0]",
+                &format!("gravity = [0.0, {}, 0.0]", -9.81 - h),
+            )
         };
         assert_ne!(shifted, text);
         let mut sys_h = system(&shifted);
@@ -139,7 +152,10 @@ fn second_derivative_in_the_suspension_acceleration_is_minus_the_gravity_derivat
         );
         for k in 0..2 {
             let d = max_abs(&d_u[i * orders + k]);
-            assert!(d < 1e-6 * scale, "channel {k} of {axis} should vanish: {d:e}");
+            assert!(
+                d < 1e-6 * scale,
+                "channel {k} of {axis} should vanish: {d:e}"
+            );
         }
     }
 }
@@ -151,7 +167,14 @@ fn second_derivative_in_the_suspension_acceleration_is_minus_the_gravity_derivat
 #[test]
 fn excitation_term_predicts_the_real_jacobian_change() {
     for (tilt, dt, tol) in [(false, 0.5, 1e-3), (true, 0.1, 5e-2)] {
-        let mut sys = system(&chain_model::joint_chain_model_text(5, tilt));
+        let mut sys = system(&chain_model::joint_chain_model_text(
+            5,
+            if tilt {
+                chain_model::Suspension::Tilt
+            } else {
+                chain_model::Suspension::Sine
+            },
+        ));
         let y = state(&mut sys);
         let t1 = 1.9;
         let t2 = t1 + dt;
@@ -167,7 +190,10 @@ fn excitation_term_predicts_the_real_jacobian_change() {
         let size = max_abs(&change);
         let miss = max_abs(&(&change - &predicted));
         println!("tilt {tilt}: |ΔG| = {size:.3e}, |ΔG − prediction| = {miss:.3e}");
-        assert!(size > 1e-4, "tilt {tilt}: the Jacobian moves with the excitation ({size:e})");
+        assert!(
+            size > 1e-4,
+            "tilt {tilt}: the Jacobian moves with the excitation ({size:e})"
+        );
         assert!(
             miss < tol * size,
             "tilt {tilt}: prediction misses the change by {miss:e} of {size:e}"
@@ -177,8 +203,10 @@ fn excitation_term_predicts_the_real_jacobian_change() {
             let value_only: f64 = (0..2)
                 .map(|i| max_abs(&(&d_u[3 * i] * (u2[3 * i] - u1[3 * i]))))
                 .sum();
-            assert!(value_only < 1e-2 * size, "value-only prediction {value_only:e}");
+            assert!(
+                value_only < 1e-2 * size,
+                "value-only prediction {value_only:e}"
+            );
         }
     }
 }
-
