@@ -168,8 +168,8 @@ fn run(
                         lambda: vec![],
                     };
                     sys.evaluate_outputs(&x, &mut y).unwrap();
-                    for k in 0..2 {
-                        dev = dev.max((y[k] - refs[next].1[k]).abs());
+                    for (a, b) in y.iter().zip(&refs[next].1) {
+                        dev = dev.max((a - b).abs());
                     }
                     next += 1;
                 }
@@ -192,7 +192,10 @@ fn run(
 /// Fig. 7 analogue: per suspension, dense above dense_extended; the excitation (suspension x
 /// offset, or the tilt angle) over t, full Jacobians as red lines over the full height, cheap
 /// updates as short lines at the bottom (blue with the (26) term, grey without).
-fn figure(path: &Path, panels: &[(String, bool, Vec<(f64, Event)>)]) -> Result<(), String> {
+/// One panel of the figure: title, tilting suspension, instants of Jacobian events.
+type Panel = (String, bool, Vec<(f64, Event)>);
+
+fn figure(path: &Path, panels: &[Panel]) -> Result<(), String> {
     let root = SVGBackend::new(path, (900, 260 * panels.len() as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let areas = root.split_evenly((panels.len(), 1));

@@ -524,11 +524,7 @@ impl JacobianStore {
 
     /// Jet members per excitation in the channels (1 until sized otherwise).
     fn orders(&self) -> usize {
-        if self.nu == 0 {
-            1
-        } else {
-            (self.u_j.len() / self.nu).max(1)
-        }
+        self.u_j.len().checked_div(self.nu).unwrap_or(1).max(1)
     }
 
     /// Size the channel storage for `orders` jet members per excitation (once; a system does
