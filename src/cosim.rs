@@ -1645,6 +1645,16 @@ impl<E: Engine> crate::integrate::system::Excitations for StageSampled<'_, E> {
     fn set_excitation_offset(&mut self, i: usize, delta: f64) {
         self.engine.set_excitation_offset(i, delta)
     }
+    fn excitation_orders(&self) -> usize {
+        self.engine.excitation_orders()
+    }
+    fn excitation_jet(&mut self, t: f64, i: usize) -> [f64; 3] {
+        self.prepare(t, true);
+        self.engine.excitation_jet(t, i)
+    }
+    fn set_excitation_jet_offset(&mut self, i: usize, delta: [f64; 3]) {
+        self.engine.set_excitation_jet_offset(i, delta)
+    }
 }
 
 impl<E: Engine> EventFunctions for StageSampled<'_, E> {

@@ -6,7 +6,10 @@
 //! - the **partitioned update** (24) is a new `α` on the diagonal of the same `G`;
 //! - the **extended partitioned update** (26) adds `Σ_i ∂²g/∂u_i∂y · (u_i(t_new) − u_i(t_old))`
 //!   to `G`, the second derivatives by differences of `G` under an excitation offset, computed
-//!   with every full evaluation.
+//!   with every full evaluation. The sum runs over the *channels* of the excitations: the value
+//!   `u_i` only, or the whole jet `(u_i, u̇_i, ü_i)` when the system says the jet enters the
+//!   equations ([`Excitations::excitation_orders`]; joint coordinates, where a translating
+//!   suspension enters only through `ü`).
 //!
 //! The `η` columns are never differenced: `∂g/∂η = (Φ_qᵀ; 0; 0; 0)` is the transpose of the
 //! `Φ` rows' `q` block, which the `q` columns already gave (saves `n_c` calls per Jacobian).
@@ -15,6 +18,7 @@
 
 use super::ggl::Ggl;
 use super::linalg::DenseLu;
+use super::system::Excitations;
 use super::{IntegrateError, JacobianStrategy, MultibodySystem, Stats};
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
@@ -366,6 +370,30 @@ pub(crate) fn thread_cpu_time() -> f64 {
 /// judge again) only at every `DU_EVERY`-th full evaluation.
 const DU_EVERY: u32 = 8;
 
+/// Channel `c` (jet member `c % orders` of excitation `c / orders`) at `t`.
+fn channel_value<S: Excitations + ?Sized>(sys: &mut S, t: f64, c: usize, orders: usize) -> f64 {
+    if orders == 1 {
+        sys.excitation(t, c)
+    } else {
+        sys.excitation_jet(t, c / orders)[c % orders]
+    }
+}
+
+/// Shift excitation `i`'s channels (the value only when `orders` is 1, as systems without a
+/// jet expect).
+fn set_channel_offset<S: Excitations + ?Sized>(
+    sys: &mut S,
+    i: usize,
+    delta: [f64; 3],
+    orders: usize,
+) {
+    if orders == 1 {
+        sys.set_excitation_offset(i, delta[0]);
+    } else {
+        sys.set_excitation_jet_offset(i, delta);
+    }
+}
+
 /// Increment (17): `δ = max(|y|, ε^¼) √ε`.
 #[inline]
 fn increment(y: f64) -> f64 {
@@ -386,9 +414,11 @@ pub struct JacobianStore {
     pub g: DMatrix<f64>,
     /// `α` of the current factorization.
     pub alpha_j: f64,
-    /// `∂²g/∂u_i∂y` (extended strategies).
+    /// `∂²g/∂u_c∂y` per excitation channel `c = i · orders + k` (`k`-th member of `u_i`'s
+    /// jet; extended strategies). Sized at the first full evaluation, when the system's
+    /// `excitation_orders` is known.
     d_u: Vec<DMatrix<f64>>,
-    /// `u(t)` at which `G` is valid.
+    /// The channels' values at which `G` is valid (`orders` per excitation once sized).
     u_j: Vec<f64>,
     /// `G` and `u` of the last full evaluation (to judge the excitation term of (26)).
     g_full: DMatrix<f64>,
@@ -492,6 +522,38 @@ impl JacobianStore {
         self.nu
     }
 
+    /// Jet members per excitation in the channels (1 until sized otherwise).
+    fn orders(&self) -> usize {
+        self.u_j.len().checked_div(self.nu).unwrap_or(1).max(1)
+    }
+
+    /// Size the channel storage for `orders` jet members per excitation (once; a system does
+    /// not change its orders). Sized lazily so that a store's layout does not change.
+    fn size_channels(&mut self, orders: usize) {
+        let n = self.nu * orders;
+        if self.u_j.len() == n && self.d_u.len() == n {
+            return;
+        }
+        let ny = self.ny;
+        self.u_j = vec![0.0; n];
+        self.u_full = vec![0.0; n];
+        self.d_u = (0..n).map(|_| DMatrix::zeros(ny, ny)).collect();
+        self.has_full = false;
+        self.d_u_valid = false;
+    }
+
+    /// The excitation channels' second derivatives `∂²g/∂u_c∂y` of the last computation
+    /// (`orders` jet members per excitation; empty before the first full evaluation of an
+    /// extended strategy), for tests and diagnostics.
+    pub fn excitation_second_derivatives(&self) -> (&[DMatrix<f64>], usize) {
+        (&self.d_u, self.orders())
+    }
+
+    /// The channels' values at which `G` is valid.
+    pub fn excitation_channels(&self) -> &[f64] {
+        &self.u_j
+    }
+
     fn is_sparse(&self) -> bool {
         matches!(
             self.strategy,
@@ -558,13 +620,14 @@ impl JacobianStore {
         };
         match kind {
             Refresh::Update => {
-                for i in 0..self.d_u.len() {
-                    let u = sys.excitation(t, i);
-                    let du = u - self.u_j[i];
+                let orders = self.orders();
+                for c in 0..self.d_u.len() {
+                    let u = channel_value(sys, t, c, orders);
+                    let du = u - self.u_j[c];
                     if du != 0.0 && self.excitation_term {
-                        self.g.zip_apply(&self.d_u[i], |g, d| *g += d * du);
+                        self.g.zip_apply(&self.d_u[c], |g, d| *g += d * du);
                     }
-                    self.u_j[i] = u;
+                    self.u_j[c] = u;
                 }
                 Ok(())
             }
@@ -578,8 +641,12 @@ impl JacobianStore {
                 if self.is_sparse() && dense {
                     self.widen_pattern();
                 }
-                for i in 0..self.nu {
-                    self.u_j[i] = sys.excitation(t, i);
+                if self.strategy.extended() && self.nu > 0 {
+                    self.size_channels(sys.excitation_orders().clamp(1, 3));
+                }
+                let orders = self.orders();
+                for c in 0..self.u_j.len() {
+                    self.u_j[c] = channel_value(sys, t, c, orders);
                 }
                 if self.strategy.extended() && self.nu > 0 {
                     self.judge_excitation_term();
@@ -591,7 +658,7 @@ impl JacobianStore {
                         || self.fulls_since_du + 1 >= DU_EVERY;
                     if needed {
                         self.d_u_valid = false;
-                        self.excitation_derivatives(dense, ggl, sys, t, y)?;
+                        self.excitation_derivatives(dense, ggl, sys, t, y, g0)?;
                         self.d_u_valid = true;
                         self.fulls_since_du = 0;
                     } else {
@@ -730,8 +797,8 @@ impl JacobianStore {
             for idx in 0..self.g.len() {
                 let change = self.g.as_slice()[idx] - self.g_full.as_slice()[idx];
                 let mut predicted = 0.0;
-                for i in 0..self.nu {
-                    predicted += self.d_u[i].as_slice()[idx] * (self.u_j[i] - self.u_full[i]);
+                for c in 0..self.d_u.len() {
+                    predicted += self.d_u[c].as_slice()[idx] * (self.u_j[c] - self.u_full[c]);
                 }
                 with += (change - predicted) * (change - predicted);
                 without += change * change;
@@ -761,7 +828,10 @@ impl JacobianStore {
         self.strategy.extended() && self.nu > 0 && self.excitation_term
     }
 
-    /// `∂²g/∂u_i∂y ≈ (G(u + δu e_i) − G(u)) / δu` with the same method and increments as `G`.
+    /// `∂²g/∂u_c∂y ≈ (G(u + δu e_c) − G(u)) / δu` with the same method and increments as `G`
+    /// (value-only channels, and analytic `G` whatever the channels), else by the mixed
+    /// differences of [`JacobianStore::mixed_differences`].
+    #[allow(clippy::too_many_arguments)]
     fn excitation_derivatives<S: MultibodySystem + ?Sized>(
         &mut self,
         dense: bool,
@@ -769,11 +839,20 @@ impl JacobianStore {
         sys: &mut S,
         t: f64,
         y: &[f64],
+        g0: &[f64],
     ) -> Result<(), IntegrateError> {
-        for i in 0..self.nu {
-            let u = sys.excitation(t, i);
+        let orders = self.orders();
+        for c in 0..self.d_u.len() {
+            let (i, k) = (c / orders, c % orders);
+            let u = self.u_j[c];
             let du = f64::EPSILON.powf(0.25) * u.abs().max(1.0);
-            sys.set_excitation_offset(i, du);
+            let mut delta = [0.0; 3];
+            delta[k] = du;
+            if orders > 1 && !self.is_analytic() {
+                self.mixed_differences(ggl, sys, t, y, g0, c, delta)?;
+                continue;
+            }
+            set_channel_offset(sys, i, delta, orders);
             ggl.invalidate_mass();
             let mut tmp = std::mem::replace(&mut self.tmp, DMatrix::zeros(0, 0));
             let mut g0u = std::mem::take(&mut self.g0u);
@@ -785,11 +864,11 @@ impl JacobianStore {
             if r.is_ok() {
                 r = self.evaluate_g(dense, ggl, sys, t, y, &g0u, &mut tmp);
             }
-            sys.set_excitation_offset(i, 0.0);
+            set_channel_offset(sys, i, [0.0; 3], orders);
             ggl.invalidate_mass();
             if r.is_ok() {
                 let inv = 1.0 / du;
-                for ((d, a), b) in self.d_u[i].iter_mut().zip(tmp.iter()).zip(self.g.iter()) {
+                for ((d, a), b) in self.d_u[c].iter_mut().zip(tmp.iter()).zip(self.g.iter()) {
                     *d = (a - b) * inv;
                 }
             }
@@ -798,6 +877,74 @@ impl JacobianStore {
             r?;
         }
         Ok(())
+    }
+
+    /// `∂²g/∂u_c∂y` by mixed second differences with ε^¼ increments in both `y_r` and the
+    /// channel (`delta`, zero but for the channel's member):
+    /// `(g(y + h e_r, u + δ) − g(y, u + δ) − g(y + h e_r, u) + g(y, u)) / (h δ)`.
+    /// A difference of two difference Jacobians (each with √ε increments) carries rounding
+    /// noise ≈ ε|g|/(√ε δ), which on the joint-coordinate chain (|g| ≈ 10, δ ≈ 1e-4) is ten
+    /// times the derivative itself (`∂G/∂ü` ≈ 1); with h ≈ δ ≈ ε^¼ it is ≈ 1e-4 relative.
+    /// Costs 2 residuals per differenced column, in two passes (offset on, then off) so the
+    /// system's offset is switched only twice.
+    #[allow(clippy::too_many_arguments)]
+    fn mixed_differences<S: MultibodySystem + ?Sized>(
+        &mut self,
+        ggl: &mut Ggl,
+        sys: &mut S,
+        t: f64,
+        y: &[f64],
+        g0: &[f64],
+        c: usize,
+        delta: [f64; 3],
+    ) -> Result<(), IntegrateError> {
+        let orders = self.orders();
+        let i = c / orders;
+        let du: f64 = delta.iter().sum();
+        let h = |y: f64| f64::EPSILON.powf(0.25) * y.abs().max(1.0);
+        let mut d = std::mem::replace(&mut self.d_u[c], DMatrix::zeros(0, 0));
+        let mut g0u = std::mem::take(&mut self.g0u);
+        // Pass 1, offset on: column r ← g(y + h e_r, u + δ) − g(y, u + δ).
+        set_channel_offset(sys, i, delta, orders);
+        ggl.invalidate_mass();
+        let mut r = ggl.eval(sys, t, y, &mut g0u);
+        self.ywork.copy_from_slice(y);
+        for idx in 0..self.fd_cols.len() {
+            if r.is_err() {
+                break;
+            }
+            let col = self.fd_cols[idx];
+            self.ywork[col] = y[col] + h(y[col]);
+            r = ggl.eval(sys, t, &self.ywork, &mut self.g1);
+            self.ywork[col] = y[col];
+            for (o, (a, b)) in d.column_mut(col).iter_mut().zip(self.g1.iter().zip(&g0u)) {
+                *o = a - b;
+            }
+        }
+        set_channel_offset(sys, i, [0.0; 3], orders);
+        ggl.invalidate_mass();
+        // Pass 2, offset off: subtract g(y + h e_r, u) − g(y, u) and scale.
+        for idx in 0..self.fd_cols.len() {
+            if r.is_err() {
+                break;
+            }
+            let col = self.fd_cols[idx];
+            let yr = y[col];
+            self.ywork[col] = yr + h(yr);
+            let hh = self.ywork[col] - yr;
+            r = ggl.eval(sys, t, &self.ywork, &mut self.g1);
+            self.ywork[col] = yr;
+            let inv = 1.0 / (hh * du);
+            for (o, (a, b)) in d.column_mut(col).iter_mut().zip(self.g1.iter().zip(g0)) {
+                *o = (*o - (a - b)) * inv;
+            }
+        }
+        if r.is_ok() {
+            self.fill_eta_columns(&mut d);
+        }
+        self.d_u[c] = d;
+        self.g0u = g0u;
+        r
     }
 
     /// Factor `α P + G` (P = identity on the q, v rows).

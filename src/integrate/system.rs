@@ -88,6 +88,24 @@ pub trait Excitations: Mechanical {
     /// Add `delta` to `u_i` in every subsequent evaluation (0 restores the true signal).
     /// Only the value is shifted, not its time derivatives.
     fn set_excitation_offset(&mut self, i: usize, delta: f64);
+
+    /// How many members of the jet `(u_i, u̇_i, ü_i)` enter the equations as independent
+    /// arguments (1: the value only; 3: value, rate and acceleration). In joint coordinates a
+    /// driven coordinate or a moving frame enters the recursion through all three, and a
+    /// translating suspension enters the chain's equations *only* through `ü` (effective
+    /// gravity), so (26) needs `∂²F/∂ü_i∂y` there. Default 1 (the value).
+    fn excitation_orders(&self) -> usize {
+        1
+    }
+    /// `(u_i, u̇_i, ü_i)(t)`; members beyond [`Excitations::excitation_orders`] may be zero.
+    fn excitation_jet(&mut self, t: f64, i: usize) -> [f64; 3] {
+        [self.excitation(t, i), 0.0, 0.0]
+    }
+    /// Add `delta[k]` to the `k`-th time derivative of `u_i` in every subsequent evaluation,
+    /// independently of the others (zeros restore the true signal). Default: the value only.
+    fn set_excitation_jet_offset(&mut self, i: usize, delta: [f64; 3]) {
+        self.set_excitation_offset(i, delta[0]);
+    }
 }
 
 /// Hooks at accepted steps: state the system keeps between steps (continuous angle branches,

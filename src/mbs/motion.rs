@@ -84,6 +84,11 @@ pub struct MotionSlot {
     spline: Option<Spline>,
     /// Added to the value (extended partitioned Jacobian update perturbs it).
     pub offset: f64,
+    /// Added to the rate and the acceleration (the same update perturbs the jet `u̇`, `ü`:
+    /// in joint coordinates they enter the equations independently of `u`). Only ever nonzero
+    /// inside one Jacobian evaluation, so not part of a saved state.
+    #[serde(skip)]
+    pub rate_offsets: [f64; 2],
 }
 
 impl MotionSlot {
@@ -96,6 +101,7 @@ impl MotionSlot {
             motion: motion.clone(),
             spline,
             offset: 0.0,
+            rate_offsets: [0.0; 2],
         }
     }
 
@@ -166,6 +172,8 @@ impl MotionSlot {
             Motion::Table { .. } => self.spline.as_ref().map_or([0.0; 3], |s| s.eval(t)),
         };
         out[0] += self.offset;
+        out[1] += self.rate_offsets[0];
+        out[2] += self.rate_offsets[1];
         out
     }
 }

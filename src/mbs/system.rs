@@ -435,7 +435,11 @@ impl System {
             pv(&spec.gravity[2]),
         );
         // Motion slots: keep offsets across rebuilds.
-        let old_offsets: Vec<f64> = self.motions.iter().map(|m| m.offset).collect();
+        let old_offsets: Vec<(f64, [f64; 2])> = self
+            .motions
+            .iter()
+            .map(|m| (m.offset, m.rate_offsets))
+            .collect();
         let mut motions: Vec<MotionSlot> = Vec::new();
         let mut add_motion = |m: &Motion| {
             motions.push(MotionSlot::new(m));
@@ -843,8 +847,9 @@ impl System {
             .collect();
         // Keep excitation offsets (the BDF may be mid-perturbation only inside one call, but
         // rebuilding must never silently reset a user's state).
-        for (m, o) in motions.iter_mut().zip(old_offsets) {
+        for (m, (o, r)) in motions.iter_mut().zip(old_offsets) {
             m.offset = o;
+            m.rate_offsets = r;
         }
         let first_build = self.angle_refs.is_empty() && !angle_coords.is_empty();
         self.bodies = bodies;
@@ -1524,6 +1529,26 @@ impl Excitations for System {
     fn set_excitation_offset(&mut self, i: usize, delta: f64) {
         let slot = self.excitation_slots[i];
         self.motions[slot].offset = delta;
+    }
+    /// Joint coordinates: the driven coordinates and moving frames enter the recursion through
+    /// `(u, u̇, ü)` separately (a translating suspension only through `ü`). Absolute
+    /// coordinates: the value (`u̇`, `ü` enter only `Φ_t` and `γ`, whose `y`-derivatives the
+    /// judged term of (26) has never needed there; keeping one order keeps the cost of (26)'s
+    /// second derivatives at `n_u` Jacobians).
+    fn excitation_orders(&self) -> usize {
+        if self.joint.is_some() {
+            3
+        } else {
+            1
+        }
+    }
+    fn excitation_jet(&mut self, t: f64, i: usize) -> [f64; 3] {
+        self.motion(self.excitation_slots[i], t)
+    }
+    fn set_excitation_jet_offset(&mut self, i: usize, delta: [f64; 3]) {
+        let slot = self.excitation_slots[i];
+        self.motions[slot].offset = delta[0];
+        self.motions[slot].rate_offsets = [delta[1], delta[2]];
     }
 }
 
