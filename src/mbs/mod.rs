@@ -6,6 +6,7 @@ pub mod assembly;
 pub mod curves;
 pub mod error;
 pub mod expr;
+pub mod contact_friction;
 pub mod friction;
 pub mod inputs;
 pub mod joint;

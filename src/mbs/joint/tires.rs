@@ -34,7 +34,7 @@ impl JointModel {
 
     /// The wheel's absolute velocity map: column `a` is `(ṙ, ė)` of body `b` for a unit rate
     /// of free coordinate `a` (`[v_O + ω × r; ½Eᵀω]` of the ancestors' motion subspaces).
-    fn body_velocity_map(&self, b: usize, n: usize) -> DMatrix<f64> {
+    pub(super) fn body_velocity_map(&self, b: usize, n: usize) -> DMatrix<f64> {
         let mut j = DMatrix::zeros(7, n);
         let (r, e) = (self.ws.snap.r[b], self.ws.snap.p[b]);
         let mut node = Parent::Node(self.body_node[b]);
