@@ -4,9 +4,10 @@
 //!
 //! **Geometry.** Side 1 is the sphere (`sphere` of a sphere_plane contact, `body1` of a
 //! sphere_sphere contact), side 2 the plane (or `body2`). `n` is the unit contact normal
-//! pointing from side 2 to side 1 (the plane's normal; `(c1 − c2)/|c1 − c2|` for two spheres),
-//! `δ` the penetration, and the contact point `P = c1 − (r1 − δ/2) n` the middle of the
-//! penetration. The slip velocity is the velocity of side 1's material point at `P` relative to
+//! pointing from side 2 to side 1 (the plane's normal; `(c1 − c2)/|c1 − c2|` for two spheres).
+//! The contact point `P` is the sphere's surface point `c1 − r1 n` on a plane (the lever arm of
+//! a rigid sphere, whatever the penetration), and the middle of the penetration
+//! `c1 − (r1 − δ/2) n` between two spheres (symmetric in the two). The slip velocity is the velocity of side 1's material point at `P` relative to
 //! side 2's material point at `P`, `v_rel = (ṙ1 + ω1 × (P − r1)) − (ṙ2 + ω2 × (P − r2))`, and
 //! its tangential part `v_t = v_rel − n (n · v_rel)`; a sphere rolling without slipping has
 //! `v_t = 0`.
@@ -227,7 +228,8 @@ impl ContactFriction {
 
     pub fn kinematics(&self, sides: &[Side; 2]) -> Kinematics {
         let [s1, s2] = sides;
-        let (c1, r1, n, xi, rate, gap) = match self.shape {
+        // The contact point's distance from side 1's centre (module docs).
+        let (c1, arm, n, xi, rate) = match self.shape {
             Shape::SpherePlane {
                 center,
                 radius,
@@ -239,7 +241,7 @@ impl ContactFriction {
                 let x0 = s2.material(&point);
                 let nd = s2.omega().cross(&n);
                 let rate = nd.dot(&(c - x0)) + n.dot(&(s1.velocity_at(&c) - s2.velocity_at(&x0)));
-                (c, radius, n, n.dot(&(c - x0)), rate, radius)
+                (c, radius, n, n.dot(&(c - x0)), rate)
             }
             Shape::SphereSphere {
                 center1,
@@ -253,11 +255,12 @@ impl ContactFriction {
                 // Coincident centres: no normal (the force is zero there, see `evaluate`).
                 let u = if xi > 0.0 { d / xi } else { V3::zeros() };
                 let rate = u.dot(&(s2.velocity_at(&c2) - s1.velocity_at(&c1)));
-                (c1, radius1, -u, xi, rate, radius1 + radius2)
+                // Middle of the penetration δ = r1 + r2 − ξ.
+                let arm = radius1 - 0.5 * (radius1 + radius2 - xi);
+                (c1, arm, -u, xi, rate)
             }
         };
-        let delta = gap - xi;
-        let point = c1 - (r1 - 0.5 * delta) * n;
+        let point = c1 - arm * n;
         let v = s1.velocity_at(&point) - s2.velocity_at(&point);
         Kinematics {
             n,
