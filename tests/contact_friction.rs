@@ -309,8 +309,6 @@ fn sphere_slips_with_too_little_friction() {
     }
 }
 
-
-
 /// Two balls in contact (sphere_sphere with friction), one on a spring to ground.
 const TWO_BALLS: &str = r#"
 [model]

@@ -465,8 +465,8 @@ pub fn output_dependencies_with(
                         moved_between(&force_ends(*force), VALUE)
                     }
                     OutputQuantity::ElementForce { force }
-                | OutputQuantity::Tire { force, .. }
-                | OutputQuantity::ContactFriction { force, .. } => {
+                    | OutputQuantity::Tire { force, .. }
+                    | OutputQuantity::ContactFriction { force, .. } => {
                         moved_between(&force_ends(*force), VALUE | RATE)
                     }
                     OutputQuantity::WheelAngle { body, .. } => moved_body(*body, true, VALUE),

@@ -3,10 +3,10 @@
 //! `integrate::system`, which are plain equations).
 
 pub mod assembly;
+pub mod contact_friction;
 pub mod curves;
 pub mod error;
 pub mod expr;
-pub mod contact_friction;
 pub mod friction;
 pub mod inputs;
 pub mod joint;

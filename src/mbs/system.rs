@@ -8,8 +8,8 @@
 //! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
-mod output_derivs;
 mod contact_friction;
+mod output_derivs;
 mod sparse;
 mod tires;
 pub use output_derivs::InputDerivatives;
@@ -1577,7 +1577,8 @@ impl StepHooks for System {
     fn rollback(&mut self) {
         self.rollback_stick();
         if self.contact_stick_backup.len() == self.contact_stick.len() {
-            self.contact_stick.copy_from_slice(&self.contact_stick_backup);
+            self.contact_stick
+                .copy_from_slice(&self.contact_stick_backup);
         }
     }
     fn take_law_switch(&mut self) -> bool {

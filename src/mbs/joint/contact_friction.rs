@@ -27,7 +27,9 @@ impl JointModel {
                     g_e: Vector4::zeros(),
                 });
             }
-            let bg = out.last_mut().expect("a body's block starts at its column 0");
+            let bg = out
+                .last_mut()
+                .expect("a body's block starts at its column 0");
             if c < 3 {
                 bg.g_r[c] = q[l];
             } else {

@@ -26,11 +26,11 @@
 //! The implicit methods' Jacobian terms `∂Ψ/∂ṗ`, `∂Ψ/∂p`, `∂(Gᵀλ)/∂p`, `∂(M a)/∂p` are
 //! analytic: tangents of the recursions ([`rnea::bias_velocity_jacobian`], `derivatives.rs`).
 
+mod contact_friction;
 pub mod crba;
 mod derivatives;
 pub mod kinematics;
 pub mod rnea;
-mod contact_friction;
 mod tires;
 pub mod tree;
 

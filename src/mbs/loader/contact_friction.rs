@@ -76,7 +76,10 @@ impl Resolver<'_> {
             },
         )?;
         let c = self.required(&o.component, sp, el, "component", what)?;
-        let names: Vec<&str> = CONTACT_FRICTION_COMPONENTS.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = CONTACT_FRICTION_COMPONENTS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
         let component = names
             .iter()
             .position(|n| *n == c.get_ref().as_str())

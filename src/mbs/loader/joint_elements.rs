@@ -14,7 +14,6 @@ pub(super) const STICTION_KEYS: [&str; 4] = [
 ];
 
 impl Resolver<'_> {
-
     /// The stiction keys of a friction element (`mu_static`, `stiction_stiffness`,
     /// `stiction_damping`, `stiction_velocity`; `units` of stiffness, damping and speed),
     /// checked against the kinetic `mu`: `None` without `mu_static`.
@@ -129,7 +128,14 @@ impl Resolver<'_> {
             None => Scalar::Const(1e-3),
         };
         let stiction = if revolute {
-            self.stiction_spec(f, el, sp.clone(), present, mu, ["N m/rad", "N m s/rad", rate])?
+            self.stiction_spec(
+                f,
+                el,
+                sp.clone(),
+                present,
+                mu,
+                ["N m/rad", "N m s/rad", rate],
+            )?
         } else {
             self.stiction_spec(f, el, sp.clone(), present, mu, ["N/m", "N s/m", rate])?
         };

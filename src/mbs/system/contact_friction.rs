@@ -110,7 +110,11 @@ impl System {
     ) -> ([Side; 2], Eval, super::super::contact_friction::LocalForce) {
         let cf = &self.contact_friction[i];
         let sides = cf.sides(&self.layout, s);
-        let ev = cf.evaluate(&sides, &self.contact_normal(cf, t), self.contact_stick_of(cf));
+        let ev = cf.evaluate(
+            &sides,
+            &self.contact_normal(cf, t),
+            self.contact_stick_of(cf),
+        );
         let q = cf.local_force(&sides, &ev);
         (sides, ev, q)
     }
@@ -123,7 +127,11 @@ impl System {
         t: f64,
     ) -> super::super::contact_friction::LocalJacobian {
         let cf = &self.contact_friction[i];
-        cf.jacobian(sides, &self.contact_normal(cf, t), self.contact_stick_of(cf))
+        cf.jacobian(
+            sides,
+            &self.contact_normal(cf, t),
+            self.contact_stick_of(cf),
+        )
     }
 
     /// `f += Q` of every contact's friction (snapshot loaded with velocities).
