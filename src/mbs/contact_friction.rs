@@ -424,3 +424,120 @@ impl ContactFriction {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mbs::spec::BodyKind;
+
+    const S: Stiction = Stiction {
+        mu_static: 0.5,
+        k: 1e5,
+        c: 30.0,
+        v_stick: 1e-3,
+    };
+
+    /// A rigid sphere (body 0, r = 0.1) on the ground plane z = 0, its centre at height
+    /// `h`, moving with `v` and turning with `w` (global).
+    fn ball(h: f64, v: V3, w: V3) -> (ContactFriction, [Side; 2]) {
+        let layout = Layout::new(&[BodyKind::Rigid]);
+        let mut s = Snapshot::default();
+        s.resize(1, 0);
+        let p = Vector4::new(1.0, 0.0, 0.0, 0.0);
+        s.r[0] = V3::new(0.3, -0.2, h);
+        s.rd[0] = v;
+        // ṗ = ½ Eᵀ ω for a unit p.
+        s.pd[0] = 0.5 * e_mat(&p).transpose() * w;
+        let cf = ContactFriction {
+            element: 0,
+            term: 0,
+            sides: [BodyRef::Body(0), BodyRef::Ground],
+            shape: Shape::SpherePlane {
+                center: V3::zeros(),
+                radius: 0.1,
+                point: V3::zeros(),
+                normal: V3::z(),
+            },
+            mu: 0.4,
+            v_reg: 1e-3,
+            stiction: Some((S, 0)),
+        };
+        let sides = cf.sides(&layout, &s);
+        (cf, sides)
+    }
+
+    /// Normal law `N = 1e5 δ` (r = 0.1).
+    fn normal(xi: f64, _rate: f64) -> f64 {
+        (1e5 * (0.1 - xi)).max(0.0)
+    }
+
+    #[test]
+    fn rolling_without_slipping_has_no_slip() {
+        // v = ω × (r n) with n = z: rolling along x at 2 m/s needs ω_y = 20 rad/s.
+        let (cf, sides) = ball(0.1 - 1e-4, V3::new(2.0, 0.0, 0.0), V3::new(0.0, 20.0, 0.0));
+        let kin = cf.kinematics(&sides);
+        assert!(kin.slip.norm() < 1e-12, "{:?}", kin.slip);
+        assert!((kin.point - V3::new(0.3, -0.2, -1e-4)).norm() < 1e-12);
+        // Spinning in place: slip −ω × r n at the contact point, opposite the spin's motion.
+        let (cf, sides) = ball(0.1 - 1e-4, V3::zeros(), V3::new(0.0, 20.0, 0.0));
+        let ev = cf.evaluate(&sides, &normal, None);
+        assert!((ev.kin.slip - V3::new(-2.0, 0.0, 0.0)).norm() < 1e-12);
+        // Kinetic friction μ N opposite the slip: +x on the ball, which drives it forward.
+        assert!(
+            (ev.force - V3::new(0.4 * 10.0, 0.0, 0.0)).norm() < 1e-9,
+            "{:?}",
+            ev.force
+        );
+    }
+
+    #[test]
+    fn sticks_holds_releases_and_lifts_off() {
+        let (cf, sides) = ball(0.1 - 1e-4, V3::zeros(), V3::zeros());
+        let mut st = cf.initial_stick(&sides, 0.1);
+        assert!(st.mode.stick);
+        // Move the ball 40 µm along y: the anchor spring pulls back with 4 N < μ_s N = 5 N.
+        let (_, moved) = ball(0.1 - 1e-4, V3::zeros(), V3::zeros());
+        let mut moved = moved;
+        moved[0].r.y += 4e-5;
+        let ev = cf.evaluate(&moved, &normal, Some(&st));
+        assert!(
+            (ev.force - V3::new(0.0, -4.0, 0.0)).norm() < 1e-9,
+            "{:?}",
+            ev.force
+        );
+        assert!(!cf.accept(&moved, &normal, &mut st));
+        // Re-anchored at the present contact point with the deflection kept.
+        let again = cf.evaluate(&moved, &normal, Some(&st));
+        assert!((again.force - ev.force).norm() < 1e-9);
+        // 60 µm: 6 N > 5 N, it slips.
+        moved[0].r.y += 2e-5;
+        assert!(cf.accept(&moved, &normal, &mut st));
+        assert!(!st.mode.stick && !st.mode.armed);
+        // Lift-off releases a sticking contact and arms it.
+        let mut st = cf.initial_stick(&sides, 0.1);
+        let (_, up) = ball(0.2, V3::zeros(), V3::zeros());
+        assert!(cf.evaluate(&up, &normal, Some(&st)).force == V3::zeros());
+        assert!(cf.accept(&up, &normal, &mut st));
+        assert!(!st.mode.stick && st.mode.armed);
+    }
+
+    #[test]
+    fn sticks_again_when_slowing_with_a_continuous_force() {
+        let (cf, fast) = ball(0.1 - 1e-4, V3::new(0.01, 0.0, 0.0), V3::zeros());
+        let mut st = cf.initial_stick(&fast, 0.1);
+        assert!(!st.mode.stick);
+        assert!(!cf.accept(&fast, &normal, &mut st));
+        let (_, slow) = ball(0.1 - 1e-4, V3::new(5e-4, 0.0, 0.0), V3::zeros());
+        let kinetic = cf.evaluate(&slow, &normal, Some(&st)).force;
+        assert!(cf.accept(&slow, &normal, &mut st));
+        assert!(st.mode.stick);
+        // The anchor spring carries the kinetic force of that instant (the damper adds
+        // −c_s v_t on top).
+        let stick = cf.evaluate(&slow, &normal, Some(&st)).force;
+        let damper = -S.c * V3::new(5e-4, 0.0, 0.0);
+        assert!(
+            (stick - damper - kinetic).norm() < 1e-9,
+            "{stick:?} {kinetic:?}"
+        );
+    }
+}
