@@ -10,6 +10,10 @@
 //!   regularized kinetic law) it rolls without slipping, `a = 5/7 g sin θ`, `ω = −v / r`;
 //!   with `mu = mu_static = 0.1 < 2/7 tan θ` it slips: `a = g (sin θ − μ cos θ)`, angular
 //!   acceleration `5 μ g cos θ / (2 r)` (tests the `ω × r` part of the slip velocity).
+//! - The same sphere on a fixed sphere of radius 1000 m (`sphere_sphere`): as on the plane, to
+//!   the curvature's 5e-4.
+//! - The element's Jacobians against central differences of the generalized forces, both
+//!   geometries, both formulations.
 //!
 //! Run: `cargo test --release --test contact_friction -- --nocapture` (prints the tables).
 
@@ -415,6 +419,48 @@ fn force_jacobians_match_differences_of_the_forces() {
                 );
                 // Not vacuous: the contact presses and slides.
                 assert!(scale > 10.0, "{name} {what}: scale {scale}");
+            }
+        }
+    }
+}
+
+/// The sphere_sphere geometry: the incline sphere rolling on a fixed sphere of radius 1000 m
+/// (body2 = ground) whose top is the 30° incline. Locally a plane: the slope steepens by
+/// `s / R` after a travel `s` (≤ 0.3 m here), which changes `5/7 g sin θ` by less than 5e-4
+/// relative; and with `mu = mu_static = 0.1` it slips with `g (sin θ − μ cos θ)`.
+#[test]
+fn sphere_on_a_large_sphere_rolls_and_slips_like_on_the_plane() {
+    let big = [(
+        "geometry = \"sphere_plane\"\nsphere = \"ball\"\nradius = 0.1\nnormal = [\"sin(pi/6)\", \"cos(pi/6)\", 0.0]\n",
+        "geometry = \"sphere_sphere\"\nbody1 = \"ball\"\nradius1 = 0.1\nbody2 = \"ground\"\ncenter2 = [\"-1000*sin(pi/6)\", \"-1000*cos(pi/6)\", 0.0]\nradius2 = 1000.0\n",
+    )];
+    let th = theta();
+    for joint in [false, true] {
+        for slip in [false, true] {
+            let mut edits = big.to_vec();
+            if slip {
+                edits.push(("value = 0.5\n", "value = 0.1\n"));
+                edits.push(("value = 0.6\n", "value = 0.1\n"));
+            }
+            let (acc, alpha, roll) = sphere_run(joint, Method::Bdf, &edits);
+            let (a, al) = if slip {
+                let mu = 0.1;
+                (
+                    G * (th.sin() - mu * th.cos()),
+                    -5.0 * mu * G * th.cos() / (2.0 * 0.1),
+                )
+            } else {
+                let a = 5.0 / 7.0 * G * th.sin();
+                (a, -a / 0.1)
+            };
+            let (ea, ew) = ((acc - a).abs() / a, (alpha - al).abs() / al.abs());
+            println!(
+                "sphere_sphere {} slip {slip}: accel err {ea:.2e}, alpha err {ew:.2e}, |ω + v/r| {roll:.2e}",
+                formulation(joint)
+            );
+            assert!(ea < 1e-3 && ew < 1e-3, "{ea} {ew}");
+            if !slip {
+                assert!(roll < 1e-3, "{roll}");
             }
         }
     }
