@@ -258,6 +258,7 @@ fn kitchen_sink() -> ModelSpec {
                 law: ContactLaw::Linear,
                 stiffness: c(1e3),
                 damping: c(5.0),
+                friction: None,
             },
         },
         ForceSpec {
@@ -275,6 +276,7 @@ fn kitchen_sink() -> ModelSpec {
                 law: ContactLaw::Hertz,
                 stiffness: c(1e3),
                 damping: c(2.0),
+                friction: None,
             },
         },
         ForceSpec {

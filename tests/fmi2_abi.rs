@@ -1443,3 +1443,72 @@ fn stick_state_travels_with_the_serialized_fmu_state() {
     other.free_state(s2);
     inst.free_state(s);
 }
+
+/// Contact friction state in the FMU state (format 6): a particle on a 30° incline above its
+/// friction angle (`models/elements/incline_particle.toml` with `mu_static` = 0.5 < tan 30°,
+/// `mu` = 0.4) breaks loose and slides. A state taken while it slips, serialized and restored
+/// into a fresh instance (whose own contact sticks at the start), continues bit for bit, so the
+/// contact's stick state travels with the FMU state; it slides on with g (sin θ − μ_k cos θ).
+#[test]
+fn contact_stick_state_travels_with_the_serialized_fmu_state() {
+    let f = lib();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models/elements/incline_particle.toml");
+    let text = std::fs::read_to_string(&src)
+        .unwrap()
+        .replace("value = 0.5\n", "value = 0.4\n")
+        .replace("value = 0.7\n", "value = 0.5\n");
+    let dir = TempDir::new("cstick");
+    let res = dir.0.join("resources");
+    std::fs::create_dir_all(&res).unwrap();
+    let model = res.join("model.toml");
+    std::fs::write(&model, text).unwrap();
+    let packed = mbsfmu::mbs::load_model(&model).unwrap();
+    let token = mbsfmu::description::token::model_token_of(&model, &packed.source_files).unwrap();
+    let uri = format!("file://{}/", res.display());
+    let table = mbsfmu::description::VariableTable::from_spec(&packed);
+    let vr_of = |n: &str| table.by_name(n).unwrap().value_reference;
+    let (vx, vy, stick) = (vr_of("vx"), vr_of("vy"), vr_of("stick"));
+    let th = 30f64.to_radians();
+    let start = |name: &str| {
+        let inst = Inst::try_new(&f, &uri, &token, name).unwrap_or_else(|e| panic!("{e}"));
+        unsafe {
+            assert_eq!(f.fmi2SetupExperiment(inst.c, 0, 0.0, 0.0, 0, 0.0), OK);
+            assert_eq!(f.fmi2EnterInitializationMode(inst.c), OK);
+            assert_eq!(f.fmi2ExitInitializationMode(inst.c), OK);
+        }
+        inst
+    };
+    let speed = |inst: &Inst| inst.get(vx).1 * th.cos() - inst.get(vy).1 * th.sin();
+    let run = |inst: &Inst, t0: f64, n: usize| -> Vec<u64> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let s = inst.step(t0 + i as f64 * 0.01, 0.01);
+            assert_eq!(s, OK, "{}", inst.sink.dump());
+            out.push(inst.get(vx).1.to_bits());
+            out.push(inst.get(stick).1.to_bits());
+        }
+        out
+    };
+    let inst = start("a");
+    assert_eq!(inst.get(stick).1, 1.0, "sticks at the start");
+    run(&inst, 0.0, 50);
+    assert_eq!(inst.get(stick).1, 0.0, "slides at 0.5 s");
+    let v_half = speed(&inst);
+    let s = inst.get_state();
+    let bytes = inst.serialize(s);
+    let first = run(&inst, 0.5, 100);
+    let a = 9.81 * (th.sin() - 0.4 * th.cos());
+    let v_end = speed(&inst);
+    assert!(
+        ((v_end - v_half) - a).abs() < 1e-5,
+        "{v_half} → {v_end}, a = {a}"
+    );
+    let other = start("b");
+    let (st, s2) = other.deserialize(&bytes);
+    assert_eq!(st, OK, "{}", other.sink.dump());
+    assert_eq!(unsafe { f.fmi2SetFMUstate(other.c, s2) }, OK);
+    assert_eq!(run(&other, 0.5, 100), first, "restored instance diverged");
+    other.free_state(s2);
+    inst.free_state(s);
+}

@@ -1449,11 +1449,12 @@ fn tire_quarter_car_all_methods() {
     }
 }
 
-/// The joint stop and stiction elements (`models/elements/`) under every method of the suite
-/// and both formulations: a copy of integrator and engine serialized mid-run (postcard, as in
+/// The joint stop and stiction elements and a contact with stiction (`models/elements/`)
+/// under every method of the suite and both formulations: a copy of integrator and engine serialized mid-run (postcard, as in
 /// the FMU state) continues bit for bit like the original, so the stick states (anchor, mode)
 /// travel with the state; and the result honours the element: the sled rebounds from its stop
-/// (speed reversed), the block on the slope stays within 1e-6 m of where it started.
+/// (speed reversed), the block on the slope (joint friction) and the particle on the incline
+/// (contact friction) stay within 1e-6 m of where they started.
 #[test]
 fn joint_elements_restore_bit_for_bit_under_every_method() {
     use mbsfmu::integrate::any::AnyIntegrator;
@@ -1475,6 +1476,7 @@ fn joint_elements_restore_bit_for_bit_under_every_method() {
             for (file, t_mid, t_end) in [
                 ("slope_block.toml", 0.3, 0.6),
                 ("sled_stop.toml", 0.05, 0.2),
+                ("incline_particle.toml", 0.3, 0.6),
             ] {
                 if method == Method::LocalLinearization && file == "sled_stop.toml" {
                     // Known limitation (docs/model-format.md, `joint_stop`): its error per unit
@@ -1508,6 +1510,11 @@ fn joint_elements_restore_bit_for_bit_under_every_method() {
                 sys.evaluate_outputs(&finals[0], &mut out).unwrap();
                 if file == "slope_block.toml" {
                     assert!(out[0].abs() < 1e-6, "{what}: the block moved {}", out[0]);
+                } else if file == "incline_particle.toml" {
+                    // Contact friction: x of the particle, held where it started.
+                    let x0 = (0.05 - 9.81 * (30f64.to_radians().cos()) / 1e6) * 0.5;
+                    assert!((out[0] - x0).abs() < 1e-6, "{what}: moved {}", out[0] - x0);
+                    assert_eq!(out[5], 1.0, "{what}: not sticking");
                 } else {
                     assert!(out[1] < -0.5, "{what}: no rebound, speed {}", out[1]);
                 }

@@ -931,3 +931,73 @@ fn stop_with_damping_and_restitution() {
         "give either `damping` or `restitution`, not both",
     );
 }
+
+// ----- contact friction -----------------------------------------------------------------------
+
+/// A sphere_plane contact on the particle with `extra` keys.
+fn contact_with(extra: &str) -> String {
+    append(&format!("[[forces]]\nname = \"c\"\ntype = \"contact\"\ngeometry = \"sphere_plane\"\nsphere = \"p\"\nradius = 0.1\nnormal = [0.0, 1.0, 0.0]\nstiffness = 1e5\n{extra}"))
+}
+
+#[test]
+fn contact_static_friction_below_kinetic() {
+    expect(
+        &contact_with("mu = 0.5\nmu_static = §0.4\nstiction_stiffness = 1e6\n"),
+        "forces[1] \"c\"",
+        "`mu_static` = 0.4 is below the kinetic `mu` = 0.5",
+    );
+}
+
+#[test]
+fn contact_negative_friction_coefficient() {
+    expect(
+        &contact_with("mu = §-0.2\n"),
+        "forces[1] \"c\"",
+        "`mu` must not be negative, got -0.2",
+    );
+    expect(
+        &contact_with("mu = 0.2\nv_reg = §0.0\n"),
+        "forces[1] \"c\"",
+        "`v_reg` must be positive, got 0 m/s",
+    );
+    expect(
+        &contact_with(
+            "mu = 0.2\nmu_static = 0.3\nstiction_stiffness = 1e6\nstiction_damping = §-5.0\n",
+        ),
+        "forces[1] \"c\"",
+        "`stiction_damping` must not be negative, got -5 N s/m",
+    );
+}
+
+#[test]
+fn contact_static_friction_without_anchor_stiffness() {
+    expect(
+        &contact_with("mu = 0.2\nmu_static = 0.3\n")
+            .replace("[[forces]]\nname = \"c\"", "§[[forces]]\nname = \"c\""),
+        "forces[1] \"c\"",
+        "missing key `stiction_stiffness` (friction with `mu_static` needs it)",
+    );
+}
+
+#[test]
+fn contact_friction_key_without_mu() {
+    expect(
+        &contact_with("mu_static = §0.3\nstiction_stiffness = 1e6\n"),
+        "forces[1] \"c\"",
+        "key `mu_static` needs `mu`",
+    );
+}
+
+#[test]
+fn contact_friction_output_on_a_frictionless_contact() {
+    expect(
+        &contact_with("\n[[outputs]]\nname = \"f\"\ntype = \"contact_friction\"\nforce = §\"c\"\ncomponent = \"fx\"\n"),
+        "outputs[0] \"f\"",
+        "force element `c` is not a contact with friction (`mu`)",
+    );
+    expect(
+        &contact_with("mu = 0.3\n\n[[outputs]]\nname = \"f\"\ntype = \"contact_friction\"\nforce = \"c\"\ncomponent = §\"torque\"\n"),
+        "outputs[0] \"f\"",
+        "unknown contact_friction component `torque` (one of: fx, fy, fz, slip, stick)",
+    );
+}

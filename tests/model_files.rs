@@ -405,6 +405,7 @@ fn bouncing_balls() {
             law,
             stiffness,
             damping,
+            ..
         } => {
             assert_eq!(
                 (*sphere_body, *plane_body),

@@ -404,7 +404,9 @@ pub fn output_dependencies_with(
                 OutputQuantity::ElementLength { force } => {
                     element_length.get(*force).cloned().unwrap_or_else(all)
                 }
-                OutputQuantity::ElementForce { force } | OutputQuantity::Tire { force, .. } => {
+                OutputQuantity::ElementForce { force }
+                | OutputQuantity::Tire { force, .. }
+                | OutputQuantity::ContactFriction { force, .. } => {
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),
@@ -462,7 +464,9 @@ pub fn output_dependencies_with(
                     OutputQuantity::ElementLength { force } => {
                         moved_between(&force_ends(*force), VALUE)
                     }
-                    OutputQuantity::ElementForce { force } | OutputQuantity::Tire { force, .. } => {
+                    OutputQuantity::ElementForce { force }
+                    | OutputQuantity::Tire { force, .. }
+                    | OutputQuantity::ContactFriction { force, .. } => {
                         moved_between(&force_ends(*force), VALUE | RATE)
                     }
                     OutputQuantity::WheelAngle { body, .. } => moved_body(*body, true, VALUE),

@@ -108,15 +108,26 @@ pub fn accept(
         state.v_prev = f64::NAN;
         return;
     }
+    if may_stick(s, state, rate) {
+        let (f, _, _) = kinetic(mu * n, v_reg, rate);
+        state.anchor = xi + f / s.k;
+    }
+}
+
+/// The slip → stick rule of a slipping element at an accepted step, on its slip rate (a signed
+/// rate, or a speed for a contact's tangent plane): arms it once faster than `v_stick`,
+/// switches to stick when armed, slower than `v_stick` and slowing down. The caller places the
+/// anchor when this returns `true`.
+pub fn may_stick(s: &Stiction, state: &mut StickState, rate: f64) -> bool {
     state.armed |= rate.abs() >= s.v_stick;
     let slowing = rate.abs() < state.v_prev.abs() || rate * state.v_prev < 0.0;
     if state.armed && rate.abs() < s.v_stick && slowing {
-        let (f, _, _) = kinetic(mu * n, v_reg, rate);
         state.stick = true;
-        state.anchor = xi + f / s.k;
         state.v_prev = f64::NAN;
+        true
     } else {
         state.v_prev = rate;
+        false
     }
 }
 

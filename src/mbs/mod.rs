@@ -3,6 +3,7 @@
 //! `integrate::system`, which are plain equations).
 
 pub mod assembly;
+pub mod contact_friction;
 pub mod curves;
 pub mod error;
 pub mod expr;

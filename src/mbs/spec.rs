@@ -304,12 +304,15 @@ pub enum ForceKind {
         rot_stiffness: [Scalar; 3],
         rot_damping: [Scalar; 3],
     },
-    /// Penalty contact.
+    /// Penalty contact, with tangential friction if `friction` is given
+    /// (`mbs::contact_friction`).
     Contact {
         geometry: ContactGeometry,
         law: ContactLaw,
         stiffness: Scalar,
         damping: Scalar,
+        #[serde(default)]
+        friction: Option<ContactFrictionSpec>,
     },
     /// Regularised Coulomb friction in a prismatic joint: `−μ |N| tanh(ẋ / v_reg)` along the
     /// axis, `N` the joint's normal reaction from the last accepted step.
@@ -354,6 +357,16 @@ pub struct StictionSpec {
     /// Below this speed (m/s or rad/s), slowing down, a slipping element sticks again
     /// (`None`: `v_reg`).
     pub v_stick: Option<Scalar>,
+}
+
+/// Friction of a penalty contact (`mbs::contact_friction`): regularized Coulomb on the
+/// tangential slip velocity, with optional stiction (same keys and meanings as joint friction;
+/// stiffness in N/m, damping in N s/m).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ContactFrictionSpec {
+    pub mu: Scalar,
+    pub v_reg: Scalar,
+    pub stiction: Option<StictionSpec>,
 }
 
 /// How a joint stop dissipates.
@@ -561,6 +574,13 @@ pub enum OutputQuantity {
         force: usize,
         component: usize,
     },
+    /// A contact's friction (`mbs::contact_friction`), by [`CONTACT_FRICTION_COMPONENTS`]
+    /// index: the friction force on the sphere (body 1) in ground axes, the slip speed, the
+    /// stick mode.
+    ContactFriction {
+        force: usize,
+        component: usize,
+    },
     /// Kinetic + gravitational + elastic potential energy.
     Energy,
     /// Relative kinematics of marker 2 with respect to marker 1 (points in body coordinates),
@@ -590,6 +610,15 @@ pub enum OutputQuantity {
         component: usize,
     },
 }
+
+/// The `component` names of a `contact_friction` output, with their units.
+pub const CONTACT_FRICTION_COMPONENTS: [(&str, &str); 5] = [
+    ("fx", "N"),
+    ("fy", "N"),
+    ("fz", "N"),
+    ("slip", "m/s"),
+    ("stick", "1"),
+];
 
 /// The `component` names of a `tire` output, with their units.
 pub const TIRE_COMPONENTS: [(&str, &str); 6] = [

@@ -8,6 +8,7 @@
 //! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
+mod contact_friction;
 mod output_derivs;
 mod sparse;
 mod tires;
@@ -220,6 +221,14 @@ pub struct System {
     /// A stick state changed mode at the last accepted step.
     #[serde(skip)]
     law_switched: bool,
+    /// Contacts with friction (`mbs::contact_friction`) and the stick states of those with
+    /// stiction, by slot (changed only at accepted steps), with their checkpoint.
+    #[serde(default)]
+    pub(super) contact_friction: Vec<super::contact_friction::ContactFriction>,
+    #[serde(default)]
+    contact_stick: Vec<super::contact_friction::ContactStick>,
+    #[serde(skip)]
+    contact_stick_backup: Vec<super::contact_friction::ContactStick>,
     /// Per force term: preload from equilibrium and its reference coordinate value (empty when
     /// no element has `static_preload`).
     #[serde(default)]
@@ -291,6 +300,9 @@ impl System {
             stick: Vec::new(),
             stick_backup: Vec::new(),
             law_switched: false,
+            contact_friction: Vec::new(),
+            contact_stick: Vec::new(),
+            contact_stick_backup: Vec::new(),
             presets: Vec::new(),
             q0: Vec::new(),
             v0: Vec::new(),
@@ -601,6 +613,7 @@ impl System {
         let mut terms = Vec::new();
         let mut tires = Vec::new();
         let mut n_stick = 0;
+        let mut cfrictions = Vec::new();
         for (fi, f) in spec.forces.iter().enumerate() {
             match &f.kind {
                 ForceKind::Tire(ts) => {
@@ -756,7 +769,13 @@ impl System {
                     law,
                     stiffness,
                     damping,
+                    friction,
                 } => {
+                    if let Some(fs) = friction {
+                        let cf =
+                            self.build_contact_friction(fi, terms.len(), geometry, fs, &cfrictions);
+                        cfrictions.push(cf);
+                    }
                     let hertz = *law == ContactLaw::Hertz;
                     let (coord, gap) = match geometry {
                         ContactGeometry::SpherePlane {
@@ -876,6 +895,7 @@ impl System {
         }
         self.terms = terms;
         self.tires = tires;
+        self.set_contact_friction(cfrictions);
         // Fresh stick states stick at the file's configuration (set below) until
         // initialization places them at the assembled one.
         let fresh_stick = self.stick.len() != n_stick;
@@ -1360,6 +1380,7 @@ impl Mechanical for System {
             }
         }
         self.add_tire_forces(t, f);
+        self.add_contact_friction_forces(t, f);
     }
 
     fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]) {
@@ -1451,6 +1472,7 @@ impl ForceJacobians for System {
             }
         }
         self.add_tire_jacobians(t, df_dq, df_dv);
+        self.add_contact_friction_jacobians(t, df_dq, df_dv);
     }
 }
 
@@ -1571,12 +1593,18 @@ impl StepHooks for System {
             }
         }
         self.accept_stick(t, q, v);
+        self.accept_contact_stick(t, q, v);
     }
     fn checkpoint(&mut self) {
         self.checkpoint_stick();
+        self.contact_stick_backup.clone_from(&self.contact_stick);
     }
     fn rollback(&mut self) {
         self.rollback_stick();
+        if self.contact_stick_backup.len() == self.contact_stick.len() {
+            self.contact_stick
+                .copy_from_slice(&self.contact_stick_backup);
+        }
     }
     fn take_law_switch(&mut self) -> bool {
         std::mem::take(&mut self.law_switched)
@@ -1809,6 +1837,9 @@ impl System {
                     [f.fx, f.fy, f.fz, f.kappa, f.alpha, f.deflection][*component]
                 })
             }
+            OutputQuantity::ContactFriction { force, component } => {
+                self.contact_friction_output(*force, *component, t)
+            }
             OutputQuantity::Energy => self.energy(t, q, v),
             OutputQuantity::WheelAngle {
                 kind,
@@ -1951,7 +1982,7 @@ impl System {
                 Law::Stop(stop) => stop.energy(cv.val),
             } - self.terms[i].preset * (cv.val - self.terms[i].preset_ref);
         }
-        e + self.tire_energy(t)
+        e + self.tire_energy(t) + self.contact_friction_energy(t)
     }
 }
 

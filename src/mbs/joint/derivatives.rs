@@ -315,6 +315,7 @@ impl JointModel {
             sys.term_law(k, cv.val, cv.rate, t)
         });
         self.linearize_tires(sys, t, &mut applied);
+        self.linearize_contact_friction(sys, t, &mut applied);
         let ag = sv(&Vector3::zeros(), &(-sys.gravity));
         let kin = &self.ws.kin;
         let acc: Vec<Sv> = kin.acc.iter().map(|a| a + ag).collect();

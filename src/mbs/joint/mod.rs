@@ -26,6 +26,7 @@
 //! The implicit methods' Jacobian terms `∂Ψ/∂ṗ`, `∂Ψ/∂p`, `∂(Gᵀλ)/∂p`, `∂(M a)/∂p` are
 //! analytic: tangents of the recursions ([`rnea::bias_velocity_jacobian`], `derivatives.rs`).
 
+mod contact_friction;
 pub mod crba;
 mod derivatives;
 pub mod kinematics;
@@ -459,6 +460,7 @@ impl JointModel {
             }
         }
         self.add_tire_wrenches(sys, t);
+        self.add_contact_friction_wrenches(sys, t);
         let ws = &mut self.ws;
         rnea::bias_forces(
             &self.nodes,
@@ -679,6 +681,7 @@ impl JointModel {
             out.ger(f_rate, &g, &g, 1.0);
         }
         self.add_tire_velocity_jacobian(sys, t, out);
+        self.add_contact_friction_velocity_jacobian(sys, t, out);
     }
 
     pub fn constraint_force_jacobian(

@@ -34,21 +34,25 @@ impl JointModel {
 
     /// The wheel's absolute velocity map: column `a` is `(ṙ, ė)` of body `b` for a unit rate
     /// of free coordinate `a` (`[v_O + ω × r; ½Eᵀω]` of the ancestors' motion subspaces).
-    fn body_velocity_map(&self, b: usize, n: usize) -> DMatrix<f64> {
+    pub(super) fn body_velocity_map(&self, b: usize, n: usize) -> DMatrix<f64> {
         let mut j = DMatrix::zeros(7, n);
         let (r, e) = (self.ws.snap.r[b], self.ws.snap.p[b]);
         let mut node = Parent::Node(self.body_node[b]);
         while let Parent::Node(i) = node {
             if let NodeCoord::Free(a) = self.nodes[i].coord {
-                let s: Sv = self.ws.kin.s[i];
-                let w = Vector3::new(s[0], s[1], s[2]);
-                let v = Vector3::new(s[3], s[4], s[5]) + w.cross(&r);
-                let ed = 0.5 * e_mat(&e).transpose() * w;
-                for k in 0..3 {
-                    j[(k, a)] += v[k];
-                }
-                for k in 0..4 {
-                    j[(3 + k, a)] += ed[k];
+                // Every dof of the node (a free or spherical node has several; the dof index
+                // is not the node index once a fixed or multi-dof node precedes it).
+                for (l, d) in self.nodes[i].dofs().enumerate() {
+                    let s: Sv = self.ws.kin.s[d];
+                    let w = Vector3::new(s[0], s[1], s[2]);
+                    let v = Vector3::new(s[3], s[4], s[5]) + w.cross(&r);
+                    let ed = 0.5 * e_mat(&e).transpose() * w;
+                    for k in 0..3 {
+                        j[(k, a + l)] += v[k];
+                    }
+                    for k in 0..4 {
+                        j[(3 + k, a + l)] += ed[k];
+                    }
                 }
             }
             node = self.nodes[i].parent;

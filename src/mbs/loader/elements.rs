@@ -719,7 +719,18 @@ impl Resolver<'_> {
             "geometry",
             "a contact force (sphere_plane or sphere_sphere)",
         )?;
-        let common = ["geometry", "law", "stiffness", "damping"];
+        let common = [
+            "geometry",
+            "law",
+            "stiffness",
+            "damping",
+            "mu",
+            "v_reg",
+            "mu_static",
+            "stiction_stiffness",
+            "stiction_damping",
+            "stiction_velocity",
+        ];
         let law = match f.law.as_ref().map(|l| (l.get_ref().as_str(), l.span())) {
             None | Some(("linear", _)) => ContactLaw::Linear,
             Some(("hertz", _)) => ContactLaw::Hertz,
@@ -850,11 +861,13 @@ impl Resolver<'_> {
             Some(c) => self.one_nonneg(c, el, "damping", "N s/m")?,
             None => Scalar::Const(0.0),
         };
+        let friction = self.contact_friction(f, el, sp, present)?;
         Ok(ForceKind::Contact {
             geometry,
             law,
             stiffness,
             damping,
+            friction,
         })
     }
 
@@ -959,6 +972,7 @@ impl Resolver<'_> {
                 }
             }
             "tire" => self.tire_output(o, &el, sp.clone(), &present)?,
+            "contact_friction" => self.contact_friction_output(o, &el, sp.clone(), &present)?,
             "energy" => {
                 self.allowed_keys(&el, &what, &present, NO_KEYS)?;
                 (OutputQuantity::Energy, "J")
@@ -967,7 +981,7 @@ impl Resolver<'_> {
                 return Err(self.err(
                     o.kind.span(),
                     &el,
-                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, tire, energy, relative_position, relative_velocity, relative_acceleration, camber, toe, caster, kingpin)"),
+                    format!("unknown output type \"{other}\" (one of: position, velocity, acceleration, angle, angular_velocity, joint_coordinate, joint_rate, joint_force, joint_torque, driver_force, element_force, element_length, tire, contact_friction, energy, relative_position, relative_velocity, relative_acceleration, camber, toe, caster, kingpin)"),
                 ))
             }
         };

@@ -5,7 +5,63 @@
 use super::elements::joint_kind_name;
 use super::*;
 
+/// The keys of stiction, on joint friction and contacts.
+pub(super) const STICTION_KEYS: [&str; 4] = [
+    "mu_static",
+    "stiction_stiffness",
+    "stiction_damping",
+    "stiction_velocity",
+];
+
 impl Resolver<'_> {
+    /// The stiction keys of a friction element (`mu_static`, `stiction_stiffness`,
+    /// `stiction_damping`, `stiction_velocity`; `units` of stiffness, damping and speed),
+    /// checked against the kinetic `mu`: `None` without `mu_static`.
+    pub(super) fn stiction_spec(
+        &mut self,
+        f: &RawForce,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+        mu: Scalar,
+        units: [&str; 3],
+    ) -> Res<Option<StictionSpec>> {
+        let Some(ms) = &f.mu_static else {
+            for (k, s) in present {
+                if STICTION_KEYS.contains(k) {
+                    return Err(self.err(s.clone(), el, format!("key `{k}` needs `mu_static` (stiction is on only with a static friction coefficient)")));
+                }
+            }
+            return Ok(None);
+        };
+        let mu_static = self.nonneg_scalar(ms, el, "mu_static", true, "")?;
+        let (vs, vk) = (self.value_of(mu_static), self.value_of(mu));
+        self.ensure(vs >= vk, ms.span(), el, || {
+            format!("`mu_static` = {vs} is below the kinetic `mu` = {vk} (static friction is at least kinetic friction)")
+        })?;
+        let ks = self.required(
+            &f.stiction_stiffness,
+            sp,
+            el,
+            "stiction_stiffness",
+            "friction with `mu_static`",
+        )?;
+        let stiffness = self.positive_scalar(ks, el, "stiction_stiffness", true, units[0])?;
+        let damping = match &f.stiction_damping {
+            Some(c) => self.nonneg_scalar(c, el, "stiction_damping", true, units[1])?,
+            None => Scalar::Const(0.0),
+        };
+        let v_stick = match &f.stiction_velocity {
+            Some(v) => Some(self.positive_scalar(v, el, "stiction_velocity", true, units[2])?),
+            None => None,
+        };
+        Ok(Some(StictionSpec {
+            mu_static,
+            stiffness,
+            damping,
+            v_stick,
+        }))
+    }
     /// The joint named by `joint`, which must be of one of `kinds`.
     fn coordinate_joint(
         &self,
@@ -39,14 +95,8 @@ impl Resolver<'_> {
         let kname = f.kind.get_ref().as_str();
         let revolute = kname == "revolute_friction";
         let what = format!("a {kname} force");
-        let stiction_keys = [
-            "mu_static",
-            "stiction_stiffness",
-            "stiction_damping",
-            "stiction_velocity",
-        ];
         let mut allowed = vec!["joint", "mu", "v_reg"];
-        allowed.extend_from_slice(&stiction_keys);
+        allowed.extend_from_slice(&STICTION_KEYS);
         if revolute {
             allowed.push("radius");
         }
@@ -70,64 +120,24 @@ impl Resolver<'_> {
                 "prismatic_friction needs a prismatic joint",
             )?
         };
-        let (lin, rate) = if revolute {
-            ("N m", "rad/s")
-        } else {
-            ("N", "m/s")
-        };
+        let rate = if revolute { "rad/s" } else { "m/s" };
         let m = self.required(&f.mu, sp.clone(), el, "mu", &what)?;
         let mu = self.nonneg_scalar(m, el, "mu", true, "")?;
         let v_reg = match &f.v_reg {
             Some(v) => self.positive_scalar(v, el, "v_reg", true, rate)?,
             None => Scalar::Const(1e-3),
         };
-        let stiction = match &f.mu_static {
-            None => {
-                for (k, s) in present {
-                    if stiction_keys.contains(k) {
-                        return Err(self.err(s.clone(), el, format!("key `{k}` needs `mu_static` (stiction is on only with a static friction coefficient)")));
-                    }
-                }
-                None
-            }
-            Some(ms) => {
-                let mu_static = self.nonneg_scalar(ms, el, "mu_static", true, "")?;
-                let (vs, vk) = (self.value_of(mu_static), self.value_of(mu));
-                self.ensure(vs >= vk, ms.span(), el, || {
-                    format!("`mu_static` = {vs} is below the kinetic `mu` = {vk} (static friction is at least kinetic friction)")
-                })?;
-                let ks = self.required(
-                    &f.stiction_stiffness,
-                    sp.clone(),
-                    el,
-                    "stiction_stiffness",
-                    "friction with `mu_static`",
-                )?;
-                let unit_k = if revolute { "N m/rad" } else { "N/m" };
-                let stiffness = self.positive_scalar(ks, el, "stiction_stiffness", true, unit_k)?;
-                let damping = match &f.stiction_damping {
-                    Some(c) => self.nonneg_scalar(
-                        c,
-                        el,
-                        "stiction_damping",
-                        true,
-                        &format!("{lin} s/{}", if revolute { "rad" } else { "m" }),
-                    )?,
-                    None => Scalar::Const(0.0),
-                };
-                let v_stick = match &f.stiction_velocity {
-                    Some(v) => {
-                        Some(self.positive_scalar(v, el, "stiction_velocity", true, rate)?)
-                    }
-                    None => None,
-                };
-                Some(StictionSpec {
-                    mu_static,
-                    stiffness,
-                    damping,
-                    v_stick,
-                })
-            }
+        let stiction = if revolute {
+            self.stiction_spec(
+                f,
+                el,
+                sp.clone(),
+                present,
+                mu,
+                ["N m/rad", "N m s/rad", rate],
+            )?
+        } else {
+            self.stiction_spec(f, el, sp.clone(), present, mu, ["N/m", "N s/m", rate])?
         };
         if revolute {
             let r = self.required(&f.radius, sp, el, "radius", &what)?;

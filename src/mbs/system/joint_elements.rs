@@ -144,6 +144,7 @@ impl System {
                 _ => {}
             }
         }
+        self.initialize_contact_friction(t, q, v);
         Ok(())
     }
 
