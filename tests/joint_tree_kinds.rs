@@ -101,11 +101,14 @@ fn run(sys: &mut System, method: Method, rtol: f64) -> Result<Vec<(f64, Vec<f64>
     for k in 1..=n {
         let tc = k as f64 * DT;
         while Integrator::<System>::state(&integ).t < tc - 1e-12 {
-            integ.step(sys, tc).map_err(|e| format!("at t = {tc}: {e}"))?;
+            integ
+                .step(sys, tc)
+                .map_err(|e| format!("at t = {tc}: {e}"))?;
         }
         let x = Integrator::<System>::state(&integ).clone();
         let mut y = vec![0.0; sys.n_outputs()];
-        sys.evaluate_outputs(&x, &mut y).map_err(|e| e.to_string())?;
+        sys.evaluate_outputs(&x, &mut y)
+            .map_err(|e| e.to_string())?;
         out.push((tc, y));
     }
     Ok(out)
@@ -197,7 +200,10 @@ fn each_model_follows_its_reference_through_every_integrator_in_both_formulation
                         }
                     }
                 }
-                println!("{name}: max difference from the reference {:.2e} ({})", worst.0, worst.1);
+                println!(
+                    "{name}: max difference from the reference {:.2e} ({})",
+                    worst.0, worst.1
+                );
                 if !(worst.0 < bound) {
                     failures.push(format!("{name}: {:e} ({})", worst.0, worst.1));
                 }
@@ -224,7 +230,10 @@ fn joint_and_absolute_formulations_agree() {
                 err = err.max((y[k] - ya[k]).abs() / scale);
             }
         }
-        println!("{}: joint vs absolute, max output difference {err:.2e}", case.file);
+        println!(
+            "{}: joint vs absolute, max output difference {err:.2e}",
+            case.file
+        );
         assert!(err < 1e-7, "{}: {err}", case.file);
         if case.file == "planar_block.toml" {
             let z = out_index(&sys, "z");
@@ -324,23 +333,40 @@ fn chains_state_size_and_run_time() {
             seg[1].coeffs = [0.0, 0.2 * w, 0.0, -0.2 * w.powi(3) / 6.0];
         }
     };
-    let planar_from_ground = [("type = \"planar\"\nbody1 = \"ground\"", "type = \"planar\"\nbody1 = \"wall\"")];
+    let planar_from_ground = [(
+        "type = \"planar\"\nbody1 = \"ground\"",
+        "type = \"planar\"\nbody1 = \"wall\"",
+    )];
     let cases: Vec<(&str, System)> = vec![
-        ("pendulum chain, absolute", gallery("pendulum_chain.toml", "absolute", &[], "")),
-        ("pendulum chain, joint (planar tree joints)", gallery("pendulum_chain.toml", "joint", &[], "")),
+        (
+            "pendulum chain, absolute",
+            gallery("pendulum_chain.toml", "absolute", &[], ""),
+        ),
+        (
+            "pendulum chain, joint (planar tree joints)",
+            gallery("pendulum_chain.toml", "joint", &[], ""),
+        ),
         (
             "pendulum chain, joint (free particles, planes cut: the former tree)",
             gallery("pendulum_chain.toml", "joint", &planar_from_ground, WALL),
         ),
-        ("spherical chain, absolute", gallery("spherical_chain.toml", "absolute", &[], "")),
-        ("spherical chain, joint", gallery("spherical_chain.toml", "joint", &[], "")),
+        (
+            "spherical chain, absolute",
+            gallery("spherical_chain.toml", "absolute", &[], ""),
+        ),
+        (
+            "spherical chain, joint",
+            gallery("spherical_chain.toml", "joint", &[], ""),
+        ),
     ];
     let mut tips: Vec<Vec<f64>> = Vec::new();
     for (name, mut sys) in cases {
         excite(&mut sys);
         let x0 = sys.initial_state(0.0).unwrap();
         // One evaluation of the accelerations at the start (with rates).
-        let v: Vec<f64> = (0..sys.n_q()).map(|k| x0.v[k] + 0.01 * (k as f64).sin()).collect();
+        let v: Vec<f64> = (0..sys.n_q())
+            .map(|k| x0.v[k] + 0.01 * (k as f64).sin())
+            .collect();
         let mut batches = Vec::new();
         for _ in 0..9 {
             let c0 = cpu_time();

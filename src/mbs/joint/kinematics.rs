@@ -134,10 +134,12 @@ impl Kin {
             let (e, ed) = (euler(&self.x, n.dof), euler(xd, n.dof));
             return -(2.0 * e.dot(&ed) / e.norm_squared()) * self.s_times(n, xd);
         }
-        let st = n.stages();
+        if !n.kind.stages_interact() {
+            return Sv::zeros();
+        }
         let mut out = Sv::zeros();
         let mut before = Sv::zeros();
-        for s in st {
+        for s in n.stages() {
             let d = n.dof + s.k;
             let sm = self.s[d] * xd[d];
             out += crm(&before, &sm);
@@ -150,6 +152,9 @@ impl Kin {
     /// products `S_d ẋ_d` of its dofs (zero for spherical nodes, whose terms are written out
     /// where they are differentiated).
     pub fn staged_bias_tangent(&self, n: &Node, xd: &[f64], delta: impl Fn(usize) -> Sv) -> Sv {
+        if !n.kind.stages_interact() {
+            return Sv::zeros();
+        }
         let mut out = Sv::zeros();
         let (mut before, mut dbefore) = (Sv::zeros(), Sv::zeros());
         for s in n.stages() {

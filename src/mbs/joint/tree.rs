@@ -69,6 +69,15 @@ const fn st(rot: bool, axis: usize, k: usize, sign: f64) -> Stage {
 }
 
 impl NodeKind {
+    /// Whether the node's stages move each other's axes (`S_k ×ₘ S_l ≠ 0` for two of them):
+    /// universal and planar joints. One stage, pure translations and the cylindrical joint's
+    /// travel and rotation about the same axis commute (no stage velocity product; the
+    /// tangents of `S_k ×ₘ S_l` vanish with it, since the stages' axes stay parallel or
+    /// translational under every `δS = S_j ×ₘ S`).
+    pub fn stages_interact(self) -> bool {
+        matches!(self, NodeKind::Universal | NodeKind::Planar)
+    }
+
     /// Number of coordinates.
     pub fn n_dof(self) -> usize {
         match self {
