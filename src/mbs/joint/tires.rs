@@ -39,20 +39,16 @@ impl JointModel {
         let (r, e) = (self.ws.snap.r[b], self.ws.snap.p[b]);
         let mut node = Parent::Node(self.body_node[b]);
         while let Parent::Node(i) = node {
-            if let NodeCoord::Free(a0) = self.nodes[i].coord {
-                // One column per coordinate of the node (the subspace is per dof).
-                for (l, d) in self.nodes[i].dofs().enumerate() {
-                    let a = a0 + l;
-                    let s: Sv = self.ws.kin.s[d];
-                    let w = Vector3::new(s[0], s[1], s[2]);
-                    let v = Vector3::new(s[3], s[4], s[5]) + w.cross(&r);
-                    let ed = 0.5 * e_mat(&e).transpose() * w;
-                    for k in 0..3 {
-                        j[(k, a)] += v[k];
-                    }
-                    for k in 0..4 {
-                        j[(3 + k, a)] += ed[k];
-                    }
+            if let NodeCoord::Free(a) = self.nodes[i].coord {
+                let s: Sv = self.ws.kin.s[i];
+                let w = Vector3::new(s[0], s[1], s[2]);
+                let v = Vector3::new(s[3], s[4], s[5]) + w.cross(&r);
+                let ed = 0.5 * e_mat(&e).transpose() * w;
+                for k in 0..3 {
+                    j[(k, a)] += v[k];
+                }
+                for k in 0..4 {
+                    j[(3 + k, a)] += ed[k];
                 }
             }
             node = self.nodes[i].parent;
