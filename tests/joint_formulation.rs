@@ -382,8 +382,8 @@ fn slider_crank_follows_the_closed_form() {
 // ----- selection and refusals -----
 
 /// The trees of the models with particles, spherical joints and loops through them: the
-/// chain of particles becomes 16 free particles (three translations each) with the rods and
-/// planes as constraints; the spherical chain eight spherical tree joints (four Euler
+/// chain of particles becomes 16 particles on planar tree joints (two travels each) with the
+/// rods as constraints; the spherical chain eight spherical tree joints (four Euler
 /// parameters each, their normalizations the only constraints); the suspension corner a tree
 /// through the lower ball joint with the upper ball joint and the tie rod cut.
 #[test]
@@ -395,9 +395,14 @@ fn particles_spherical_joints_and_free_bodies_make_the_tree() {
     };
     let chain = model("pendulum_chain.toml", "joint", "");
     let jm = chain.joint_model().unwrap();
-    assert!(jm.tree_joints().is_empty());
-    assert_eq!(jm.free_bodies(), (0..16).collect::<Vec<_>>());
-    assert_eq!((chain.n_q(), chain.n_c()), (48, 32));
+    // Each particle hangs from ground by its planar joint (two in-plane travels); the rods
+    // close the loops.
+    assert_eq!(
+        names(&chain, &jm.tree_joints()),
+        (1..=16).map(|k| format!("plane{k}")).collect::<Vec<_>>()
+    );
+    assert!(jm.free_bodies().is_empty());
+    assert_eq!((chain.n_q(), chain.n_c()), (32, 16));
     let sph = model("spherical_chain.toml", "joint", "");
     let jm = sph.joint_model().unwrap();
     assert_eq!(jm.tree_joints().len(), 8);
@@ -1026,8 +1031,9 @@ type = "energy"
     System::new(Arc::new(spec)).unwrap()
 }
 
-/// Rigid bodies held only by a universal, a cylindrical and a planar joint (never tree
-/// joints): three free bodies with those joints as constraints, springs between them.
+/// Rigid bodies held only by a universal, a cylindrical and a planar joint, springs between
+/// them: in joint coordinates a tree of those three joints (2 + 2 + 3 coordinates, no
+/// constraint).
 fn cut_kinds_in(formulation: &str) -> System {
     let text = r#"
 [model]
@@ -1131,6 +1137,130 @@ axis = [1.0, 0.0, 0.0]
     System::new(Arc::new(spec)).unwrap()
 }
 
+/// The same three joint kinds with every tree joint running from body 2 to body 1 (the child
+/// is each joint's body 1: inverse stage order, negated coordinates) and skew axes; springs to
+/// ground, initial rates.
+fn reversed_kinds_in(formulation: &str) -> System {
+    let text = r#"
+[model]
+name = "reversed_kinds"
+formulation = "FORMULATION"
+gravity = [0.0, -9.81, -2.0]
+
+[[bodies]]
+name = "a"
+mass = 2.0
+inertia = [0.1, 0.2, 0.3]
+position = [0.0, -0.5, 0.0]
+angular_velocity = [0.5, 0.2, 0.3]
+
+[[bodies]]
+name = "b"
+mass = 1.0
+inertia = [0.05, 0.06, 0.07]
+position = [0.0, -1.5, 0.2]
+velocity = [0.2, 0.1, -0.3]
+angular_velocity = [0.0, 1.0, 0.0]
+
+[[bodies]]
+name = "c"
+mass = 1.5
+inertia = [0.05, 0.08, 0.07]
+position = [1.0, -1.5, 0.0]
+velocity = [0.0, 0.4, 0.1]
+angular_velocity = [0.3, 0.0, 2.0]
+
+[[joints]]
+name = "u"
+type = "universal"
+body1 = "a"
+body2 = "ground"
+point = [0.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+axis2 = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "cyl"
+type = "cylindrical"
+body1 = "b"
+body2 = "a"
+point = [0.0, -1.0, 0.1]
+axis = [0.3, 1.0, 0.2]
+
+[[joints]]
+name = "pl"
+type = "planar"
+body1 = "c"
+body2 = "b"
+point = [0.5, -1.5, 0.1]
+axis = [0.2, 0.1, 1.0]
+
+[[forces]]
+name = "s1"
+type = "spring_damper"
+body1 = "ground"
+point1 = [1.5, -1.0, 0.3]
+body2 = "c"
+point2 = [1.2, -1.4, 0.1]
+stiffness = 80.0
+damping = 1.0
+free_length = 0.3
+
+[[forces]]
+name = "s2"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.0, -2.2, 0.0]
+body2 = "b"
+point2 = [0.1, -1.6, 0.2]
+stiffness = 50.0
+damping = 0.5
+free_length = 0.4
+
+[[outputs]]
+name = "bx"
+type = "position"
+body = "b"
+component = "x"
+
+[[outputs]]
+name = "bz"
+type = "position"
+body = "b"
+component = "z"
+
+[[outputs]]
+name = "cy"
+type = "position"
+body = "c"
+component = "y"
+
+[[outputs]]
+name = "aw"
+type = "angular_velocity"
+body = "a"
+axis = [1.0, 0.0, 0.0]
+
+[[outputs]]
+name = "cw"
+type = "angular_velocity"
+body = "c"
+axis = [0.2, 0.1, 1.0]
+
+[[outputs]]
+name = "s1_length"
+type = "element_length"
+force = "s1"
+
+[[outputs]]
+name = "energy"
+type = "energy"
+"#
+    .replace("FORMULATION", formulation);
+    let spec = mbsfmu::mbs::load_model_str(&text, Path::new("reversed_kinds.toml")).unwrap();
+    System::new(Arc::new(spec)).unwrap()
+}
+
 /// A distance joint from ground to the flap's tip: a loop through the free body.
 const FLAP_TETHER: &str = "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\n\
     body1 = \"ground\"\nbody2 = \"flap\"\npoint1 = [0.9, -0.3, 0.1]\npoint2 = [0.9, 0.1, 0.0]\n";
@@ -1182,6 +1312,8 @@ fn force_jacobians_are_the_derivatives_of_the_bias_forces() {
         excited("suspension_corner.toml"),
         excited("pendulum_chain.toml"),
         free_flap_in("joint", ""),
+        cut_kinds_in("joint"),
+        reversed_kinds_in("joint"),
     ];
     for mut sys in cases {
         let n = sys.n_q();
@@ -1286,6 +1418,8 @@ fn constraint_hessians_are_the_derivatives_of_g_and_m() {
         excited("suspension_corner.toml"),
         excited("pendulum_chain.toml"),
         free_flap_in("joint", FLAP_TETHER),
+        cut_kinds_in("joint"),
+        reversed_kinds_in("joint"),
     ];
     for mut sys in cases {
         let x = sys.initial_state(0.0).unwrap();
@@ -1354,6 +1488,8 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
         match file {
             "revolute chain N = 8" => System::new(Arc::new(revolute_chain_spec(8, 1e-12))).unwrap(),
             "free flap" => free_flap_in("joint", FLAP_TETHER),
+            "universal, cylindrical and planar joints" => cut_kinds_in("joint"),
+            "the same reversed" => reversed_kinds_in("joint"),
             "spatial loop" => {
                 let text = spatial_arm_text("joint")
                     + "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
@@ -1376,6 +1512,8 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
         "revolute chain N = 8",
         "spatial loop",
         "free flap",
+        "universal, cylindrical and planar joints",
+        "the same reversed",
     ] {
         for method in Method::ALL {
             let mut sys = make(file);
@@ -1431,15 +1569,15 @@ fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates()
 
 /// Every gallery model in both formulations, its inputs moving (smooth cubics; the suspension
 /// corner's post, the chain's suspension, the drivers' angles, the rig's stamp), the free
-/// body with a loop through it, and free bodies held by universal, cylindrical and planar
-/// joints: the same outputs within the integration tolerance (BDF at
+/// body with a loop through it, and bodies on universal, cylindrical and planar tree joints
+/// (both directions): the same outputs within the integration tolerance (BDF at
 /// 1e-9; each output relative to its largest magnitude, at least 1). The absolute formulation
 /// is validated against independent references elsewhere (tests/python/test_fmpy_references.py,
 /// the paper tests); the joint formulation's FMUs against the same references in
 /// tests/python/test_fmpy_joint.py.
 #[test]
 fn every_gallery_model_agrees_with_the_absolute_formulation() {
-    let cases: [(&str, f64); 10] = [
+    let cases: [(&str, f64); 11] = [
         ("bouncing_balls.toml", 1.0),
         ("double_pendulum_stiff.toml", 1.0),
         ("four_link.toml", 1.0),
@@ -1450,6 +1588,7 @@ fn every_gallery_model_agrees_with_the_absolute_formulation() {
         ("suspension_corner.toml", 1.0),
         ("free flap", 1.0),
         ("universal, cylindrical and planar joints", 1.0),
+        ("the same reversed", 1.0),
     ];
     let mut failures = Vec::new();
     for (file, t_end) in cases {
@@ -1457,6 +1596,7 @@ fn every_gallery_model_agrees_with_the_absolute_formulation() {
             let mut sys = match file {
                 "free flap" => free_flap_in(formulation, FLAP_TETHER),
                 "universal, cylindrical and planar joints" => cut_kinds_in(formulation),
+                "the same reversed" => reversed_kinds_in(formulation),
                 _ => model(file, formulation, ""),
             };
             excite(&mut sys);

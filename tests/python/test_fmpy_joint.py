@@ -119,7 +119,7 @@ def test_quarter_car_rig_joint(tools, version, tmp_path):  # noqa: F811
 
 @pytest.mark.parametrize("version", [2, 3])
 def test_pendulum_chain_joint(tools, version, tmp_path):  # noqa: F811
-    """16 free particles (three translations each; rods and planes as constraints), the
+    """16 particles on planar tree joints (two in-plane travels each; rods as constraints), the
     suspension moved through the inputs every 0.1 s, 10 s, against the minimal-coordinate
     chain (DOP853 at 1e-11) with the absolute formulation's tolerances (the error is the input
     reconstruction's)."""

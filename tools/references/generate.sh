@@ -51,3 +51,8 @@ run $r/bouncing_balls.py --t-end 5 --dt 0.001 --out $d/bouncing_balls.csv --even
 
 # Spherical chain: 8 bars spinning at 1 rad/s about their axes, oblique gravity, 2 s.
 run $r/spherical_chain.py --t-end 2 --dt 0.01 --out $d/spherical_chain.csv
+
+# Cylindrical, universal and planar tree joints (models/elements/{cylinder_pendulum,hooke_pendulum,planar_block}.toml), 3 s.
+for m in cylinder hooke planar; do
+    run $r/tree_joints.py --model $m --t-end 3 --dt 0.01 --out $d/tree_joint_$m.csv
+done

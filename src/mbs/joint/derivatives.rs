@@ -14,7 +14,10 @@
 //!
 //! A spherical node's subspace also depends on its own Euler parameters (`δS` of its own
 //! dofs from `kinematics::euler_subspace_derivative`), and so does its acceleration term
-//! `−(2 eᵀė/|e|²) S ė` (`Kin::euler_bias`). Free bodies' translation nodes are massless.
+//! `−(2 eᵀė/|e|²) S ė` (`Kin::node_bias`). A multi-coordinate node's later stages move with
+//! its earlier ones (`δS_l = S_m ×ₘ S_l` for stage `l` after `m`), and its velocity product
+//! `Σ_{k<l} (S_k ẋ_k) ×ₘ (S_l ẋ_l)` changes with every `δS` (`Kin::staged_bias_tangent`).
+//! Free bodies' translation nodes are massless.
 
 use super::super::kin::{eval_coord, Coord, CoordVal, LMat, LVec, LOCAL};
 use super::super::math::e_mat;
@@ -194,6 +197,18 @@ impl JointModel {
                         Sv::zeros()
                     };
                 }
+                if i == jn && !spherical {
+                    // A stage's axis moves with the stages before it: `∂S_l/∂x_m = S_m ×ₘ
+                    // S_l` for the stages after `m`'s, zero for it and those before.
+                    let mut after = false;
+                    for st in node.stages() {
+                        let d = node.dof + st.k;
+                        if after {
+                            ds[d] = crm(&sj, &s[d]);
+                        }
+                        after |= st.k == m;
+                    }
+                }
                 let (r, e) = (kin.com[i], kin.e[i]);
                 if let Some(b) = node.body {
                     dr[b] = vj + wj.cross(&r);
@@ -218,6 +233,7 @@ impl JointModel {
                             dacc[i] -= dc * sxd[i];
                         }
                     }
+                    dacc[i] += kin.staged_bias_tangent(node, inr.xd, |d| ds[d] * inr.xd[d]);
                     if let Some(b) = node.body {
                         let w = ang(&inr.vel[i]);
                         let dwb = ang(&dvel[i]);

@@ -124,14 +124,47 @@ impl Kin {
         n.dofs().fold(Sv::zeros(), |a, d| a + self.s[d] * y[d])
     }
 
-    /// The spherical node's velocity-product term `Σ_k Ṡ_k ė_k − V ×ₘ S ė = −(2 eᵀė/|e|²) S ė`
-    /// (`xd` the rates; zero for the other kinds, whose axes are fixed in the parent).
-    pub fn euler_bias(&self, n: &Node, xd: &[f64]) -> Sv {
-        if n.kind != NodeKind::Spherical {
+    /// The node's own velocity-product term (beyond `V_parent ×ₘ S ẋ`): spherical nodes
+    /// `Σ_k Ṡ_k ė_k − V ×ₘ S ė = −(2 eᵀė/|e|²) S ė`; staged nodes `Σ_{k<m} (S_k ẋ_k) ×ₘ (S_m
+    /// ẋ_m)` over their stages in order (stage `m`'s axis is fixed in the frame reached by the
+    /// stages before it, which moves with them; zero for one stage, for commuting stages as
+    /// the cylindrical joint's and for a free body's translations).
+    pub fn node_bias(&self, n: &Node, xd: &[f64]) -> Sv {
+        if n.kind == NodeKind::Spherical {
+            let (e, ed) = (euler(&self.x, n.dof), euler(xd, n.dof));
+            return -(2.0 * e.dot(&ed) / e.norm_squared()) * self.s_times(n, xd);
+        }
+        if !n.kind.stages_interact() {
             return Sv::zeros();
         }
-        let (e, ed) = (euler(&self.x, n.dof), euler(xd, n.dof));
-        -(2.0 * e.dot(&ed) / e.norm_squared()) * self.s_times(n, xd)
+        let mut out = Sv::zeros();
+        let mut before = Sv::zeros();
+        for s in n.stages() {
+            let d = n.dof + s.k;
+            let sm = self.s[d] * xd[d];
+            out += crm(&before, &sm);
+            before += sm;
+        }
+        out
+    }
+
+    /// The tangent of a staged node's [`Kin::node_bias`] given the tangents `delta(d)` of the
+    /// products `S_d ẋ_d` of its dofs (zero for spherical nodes, whose terms are written out
+    /// where they are differentiated).
+    pub fn staged_bias_tangent(&self, n: &Node, xd: &[f64], delta: impl Fn(usize) -> Sv) -> Sv {
+        if !n.kind.stages_interact() {
+            return Sv::zeros();
+        }
+        let mut out = Sv::zeros();
+        let (mut before, mut dbefore) = (Sv::zeros(), Sv::zeros());
+        for s in n.stages() {
+            let d = n.dof + s.k;
+            let (sm, dsm) = (self.s[d] * xd[d], delta(d));
+            out += crm(&dbefore, &sm) + crm(&before, &dsm);
+            before += sm;
+            dbefore += dsm;
+        }
+        out
     }
 
     /// World pose of a parent: rotation and position of its body frame (ground and moving
@@ -169,20 +202,8 @@ impl Kin {
             let (qp, ap, rp) = self.parent_pose(n.parent);
             let q_pf = qp * n.q_parent_frame;
             let o_pf = rp + ap * n.parent_frame.origin;
-            let z = q_pf * Vector3::z();
             let d = n.dof;
             let (q_cf, o_cf) = match n.kind {
-                NodeKind::Revolute => {
-                    let qj =
-                        UnitQuaternion::from_axis_angle(&Vector3::z_axis(), n.sigma * self.x[d]);
-                    let a = n.sigma * z;
-                    self.s[d] = sv(&a, &o_pf.cross(&a));
-                    (q_pf * qj, o_pf)
-                }
-                NodeKind::Prismatic => {
-                    self.s[d] = sv(&Vector3::zeros(), &(n.sigma * z));
-                    (q_pf, o_pf + n.sigma * self.x[d] * z)
-                }
                 NodeKind::Fixed => (q_pf, o_pf),
                 NodeKind::Spherical => {
                     // Rotation by the normalized parameters; the subspace is the exact
@@ -199,17 +220,37 @@ impl Kin {
                     }
                     (q_pf * qr, o_pf)
                 }
-                NodeKind::Translation => {
-                    let a_pf = q_pf.to_rotation_matrix().into_inner();
-                    for k in 0..3 {
-                        self.s[d + k] = sv(&Vector3::zeros(), &a_pf.column(k).into_owned());
+                _ => {
+                    // The stages in turn: each moves the frame reached so far about or along
+                    // one of its own axes; its subspace is that axis (through that origin).
+                    let (mut q, mut o) = (q_pf, o_pf);
+                    for st in n.stages() {
+                        let mut unit = Vector3::zeros();
+                        unit[st.axis] = 1.0;
+                        let a = st.sign * (q * unit);
+                        let x = self.x[d + st.k];
+                        if st.rot {
+                            self.s[d + st.k] = sv(&a, &o.cross(&a));
+                            q *= UnitQuaternion::from_axis_angle(
+                                &nalgebra::Unit::new_unchecked(unit),
+                                st.sign * x,
+                            );
+                        } else {
+                            self.s[d + st.k] = sv(&Vector3::zeros(), &a);
+                            o += x * a;
+                        }
                     }
-                    let x = Vector3::new(self.x[d], self.x[d + 1], self.x[d + 2]);
-                    (q_pf, o_pf + a_pf * x)
+                    (q, o)
                 }
             };
             self.pf_origin[i] = o_pf;
-            let q = q_cf * n.q_child_frame_inv;
+            // A particle's frame never rotates (its tree node only translates from a
+            // non-rotating parent; the joint frame axes on it are global).
+            let q = if n.kind == NodeKind::PlanarTranslation {
+                UnitQuaternion::identity()
+            } else {
+                q_cf * n.q_child_frame_inv
+            };
             let e = Vector4::new(q.w, q.i, q.j, q.k);
             let a = rot(&e);
             self.quat[i] = q;
@@ -226,10 +267,11 @@ impl Kin {
             let sxd = self.s_times(n, &self.xd);
             let v = vp + sxd;
             self.vel[i] = v;
-            // Ṡ = V ×ₘ S for a joint axis fixed in the parent (V_parent × S = V × S); the
-            // spherical node's subspace also depends on its own parameters.
+            // Ṡ = V_parent ×ₘ S for a joint axis fixed in the parent (`V ×ₘ S ẋ` is the same,
+            // `S ẋ ×ₘ S ẋ = 0`); a multi-coordinate node's later axes also move with its
+            // earlier coordinates, and a spherical node's with its own parameters.
             self.acc[i] =
-                ap + self.s_times(n, &self.xdd) + crm(&v, &sxd) + self.euler_bias(n, &self.xd);
+                ap + self.s_times(n, &self.xdd) + crm(&v, &sxd) + self.node_bias(n, &self.xd);
         }
     }
 

@@ -835,6 +835,45 @@ impl JointModel {
                     pd[a..a + 3].copy_from_slice(xd.as_slice());
                 }
                 tree::NodeKind::Fixed => {}
+                tree::NodeKind::Cylindrical
+                | tree::NodeKind::Universal
+                | tree::NodeKind::Planar
+                | tree::NodeKind::PlanarTranslation => {
+                    // Frame 2 relative to frame 1 whichever way the tree runs (the joint's own
+                    // coordinates).
+                    let ((a1, o1, v1, w1), (a2, o2, v2, w2)) = {
+                        let (pa, ca) = ((apf, o_pf, v_pf, wp), (acf, o_cf, v_cf, wc));
+                        if n.sigma > 0.0 {
+                            (pa, ca)
+                        } else {
+                            (ca, pa)
+                        }
+                    };
+                    let d = o2 - o1;
+                    // Travels along frame 1's axes and their rates (frame 1 turns with w1).
+                    let x = a1.transpose() * d;
+                    let xd = a1.transpose() * (v2 - v1 - w1.cross(&d));
+                    let angle = a1
+                        .column(1)
+                        .dot(&a2.column(0))
+                        .atan2(a1.column(0).dot(&a2.column(0)));
+                    let w = a1.transpose() * (w2 - w1);
+                    let (vals, rates): (Vec<f64>, Vec<f64>) = match n.kind {
+                        tree::NodeKind::Cylindrical => (vec![x.z, angle], vec![xd.z, w.z]),
+                        tree::NodeKind::Universal => {
+                            let rel = a1.transpose() * a2;
+                            let t1 = rel[(1, 0)].atan2(rel[(0, 0)]);
+                            let t2 = rel[(2, 1)].atan2(rel[(2, 2)]);
+                            // ω = θ̇₁ z + θ̇₂ Rz(θ₁) x in frame 1.
+                            let t2d = w.x * t1.cos() + w.y * t1.sin();
+                            (vec![t1, t2], vec![w.z, t2d])
+                        }
+                        tree::NodeKind::Planar => (vec![x.x, x.y, angle], vec![xd.x, xd.y, w.z]),
+                        _ => (vec![x.x, x.y], vec![xd.x, xd.y]),
+                    };
+                    p[a..a + vals.len()].copy_from_slice(&vals);
+                    pd[a..a + rates.len()].copy_from_slice(&rates);
+                }
             }
         }
         (p, pd)

@@ -42,7 +42,7 @@ pub fn bias_forces(
 /// The tree part of `∂Ψ/∂ṗ` (gyroscopic and Coriolis terms; applied forces not included),
 /// column by column as the tangent of the recursion along one state rate: with positions
 /// fixed, `δV_i = S_j` on the subtree of joint `j`, `δA_i = δA_λ(i) + δV_i ×ₘ S_i ẋ_i +
-/// V_i ×ₘ S_i δẋ_i` (+ the spherical node's own `δ(Ṡ ė)`), `δf_i = I_i δA_i + δV_i ×* I_i V_i
+/// V_i ×ₘ S_i δẋ_i` (+ the node's own velocity product's tangent, `Kin::node_bias`), `δf_i = I_i δA_i + δV_i ×* I_i V_i
 /// + V_i ×* I_i δV_i`, summed up the tree and projected, `∂Ψ_k/∂ṗ_j = −S_kᵀ δF_k`.
 /// `O(n · bodies)`; `dv`, `da`, `df` are scratch (per node).
 #[allow(clippy::too_many_arguments)]
@@ -88,6 +88,15 @@ pub fn bias_velocity_jacobian(
                     let n2 = e.norm_squared();
                     let c = 2.0 * e.dot(&euler(xd, nodes[i].dof)) / n2;
                     dai -= (2.0 * e[m] / n2) * sxd[i] + c * own;
+                } else if i == jn {
+                    // δ of the stages' `Σ_{k<l} (S_k ẋ_k) ×ₘ (S_l ẋ_l)` along ẋ_m.
+                    dai += kin.staged_bias_tangent(&nodes[i], xd, |d| {
+                        if d == dm {
+                            s[d]
+                        } else {
+                            Sv::zeros()
+                        }
+                    });
                 }
                 let iv = i6[i] * vel[i];
                 df[i] = i6[i] * dai + crf(&dvi, &iv) + crf(&vel[i], &(i6[i] * dvi));

@@ -4,14 +4,20 @@
 //! from `Node::dof`).
 //!
 //! **Rule.** Ground and the moving frames are the root. The joints are taken in file order,
-//! in repeated passes: a revolute, prismatic, fixed or spherical joint becomes a tree joint
-//! when exactly one of its two ends is already in the tree and the other is a rigid body not
-//! yet in it. When no joint can be added and bodies remain, the first remaining body in file
-//! order becomes a *free body* hanging from ground (a particle: three translations; a rigid
-//! body: three translations and four Euler parameters), and the passes go on from it. The
-//! joints not taken (and every joint of another type: distance, planar, universal,
-//! cylindrical) close loops and become constraints (cut joints). So a user chooses the tree by
-//! the order of the joints and bodies in the model file.
+//! in repeated passes: a revolute, prismatic, cylindrical, universal, planar, fixed or
+//! spherical joint becomes a tree joint when exactly one of its two ends is already in the tree
+//! and the other is a rigid body not yet in it (a planar joint also takes a particle as body 2
+//! when body 1 is ground or a moving frame: its two in-plane translations). When no joint can
+//! be added and bodies remain, the first remaining body in file order becomes a *free body*
+//! hanging from ground (a particle: three translations; a rigid body: three translations and
+//! four Euler parameters), and the passes go on from it. The joints not taken (and every
+//! distance joint) close loops and become constraints (cut joints). So a user chooses the tree
+//! by the order of the joints and bodies in the model file.
+//!
+//! **Multi-coordinate joints** are chains of elementary stages ([`Stage`]): a rotation about or
+//! a translation along one axis of the frame reached by the stages before it. Each stage is one
+//! coordinate; its motion subspace is fixed in that intermediate frame, which is what the
+//! recursions need (`Node::stages`).
 
 use super::super::spec::{BodyKind, BodyRef, JointKind, LocalFrame, ModelSpec};
 use nalgebra::{Matrix3, UnitQuaternion, Vector3};
@@ -33,16 +39,53 @@ pub enum NodeKind {
     Spherical,
     /// Three translations along the parent frame's axes (particles and free rigid bodies).
     Translation,
+    /// Cylindrical joint: travel along the joint frame's z axis (the joint's
+    /// `joint_coordinate`, as prismatic), then the angle about it (as revolute).
+    Cylindrical,
+    /// Universal joint: the angle about frame 1's z axis, then the angle about frame 2's x
+    /// axis (`axis2`), i.e. frame 2 = frame 1 · Rz(θ₁) · Rx(θ₂).
+    Universal,
+    /// Planar joint on a rigid body 2: travels along frame 1's x and y axes, then the angle
+    /// about the normal z (frame 2 = frame 1 · T(x, y, 0) · Rz(θ)).
+    Planar,
+    /// Planar joint on a particle (body 2) hanging from ground or a moving frame: the travels
+    /// along frame 1's x and y axes.
+    PlanarTranslation,
+}
+
+/// One elementary motion of a tree node: a rotation about (`rot`) or a translation along the
+/// axis `axis` (0, 1, 2 = x, y, z) of the frame reached by the node's earlier stages, by
+/// `sign` times the node's coordinate `k` (index within the node).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stage {
+    pub rot: bool,
+    pub axis: usize,
+    pub k: usize,
+    pub sign: f64,
+}
+
+const fn st(rot: bool, axis: usize, k: usize, sign: f64) -> Stage {
+    Stage { rot, axis, k, sign }
 }
 
 impl NodeKind {
+    /// Whether the node's stages move each other's axes (`S_k ×ₘ S_l ≠ 0` for two of them):
+    /// universal and planar joints. One stage, pure translations and the cylindrical joint's
+    /// travel and rotation about the same axis commute (no stage velocity product; the
+    /// tangents of `S_k ×ₘ S_l` vanish with it, since the stages' axes stay parallel or
+    /// translational under every `δS = S_j ×ₘ S`).
+    pub fn stages_interact(self) -> bool {
+        matches!(self, NodeKind::Universal | NodeKind::Planar)
+    }
+
     /// Number of coordinates.
     pub fn n_dof(self) -> usize {
         match self {
             NodeKind::Revolute | NodeKind::Prismatic => 1,
             NodeKind::Fixed => 0,
             NodeKind::Spherical => 4,
-            NodeKind::Translation => 3,
+            NodeKind::Translation | NodeKind::Planar => 3,
+            NodeKind::Cylindrical | NodeKind::Universal | NodeKind::PlanarTranslation => 2,
         }
     }
 }
@@ -97,6 +140,52 @@ impl Node {
     pub fn dofs(&self) -> Range<usize> {
         self.dof..self.dof + self.kind.n_dof()
     }
+
+    /// The node's elementary stages in the order they move the child frame (empty for fixed
+    /// and spherical nodes). A tree running from body 2 to body 1 (`sigma = −1`) takes the
+    /// inverse motion: the stages reversed with negated coordinates, so that every coordinate
+    /// keeps the joint's own convention (frame 2 relative to frame 1).
+    pub fn stages(&self) -> &'static [Stage] {
+        const REV: [[Stage; 1]; 2] = [[st(true, 2, 0, 1.0)], [st(true, 2, 0, -1.0)]];
+        const PRI: [[Stage; 1]; 2] = [[st(false, 2, 0, 1.0)], [st(false, 2, 0, -1.0)]];
+        const TRA: [Stage; 3] = [
+            st(false, 0, 0, 1.0),
+            st(false, 1, 1, 1.0),
+            st(false, 2, 2, 1.0),
+        ];
+        const CYL: [[Stage; 2]; 2] = [
+            [st(false, 2, 0, 1.0), st(true, 2, 1, 1.0)],
+            [st(false, 2, 0, -1.0), st(true, 2, 1, -1.0)],
+        ];
+        const UNI: [[Stage; 2]; 2] = [
+            [st(true, 2, 0, 1.0), st(true, 0, 1, 1.0)],
+            [st(true, 0, 1, -1.0), st(true, 2, 0, -1.0)],
+        ];
+        const PLA: [[Stage; 3]; 2] = [
+            [
+                st(false, 0, 0, 1.0),
+                st(false, 1, 1, 1.0),
+                st(true, 2, 2, 1.0),
+            ],
+            [
+                st(true, 2, 2, -1.0),
+                st(false, 0, 0, -1.0),
+                st(false, 1, 1, -1.0),
+            ],
+        ];
+        const PLT: [Stage; 2] = [st(false, 0, 0, 1.0), st(false, 1, 1, 1.0)];
+        let r = usize::from(self.sigma < 0.0);
+        match self.kind {
+            NodeKind::Fixed | NodeKind::Spherical => &[],
+            NodeKind::Revolute => &REV[r],
+            NodeKind::Prismatic => &PRI[r],
+            NodeKind::Translation => &TRA,
+            NodeKind::Cylindrical => &CYL[r],
+            NodeKind::Universal => &UNI[r],
+            NodeKind::Planar => &PLA[r],
+            NodeKind::PlanarTranslation => &PLT,
+        }
+    }
 }
 
 /// The spanning tree: nodes (without state coordinates assigned yet) and the cut joints.
@@ -144,13 +233,16 @@ pub fn spanning_tree(spec: &ModelSpec) -> Spanning {
             if used[ji] {
                 continue;
             }
-            let kind = match j.kind {
+            let mut kind = match j.kind {
                 JointKind::Revolute => NodeKind::Revolute,
                 JointKind::Prismatic => NodeKind::Prismatic,
                 JointKind::Fixed => NodeKind::Fixed,
                 JointKind::Spherical => NodeKind::Spherical,
+                JointKind::Cylindrical => NodeKind::Cylindrical,
+                JointKind::Universal => NodeKind::Universal,
+                JointKind::Planar => NodeKind::Planar,
                 // Constraints only (cut joints).
-                _ => continue,
+                JointKind::Distance => continue,
             };
             let (i1, i2) = (in_tree(j.body1, &node_of), in_tree(j.body2, &node_of));
             let (parent_ref, child, sigma, pf, cf) = match (i1, i2, j.body1, j.body2) {
@@ -158,9 +250,16 @@ pub fn spanning_tree(spec: &ModelSpec) -> Spanning {
                 (false, true, BodyRef::Body(c), _) => (j.body2, c, -1.0, j.frame2, j.frame1),
                 _ => continue,
             };
-            // A particle hangs from the tree by its own translations (a free body).
             if !rigid(child) {
-                continue;
+                // A particle held in a plane fixed to ground or a moving frame keeps its two
+                // in-plane travels (its frame never rotates); otherwise it hangs from the tree
+                // by its own translations (a free body).
+                let fixed_plane = matches!(parent_ref, BodyRef::Ground | BodyRef::Frame(_));
+                if kind == NodeKind::Planar && sigma > 0.0 && fixed_plane {
+                    kind = NodeKind::PlanarTranslation;
+                } else {
+                    continue;
+                }
             }
             let parent = match parent_ref {
                 BodyRef::Ground => Parent::Ground,
