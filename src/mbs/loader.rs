@@ -19,6 +19,7 @@ use std::f64::consts::PI;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+mod curves;
 mod elements;
 mod input_expr;
 mod joint_elements;

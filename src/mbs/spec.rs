@@ -232,6 +232,15 @@ pub enum ForceLaw {
     },
 }
 
+/// A characteristic curve read from a two-column table file (`mbs::curves::Curve` evaluates
+/// it): `x` strictly increasing, at least two rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurveTable {
+    pub file: PathBuf,
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ContactLaw {
     /// `F = k δ + c δ̇` (never pulling).
@@ -288,6 +297,12 @@ pub enum ForceKind {
         free_angle: Scalar,
         /// Additional actuator torque (positive about frame1.z on body 2).
         actuator: Option<Motion>,
+        /// Spring torque `f(θ − θ0)` in place of `k (θ − θ0)` (`table`; `mbs::curves`).
+        #[serde(default)]
+        table: Option<CurveTable>,
+        /// Damper torque `f_d(θ̇)` in place of `c θ̇` (`damper_table`).
+        #[serde(default)]
+        damper_table: Option<CurveTable>,
     },
     /// Six-component linear bushing between two frames: translational and rotational stiffness
     /// and damping per axis of frame 1 (small relative rotations).
@@ -303,6 +318,10 @@ pub enum ForceKind {
         damping: [Scalar; 3],
         rot_stiffness: [Scalar; 3],
         rot_damping: [Scalar; 3],
+        /// Per component (x, y, z, rx, ry, rz): a force-deflection (torque-angle) table in
+        /// place of that component's stiffness (`tables`; `mbs::curves`).
+        #[serde(default)]
+        tables: [Option<CurveTable>; 6],
     },
     /// Penalty contact.
     Contact {
@@ -533,14 +552,19 @@ pub enum OutputQuantity {
     JointRate {
         joint: usize,
     },
-    /// Reaction force (component in joint frame 1 axes, acting on body 2) or torque.
+    /// Reaction force (acting on body 2) or torque (about frame 2's origin), component along
+    /// the axes `axes` (joint frame 1 by default).
     JointForce {
         joint: usize,
         component: usize,
+        #[serde(default)]
+        axes: ReactionAxes,
     },
     JointTorque {
         joint: usize,
         component: usize,
+        #[serde(default)]
+        axes: ReactionAxes,
     },
     /// Generalized reaction of a driver (N for translation, N m for rotation), the force/torque
     /// the driver applies along/about its coordinate.
@@ -589,6 +613,22 @@ pub enum OutputQuantity {
         frame: BodyRef,
         component: usize,
     },
+}
+
+/// The axes a joint reaction is resolved along (`frame` of a `joint_force` / `joint_torque`
+/// output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ReactionAxes {
+    /// The joint's frame on body 1 (current orientation).
+    #[default]
+    Frame1,
+    /// The joint's frame on body 2.
+    Frame2,
+    /// A body's own axes (ground: the global axes).
+    Body(BodyRef),
+    /// The rod of a distance joint: the scalar tension (positive pulling the ends together);
+    /// `component` is unused.
+    RodAxial,
 }
 
 /// The `component` names of a `tire` output, with their units.

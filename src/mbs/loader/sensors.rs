@@ -1,6 +1,8 @@
 //! Sensor outputs: relative position, velocity and acceleration of one marker with respect
-//! to another, resolved along the axes of a chosen body (docs/model-format.md, *Outputs*).
+//! to another, resolved along the axes of a chosen body; wheel alignment angles; joint
+//! reactions along a chosen frame and a rod's axial force (docs/model-format.md, *Outputs*).
 
+use super::elements::joint_kind_name;
 use super::*;
 
 impl Resolver<'_> {
@@ -131,5 +133,90 @@ impl Resolver<'_> {
             },
             unit,
         ))
+    }
+
+    /// `joint_force` / `joint_torque`: keys `joint`, `component` (`x`, `y`, `z`; `axial` for
+    /// a distance joint's rod tension) and `frame` (`"frame1"` default, `"frame2"`, or a rigid
+    /// body / `ground` whose axes resolve the reaction).
+    pub(super) fn joint_reaction_output(
+        &mut self,
+        o: &RawOutput,
+        kname: &str,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = format!("a {kname} output");
+        self.allowed_keys(el, &what, present, &["joint", "component", "frame"])?;
+        let jn = self.required(&o.joint, sp.clone(), el, "joint", &what)?;
+        let joint = self.joint_ref(jn, el)?;
+        let c = self.required(&o.component, sp.clone(), el, "component", &what)?;
+        let force = kname == "joint_force";
+        if c.get_ref() == "axial" {
+            let kind = self.joint_specs[joint].kind;
+            self.ensure(force && kind == JointKind::Distance, c.span(), el, || {
+                if force {
+                    format!(
+                        "`component = \"axial\"` is the rod force of a distance joint; joint `{}` is a {} joint (use \"x\", \"y\" or \"z\" with `frame`)",
+                        jn.get_ref(),
+                        joint_kind_name(kind)
+                    )
+                } else {
+                    "`component = \"axial\"` is for `joint_force` on a distance joint (the rod carries no torque)".into()
+                }
+            })?;
+            if let Some(f) = &o.frame {
+                return Err(self.err(
+                    f.span(),
+                    el,
+                    "`frame` does not apply to the axial rod force (it is along the rod)",
+                ));
+            }
+            let q = OutputQuantity::JointForce {
+                joint,
+                component: 0,
+                axes: ReactionAxes::RodAxial,
+            };
+            return Ok((q, "N"));
+        }
+        let component = self.component(c, el)?;
+        let axes = match o.frame.as_ref() {
+            None => ReactionAxes::Frame1,
+            Some(f) if f.get_ref() == "frame1" => ReactionAxes::Frame1,
+            Some(f) if f.get_ref() == "frame2" => ReactionAxes::Frame2,
+            Some(f) => {
+                let b = self.body_ref(f, el, "frame").map_err(|_| {
+                    self.err(
+                        f.span(),
+                        el,
+                        format!(
+                            "`frame`: \"{}\" is neither \"frame1\", \"frame2\" (the joint's frames) nor a body, frame or \"ground\"",
+                            f.get_ref()
+                        ),
+                    )
+                })?;
+                self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
+                ReactionAxes::Body(b)
+            }
+        };
+        Ok(if force {
+            (
+                OutputQuantity::JointForce {
+                    joint,
+                    component,
+                    axes,
+                },
+                "N",
+            )
+        } else {
+            (
+                OutputQuantity::JointTorque {
+                    joint,
+                    component,
+                    axes,
+                },
+                "N.m",
+            )
+        })
     }
 }
