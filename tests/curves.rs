@@ -559,6 +559,12 @@ fn bushing_with_table_axes_deflects_to_the_tables_inverse() {
                 );
                 assert!((o[1] - yaw_ref).abs() < 1e-9, "{what}: yaw {}", o[1]);
                 assert!((o[2] - 39.24).abs() < 1e-7, "{what}: force {}", o[2]);
+                // Components: the force on the block along z carries the weight, the deflections
+                // are the tables' rows, the torque (table + preload) vanishes.
+                assert!((o[4] - 39.24).abs() < 1e-7, "{what}: fz {}", o[4]);
+                assert!((o[5] - z_ref).abs() < 1e-9, "{what}: dz {}", o[5]);
+                assert!((o[6] - 0.2).abs() < 1e-9, "{what}: sin θ {}", o[6]);
+                assert!(o[7].abs() < 1e-7, "{what}: torque {}", o[7]);
             }
             sim.advance_to(3.0, None).unwrap();
             let o = sim.outputs().unwrap().to_vec();

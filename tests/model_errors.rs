@@ -943,6 +943,27 @@ fn joint_reaction_frame_and_axial_component() {
     assert_eq!(spec.outputs[0].unit, "N");
 }
 
+#[test]
+fn element_component_only_on_bushings() {
+    expect(
+        &append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = \"spring\"\ncomponent = §\"x\"\n"),
+        "outputs[0] \"f\"",
+        "`component` selects one of a bushing's six components; `spring` is not a bushing",
+    );
+    let mount = format!("{MOUNT}stiffness = [1e4, 1e4, 1e4]\n");
+    expect(
+        &append(&format!("{mount}[[outputs]]\nname = \"f\"\ntype = \"element_length\"\nforce = \"mount\"\ncomponent = §\"w\"\n")),
+        "outputs[0] \"f\"",
+        "`component` of a bushing is one of \"x\", \"y\", \"z\", \"rx\", \"ry\", \"rz\", got \"w\"",
+    );
+    let spec = load_model_str(
+        &append(&format!("{mount}[[outputs]]\nname = \"t\"\ntype = \"element_force\"\nforce = \"mount\"\ncomponent = \"ry\"\n")),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(spec.outputs[0].unit, "N.m");
+}
+
 // ----- every message starts with the file ---------------------------------------------------------
 
 #[test]

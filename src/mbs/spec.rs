@@ -579,6 +579,15 @@ pub enum OutputQuantity {
     ElementLength {
         force: usize,
     },
+    /// One of a bushing's six components (`component` 0-2 translation x, y, z along frame-1
+    /// axes, 3-5 rotation about them): the force (torque) on body 2 its law gives, including
+    /// the preload, or with `length` its deflection from the rest position (m, or the
+    /// small-angle rotation).
+    ElementComponent {
+        force: usize,
+        component: usize,
+        length: bool,
+    },
     /// A tire's quantity (`mbs::tire`), by [`TIRE_COMPONENTS`] index: `F_x`, `F_y`, `F_z` (N),
     /// `κ`, `α` (rad), deflection (m).
     Tire {

@@ -1787,6 +1787,11 @@ impl System {
                 row.map_or(f64::NAN, |k| -lambda[k])
             }
             OutputQuantity::ElementForce { force } => self.element_force(*force, t, v),
+            OutputQuantity::ElementComponent {
+                force,
+                component,
+                length,
+            } => self.element_component(*force, *component, *length, t, v),
             OutputQuantity::ElementLength { force } if self.tire_of_element(*force).is_some() => {
                 let i = self.tire_of_element(*force).expect("checked");
                 self.tire_eval(&self.snap, i, t, false).forces.deflection

@@ -51,3 +51,6 @@ run $r/bouncing_balls.py --t-end 5 --dt 0.001 --out $d/bouncing_balls.csv --even
 
 # Spherical chain: 8 bars spinning at 1 rad/s about their axes, oblique gravity, 2 s.
 run $r/spherical_chain.py --t-end 2 --dt 0.01 --out $d/spherical_chain.csv
+
+# Pendulum on a torsion spring table and a torsion damper table (models/elements/table_pendulum.toml), 2 s.
+run $r/table_pendulum.py --t-end 2 --dt 0.01 --out $d/table_pendulum.csv

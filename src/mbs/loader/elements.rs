@@ -935,20 +935,7 @@ impl Resolver<'_> {
                 let rot = matches!(self.driver_specs[driver].target, DriverTarget::JointCoordinate(j) if self.joint_specs[j].kind == JointKind::Revolute);
                 (OutputQuantity::DriverForce { driver }, if rot { "N.m" } else { "N" })
             }
-            "element_force" | "element_length" => {
-                self.allowed_keys(&el, &what, &present, &["force"])?;
-                let fnm = self.required(&o.force, sp.clone(), &el, "force", &what)?;
-                let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| {
-                    let hint = did_you_mean(fnm.get_ref(), self.force_index.keys());
-                    self.err(fnm.span(), &el, format!("no force element named `{}`{hint}", fnm.get_ref()))
-                })?;
-                let rot = matches!(self.force_specs[force].kind, ForceKind::RotationalSpringDamper { .. });
-                if kname == "element_force" {
-                    (OutputQuantity::ElementForce { force }, if rot { "N.m" } else { "N" })
-                } else {
-                    (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
-                }
-            }
+            "element_force" | "element_length" => self.element_output(o, kname, &el, sp.clone(), &present)?,
             "tire" => self.tire_output(o, &el, sp.clone(), &present)?,
             "energy" => {
                 self.allowed_keys(&el, &what, &present, NO_KEYS)?;

@@ -219,4 +219,74 @@ impl Resolver<'_> {
             )
         })
     }
+
+    /// `element_force` / `element_length`: key `force`, and for a bushing optionally
+    /// `component` (`x`, `y`, `z`: force on body 2 along frame-1 axes / deflection; `rx`, `ry`,
+    /// `rz`: torque / rotation).
+    pub(super) fn element_output(
+        &mut self,
+        o: &RawOutput,
+        kname: &str,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = format!("a {kname} output");
+        self.allowed_keys(el, &what, present, &["force", "component"])?;
+        let fnm = self.required(&o.force, sp, el, "force", &what)?;
+        let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| {
+            let hint = did_you_mean(fnm.get_ref(), self.force_index.keys());
+            self.err(
+                fnm.span(),
+                el,
+                format!("no force element named `{}`{hint}", fnm.get_ref()),
+            )
+        })?;
+        let length = kname == "element_length";
+        let kind = &self.force_specs[force].kind;
+        if let Some(c) = &o.component {
+            self.ensure(matches!(kind, ForceKind::Bushing { .. }), c.span(), el, || {
+                format!(
+                    "`component` selects one of a bushing's six components; `{}` is not a bushing",
+                    fnm.get_ref()
+                )
+            })?;
+            const NAMES: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
+            let component = NAMES.iter().position(|n| n == c.get_ref()).ok_or_else(|| {
+                self.err(
+                    c.span(),
+                    el,
+                    format!(
+                        "`component` of a bushing is one of \"x\", \"y\", \"z\", \"rx\", \"ry\", \"rz\", got \"{}\"",
+                        c.get_ref()
+                    ),
+                )
+            })?;
+            let unit = match (component < 3, length) {
+                (true, false) => "N",
+                (false, false) => "N.m",
+                (true, true) => "m",
+                (false, true) => "rad",
+            };
+            let q = OutputQuantity::ElementComponent {
+                force,
+                component,
+                length,
+            };
+            return Ok((q, unit));
+        }
+        // Torques and angles: rotational springs, and friction and stops on a revolute joint.
+        let rot = match kind {
+            ForceKind::RotationalSpringDamper { .. } | ForceKind::RevoluteFriction { .. } => true,
+            ForceKind::JointStop { joint, .. } => {
+                self.joint_specs[*joint].kind == JointKind::Revolute
+            }
+            _ => false,
+        };
+        Ok(if length {
+            (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
+        } else {
+            (OutputQuantity::ElementForce { force }, if rot { "N.m" } else { "N" })
+        })
+    }
 }

@@ -1,7 +1,8 @@
-//! Joint reactions resolved along a chosen set of axes (`frame` of a `joint_force` /
-//! `joint_torque` output), and the axial force of a distance joint's rod.
+//! Sensor values of joints and elements: joint reactions resolved along a chosen set of axes
+//! (`frame` of a `joint_force` / `joint_torque` output), the axial force of a distance joint's
+//! rod, and one component of a bushing (`component` of `element_force` / `element_length`).
 
-use super::System;
+use super::{Law, System};
 use crate::mbs::kin::{eval_quantity, QDef};
 use crate::mbs::spec::{BodyRef, LocalFrame, ReactionAxes};
 use nalgebra::{Matrix3, Vector3};
@@ -43,5 +44,37 @@ impl System {
             }
         };
         basis.column(component).dot(w)
+    }
+
+    /// Component `component` (0-5) of bushing `force`: the force (torque) on body 2 its law
+    /// gives, or with `length` the deflection from the rest position. Needs the snapshot
+    /// loaded at `v`'s state.
+    pub(super) fn element_component(
+        &self,
+        force: usize,
+        component: usize,
+        length: bool,
+        t: f64,
+        v: &[f64],
+    ) -> f64 {
+        let Some(i) = self
+            .terms
+            .iter()
+            .enumerate()
+            .filter(|(_, tm)| tm.element == force)
+            .nth(component)
+            .map(|(i, _)| i)
+        else {
+            return f64::NAN;
+        };
+        let cv = self.term_value(i, Some(v));
+        if length {
+            match self.terms[i].law {
+                Law::Linear { rest, .. } => cv.val - rest,
+                _ => cv.val,
+            }
+        } else {
+            self.term_law(i, cv.val, cv.rate, t).0
+        }
     }
 }
