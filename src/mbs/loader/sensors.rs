@@ -245,12 +245,17 @@ impl Resolver<'_> {
         let length = kname == "element_length";
         let kind = &self.force_specs[force].kind;
         if let Some(c) = &o.component {
-            self.ensure(matches!(kind, ForceKind::Bushing { .. }), c.span(), el, || {
-                format!(
+            self.ensure(
+                matches!(kind, ForceKind::Bushing { .. }),
+                c.span(),
+                el,
+                || {
+                    format!(
                     "`component` selects one of a bushing's six components; `{}` is not a bushing",
                     fnm.get_ref()
                 )
-            })?;
+                },
+            )?;
             const NAMES: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
             let component = NAMES.iter().position(|n| n == c.get_ref()).ok_or_else(|| {
                 self.err(
@@ -284,9 +289,15 @@ impl Resolver<'_> {
             _ => false,
         };
         Ok(if length {
-            (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
+            (
+                OutputQuantity::ElementLength { force },
+                if rot { "rad" } else { "m" },
+            )
         } else {
-            (OutputQuantity::ElementForce { force }, if rot { "N.m" } else { "N" })
+            (
+                OutputQuantity::ElementForce { force },
+                if rot { "N.m" } else { "N" },
+            )
         })
     }
 }
