@@ -215,7 +215,7 @@ pub enum ForceLaw {
         coeffs: Vec<Scalar>,
         damping: Scalar,
     },
-    /// Tabulated `force(x)` with cubic interpolation, plus `c ẋ`.
+    /// Tabulated `force(x)` (the C² curve of [`crate::mbs::curves::Curve`]), plus `c ẋ`.
     Table {
         file: PathBuf,
         deflection: Vec<f64>,
@@ -321,7 +321,7 @@ pub enum ForceKind {
         /// Per component (x, y, z, rx, ry, rz): a force-deflection (torque-angle) table in
         /// place of that component's stiffness (`tables`; `mbs::curves`).
         #[serde(default)]
-        tables: [Option<CurveTable>; 6],
+        tables: Box<[Option<CurveTable>; 6]>,
     },
     /// Penalty contact.
     Contact {

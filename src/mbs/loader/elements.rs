@@ -598,7 +598,7 @@ impl Resolver<'_> {
                 let rot_stiffness = self.list_nonneg(f.rot_stiffness.as_ref(), &el, "rot_stiffness", "N m/rad")?;
                 let rot_damping = self.list_nonneg(f.rot_damping.as_ref(), &el, "rot_damping", "N m s/rad")?;
                 let preload = self.bushing_preload(f, &el)?;
-                let tables = self.bushing_tables(f, &el, &stiffness, &rot_stiffness)?;
+                let tables = Box::new(self.bushing_tables(f, &el, &stiffness, &rot_stiffness)?);
                 ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping, tables }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
