@@ -944,6 +944,29 @@ fn joint_reaction_frame_and_axial_component() {
 }
 
 #[test]
+fn relative_output_joint_frames() {
+    let rel = |keys: &str| {
+        format!("[[outputs]]\nname = \"d\"\ntype = \"relative_position\"\nbody1 = \"a\"\nbody2 = \"b\"\ncomponent = \"x\"\n{keys}")
+    };
+    expect(
+        &append(&rel("frame = §\"frame2\"\n")),
+        "outputs[0] \"d\"",
+        "`frame = \"frame2\"` is a joint's frame: give the joint with `joint`",
+    );
+    expect(
+        &append(&rel("joint = \"pivot\"\nframe = §\"b\"\n")),
+        "outputs[0] \"d\"",
+        "with `joint`, `frame` is \"frame1\" or \"frame2\" (that joint's frames), got \"b\"",
+    );
+    let spec = load_model_str(
+        &append(&rel("joint = \"ball\"\nframe = \"frame2\"\n")),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(spec.outputs[0].unit, "m");
+}
+
+#[test]
 fn element_component_only_on_bushings() {
     expect(
         &append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = \"spring\"\ncomponent = §\"x\"\n"),

@@ -620,8 +620,16 @@ pub enum OutputQuantity {
         body2: BodyRef,
         point2: Vector3<f64>,
         frame: BodyRef,
+        /// Columns: the resolving axes in `frame`'s body coordinates (the identity for the
+        /// body's own axes, a joint frame's axes with `joint` + `frame = "frame1"/"frame2"`).
+        #[serde(default = "identity_axes")]
+        axes: Matrix3<f64>,
         component: usize,
     },
+}
+
+fn identity_axes() -> Matrix3<f64> {
+    Matrix3::identity()
 }
 
 /// The axes a joint reaction is resolved along (`frame` of a `joint_force` / `joint_torque`

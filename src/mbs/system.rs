@@ -1845,12 +1845,13 @@ impl System {
                 body2,
                 point2,
                 frame,
+                axes,
                 component,
             } => {
                 let e = super::kin::eval_quantity(
                     &self.layout,
                     &self.snap,
-                    &QDef::Vector(*frame, unit(*component)),
+                    &QDef::Vector(*frame, axes.column(*component).into_owned()),
                     false,
                 )
                 .x;

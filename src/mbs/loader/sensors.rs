@@ -85,7 +85,15 @@ impl Resolver<'_> {
             el,
             &what,
             present,
-            &["body1", "point1", "body2", "point2", "frame", "component"],
+            &[
+                "body1",
+                "point1",
+                "body2",
+                "point2",
+                "frame",
+                "component",
+                "joint",
+            ],
         )?;
         let marker = |r: &mut Self,
                       body: &Option<S<String>>,
@@ -106,14 +114,7 @@ impl Resolver<'_> {
         };
         let (body1, point1) = marker(self, &o.body1, &o.point1, "body1", "point1")?;
         let (body2, point2) = marker(self, &o.body2, &o.point2, "body2", "point2")?;
-        let frame = match &o.frame {
-            Some(f) => {
-                let b = self.body_ref(f, el, "frame")?;
-                self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
-                b
-            }
-            None => BodyRef::Ground,
-        };
+        let (frame, axes) = self.resolving_frame(o, el, &what)?;
         let c = self.required(&o.component, sp.clone(), el, "component", &what)?;
         let component = self.component(c, el)?;
         let (order, unit) = match kname {
@@ -129,10 +130,60 @@ impl Resolver<'_> {
                 body2,
                 point2,
                 frame,
+                axes,
                 component,
             },
             unit,
         ))
+    }
+
+    /// The axes a relative output is resolved along: `frame` a body (its own axes, default
+    /// ground), or with `joint` that joint's `"frame1"` (default) or `"frame2"`.
+    fn resolving_frame(
+        &mut self,
+        o: &RawOutput,
+        el: &str,
+        what: &str,
+    ) -> Res<(BodyRef, nalgebra::Matrix3<f64>)> {
+        let is_joint_frame = |f: &S<String>| matches!(f.get_ref().as_str(), "frame1" | "frame2");
+        let Some(jn) = &o.joint else {
+            return match &o.frame {
+                Some(f) if is_joint_frame(f) => Err(self.err(
+                    f.span(),
+                    el,
+                    format!(
+                        "`frame = \"{}\"` is a joint's frame: give the joint with `joint`",
+                        f.get_ref()
+                    ),
+                )),
+                Some(f) => {
+                    let b = self.body_ref(f, el, "frame")?;
+                    self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
+                    Ok((b, nalgebra::Matrix3::identity()))
+                }
+                None => Ok((BodyRef::Ground, nalgebra::Matrix3::identity())),
+            };
+        };
+        let j = self.joint_ref(jn, el)?;
+        let second = match &o.frame {
+            None => false,
+            Some(f) if is_joint_frame(f) => f.get_ref() == "frame2",
+            Some(f) => {
+                return Err(self.err(
+                    f.span(),
+                    el,
+                    format!("with `joint`, `frame` is \"frame1\" or \"frame2\" (that joint's frames), got \"{}\"", f.get_ref()),
+                ))
+            }
+        };
+        let js = &self.joint_specs[j];
+        let (b, axes) = if second {
+            (js.body2, js.frame2.axes)
+        } else {
+            (js.body1, js.frame1.axes)
+        };
+        self.check_rigid(b, jn.span(), el, &format!("the joint frame of {what}"))?;
+        Ok((b, axes))
     }
 
     /// `joint_force` / `joint_torque`: keys `joint`, `component` (`x`, `y`, `z`; `axial` for
