@@ -479,9 +479,12 @@ fn force_jacobians_use_the_torsion_and_bushing_curve_slopes() {
     }
 }
 
-/// The table pendulum's element torque is `−f(θ) − f_d(θ̇)` of its own state and its energy
-/// output includes the table spring's potential: `½ I_O θ̇² − m g l cos θ + K1 θ²/2 + K3 θ⁴/4`
-/// (the closed-form integral of the cubic spring table); the damper's work only decreases it.
+/// The table pendulum's element torque is `−f(θ) − f_d(θ̇)` of its own state, `f` the cubic
+/// its spring table samples, `f_d` the damper table's not-a-knot spline as scipy's
+/// `CubicSpline` evaluates it (the reference's `damper_torque` column, at the reference's θ̇,
+/// within 1e-6 rad/s of the engine's); its energy output includes the table spring's potential
+/// `½ I_O θ̇² − m g l cos θ + K1 θ²/2 + K3 θ⁴/4` (the closed-form integral of the cubic); the
+/// damper's work only decreases it.
 #[test]
 fn table_pendulum_torque_and_energy_are_the_closed_form() {
     let (m, l, i_o, g) = (2.0, 0.5, 0.05 + 2.0 * 0.25, 9.81);
@@ -496,21 +499,37 @@ fn table_pendulum_torque_and_energy_are_the_closed_form() {
         table.clone(),
         System::new(spec.clone()).unwrap(),
     );
+    let atol = table.by_name("solver.atol").unwrap().value_reference;
+    sim.set_real(atol, 1e-11, SetPhase::Setup).unwrap();
     sim.setup_experiment(Some(1e-9), 0.0, None).unwrap();
     sim.initialize().unwrap();
+    let reference = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/table_pendulum.csv"),
+    )
+    .unwrap();
+    // Rows t, theta, omega, spring_torque, damper_torque every 0.01 s.
+    let reference: Vec<Vec<f64>> = reference
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('t'))
+        .map(|l| l.split(',').map(|x| x.trim().parse().unwrap()).collect())
+        .collect();
     let mut last = f64::INFINITY;
-    for k in 1..=100 {
+    for (k, r) in reference.iter().enumerate().take(101).skip(1) {
         sim.advance_to(0.01 * k as f64, None).unwrap();
         let o = sim.outputs().unwrap().to_vec();
         let (th, om, torque, energy) = (o[0], o[1], o[2], o[3]);
-        // The damper table's own curve is not closed-form: its value at the state follows
-        // from the torque and the closed-form spring, and must lie between the rows' secant
-        // bounds; a cruder check suffices here (the reference run checks the motion).
         let fd = -torque - spring(th);
-        let tanh_law = 0.15 * om + 0.6 * (om / 2.0).tanh();
+        assert!((r[0] - 0.01 * k as f64).abs() < 1e-12, "{r:?}");
         assert!(
-            (fd - tanh_law).abs() < 5e-3,
-            "damper torque {fd} against ~{tanh_law}"
+            (om - r[2]).abs() < 1e-6,
+            "t = {}: omega {om} against {}",
+            r[0],
+            r[2]
+        );
+        assert!(
+            (fd - r[4]).abs() < 1e-6,
+            "damper torque {fd} against scipy's spline {}",
+            r[4]
         );
         let want = 0.5 * i_o * om * om - m * g * l * th.cos() + potential(th);
         assert!(energy < last, "energy rose at t = {}", 0.01 * k as f64);
