@@ -226,6 +226,8 @@ fn kitchen_sink() -> ModelSpec {
                 damping: c(1.5),
                 free_angle: c(0.3),
                 actuator: Some(Motion::Constant(c(0.7))),
+                table: None,
+                damper_table: None,
             },
         },
         ForceSpec {
@@ -241,6 +243,7 @@ fn kitchen_sink() -> ModelSpec {
                 damping: [c(1.0), c(2.0), c(3.0)],
                 rot_stiffness: [c(10.0), c(20.0), c(30.0)],
                 rot_damping: [c(0.1), c(0.2), c(0.3)],
+                tables: Default::default(),
             },
         },
         ForceSpec {

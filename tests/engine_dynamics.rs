@@ -369,6 +369,7 @@ fn reaction_and_driver_sign_conventions() {
             OutputQuantity::JointForce {
                 joint: 0,
                 component: 0,
+                axes: Default::default(),
             },
         ),
         output(
@@ -376,6 +377,7 @@ fn reaction_and_driver_sign_conventions() {
             OutputQuantity::JointForce {
                 joint: 0,
                 component: 1,
+                axes: Default::default(),
             },
         ),
         output("angle", OutputQuantity::JointCoordinate { joint: 0 }),

@@ -775,6 +775,218 @@ fn good_table_is_recorded_as_a_source_file() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+// ----- characteristic curves (torsion and bushing tables), joint reaction frames ----------------
+
+/// `extra` appended to the base model in a temporary directory holding `files`; the error must
+/// be at the `§` marker, name the element and contain `problem`.
+fn curve_case(name: &str, files: &[(&str, &str)], extra: &str, element: &str, problem: &str) {
+    let dir = table_dir(name, None);
+    for (f, text) in files {
+        std::fs::write(dir.join(f), text).unwrap();
+    }
+    let path = dir.join("model.toml");
+    let (text, line, col) = strip_marker(&append(extra));
+    let (msg, _) = load_err_at(&text, &path);
+    eprintln!("{msg}");
+    let prefix = format!("{}:{line}:{col}: {element}: ", path.display());
+    assert!(
+        msg.starts_with(&prefix),
+        "expected {prefix}\n     got {msg}"
+    );
+    assert!(msg.contains(problem), "{problem:?} missing in {msg}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+const TORSION: &str =
+    "[[forces]]\nname = \"tors\"\ntype = \"rotational_spring_damper\"\njoint = \"pivot\"\n";
+const MOUNT: &str =
+    "[[forces]]\nname = \"mount\"\ntype = \"bushing\"\nbody1 = \"a\"\nbody2 = \"b\"\n";
+const GOOD_CSV: &str = "x,f\n-1,-10\n0,0\n1,10\n";
+
+#[test]
+fn torsion_table_with_stiffness_or_damping_too() {
+    curve_case(
+        "tors-k",
+        &[("t.csv", GOOD_CSV)],
+        &format!("{TORSION}stiffness = §50.0\ntable = \"t.csv\"\n"),
+        "forces[1] \"tors\"",
+        "give `stiffness` (linear) or `table` (a curve), not both",
+    );
+    curve_case(
+        "tors-c",
+        &[("d.csv", GOOD_CSV)],
+        &format!("{TORSION}damping = §2.0\ndamper_table = \"d.csv\"\n"),
+        "forces[1] \"tors\"",
+        "give `damping` (linear) or `damper_table` (a curve), not both",
+    );
+}
+
+#[test]
+fn torsion_table_missing_or_not_increasing() {
+    curve_case(
+        "tors-missing",
+        &[],
+        &format!("{TORSION}table = §\"nowhere.csv\"\n"),
+        "forces[1] \"tors\"",
+        "nowhere.csv`: cannot read the table file",
+    );
+    curve_case(
+        "tors-order",
+        &[("t.csv", "angle,torque\n-0.5,-5\n0.5,5\n0.2,2\n")],
+        &format!("{TORSION}table = §\"t.csv\"\n"),
+        "forces[1] \"tors\"",
+        "t.csv`: line 4: the first column must be strictly increasing (0.2 follows 0.5)",
+    );
+}
+
+#[test]
+fn bushing_table_on_an_axis_with_a_stiffness() {
+    curve_case(
+        "mount-k",
+        &[("z.csv", GOOD_CSV)],
+        &format!("{MOUNT}stiffness = [1e4, 1e4, 2e4]\ntables = {{ z = §\"z.csv\" }}\n"),
+        "forces[1] \"mount\"",
+        "`tables.z` replaces the linear stiffness of component z, but `stiffness` gives it 20000 too: set that component of `stiffness` to 0 or drop the table",
+    );
+    curve_case(
+        "mount-kr",
+        &[("r.csv", GOOD_CSV)],
+        &format!("{MOUNT}rot_stiffness = [\"k\", 0.0, 0.0]\ntables = {{ rx = §\"r.csv\" }}\n"),
+        "forces[1] \"mount\"",
+        "`rot_stiffness` gives it parameter `k` too",
+    );
+    // A zero stiffness on the table's axis is fine.
+    let dir = table_dir("mount-ok", None);
+    std::fs::write(dir.join("z.csv"), GOOD_CSV).unwrap();
+    let text = append(&format!(
+        "{MOUNT}stiffness = [1e4, 1e4, 0.0]\ntables = {{ z = \"z.csv\" }}\n"
+    ));
+    let spec = load_model_str(&text, &dir.join("model.toml")).unwrap();
+    assert!(spec.source_files.contains(&dir.join("z.csv")));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn bushing_table_bad_file_or_axis() {
+    curve_case(
+        "mount-order",
+        &[("z.csv", "d,f\n0,0\n0,1\n")],
+        &format!("{MOUNT}tables = {{ z = §\"z.csv\" }}\n"),
+        "forces[1] \"mount\"",
+        "line 3: the first column must be strictly increasing (0 follows 0)",
+    );
+    curve_case(
+        "mount-short",
+        &[("z.csv", "d,f\n0,0\n")],
+        &format!("{MOUNT}tables = {{ z = §\"z.csv\" }}\n"),
+        "forces[1] \"mount\"",
+        "1 data rows, at least 2 are needed",
+    );
+    expect(
+        &append(&format!("{MOUNT}tables = {{ §w = \"z.csv\" }}\n")),
+        "forces[1] \"mount\"",
+        "unknown key `w`, expected one of `x`, `y`, `z`, `rx`, `ry`, `rz`",
+    );
+    // `tables` belongs to bushings only.
+    expect(
+        &append(&format!("{TORSION}tables = §{{ z = \"z.csv\" }}\n")),
+        "forces[1] \"tors\"",
+        "key `tables` does not apply to a rotational_spring_damper on a joint",
+    );
+}
+
+#[test]
+fn joint_reaction_frame_and_axial_component() {
+    let out = |body: &str| {
+        format!("[[outputs]]\nname = \"r\"\ntype = \"joint_force\"\njoint = \"pivot\"\n{body}")
+    };
+    expect(
+        &append(&out("component = \"x\"\nframe = §\"nowhere\"\n")),
+        "outputs[0] \"r\"",
+        "`frame`: \"nowhere\" is neither \"frame1\", \"frame2\" (the joint's frames) nor a body, frame or \"ground\"",
+    );
+    expect(
+        &append(&out("component = \"x\"\nframe = §\"p\"\n")),
+        "outputs[0] \"r\"",
+        "is a particle (no orientation), but the `frame` of a joint_force output needs a rigid body",
+    );
+    expect(
+        &append(&out("component = §\"axial\"\n")),
+        "outputs[0] \"r\"",
+        "`component = \"axial\"` is the rod force of a distance joint; joint `pivot` is a revolute joint",
+    );
+    let rod = "[[joints]]\nname = \"rod\"\ntype = \"distance\"\nbody1 = \"ground\"\nbody2 = \"p\"\npoint1 = [3.0, 1.0, 0.0]\npoint2 = [3.0, 0.0, 0.0]\n";
+    let rod_out = |body: &str| {
+        format!("{rod}[[outputs]]\nname = \"r\"\ntype = \"joint_force\"\njoint = \"rod\"\n{body}")
+    };
+    expect(
+        &append(&rod_out("component = \"axial\"\nframe = §\"frame2\"\n")),
+        "outputs[0] \"r\"",
+        "`frame` does not apply to the axial rod force",
+    );
+    expect(
+        &append(
+            &rod_out("type = \"joint_torque\"\ncomponent = §\"axial\"\n").replacen(
+                "type = \"joint_force\"\n",
+                "",
+                1,
+            ),
+        ),
+        "outputs[0] \"r\"",
+        "is for `joint_force` on a distance joint",
+    );
+    let spec = load_model_str(
+        &append(&rod_out("component = \"axial\"\n")),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(spec.outputs[0].unit, "N");
+}
+
+#[test]
+fn relative_output_joint_frames() {
+    let rel = |keys: &str| {
+        format!("[[outputs]]\nname = \"d\"\ntype = \"relative_position\"\nbody1 = \"a\"\nbody2 = \"b\"\ncomponent = \"x\"\n{keys}")
+    };
+    expect(
+        &append(&rel("frame = §\"frame2\"\n")),
+        "outputs[0] \"d\"",
+        "`frame = \"frame2\"` is a joint's frame: give the joint with `joint`",
+    );
+    expect(
+        &append(&rel("joint = \"pivot\"\nframe = §\"b\"\n")),
+        "outputs[0] \"d\"",
+        "with `joint`, `frame` is \"frame1\" or \"frame2\" (that joint's frames), got \"b\"",
+    );
+    let spec = load_model_str(
+        &append(&rel("joint = \"ball\"\nframe = \"frame2\"\n")),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(spec.outputs[0].unit, "m");
+}
+
+#[test]
+fn element_component_only_on_bushings() {
+    expect(
+        &append("[[outputs]]\nname = \"f\"\ntype = \"element_force\"\nforce = \"spring\"\ncomponent = §\"x\"\n"),
+        "outputs[0] \"f\"",
+        "`component` selects one of a bushing's six components; `spring` is not a bushing",
+    );
+    let mount = format!("{MOUNT}stiffness = [1e4, 1e4, 1e4]\n");
+    expect(
+        &append(&format!("{mount}[[outputs]]\nname = \"f\"\ntype = \"element_length\"\nforce = \"mount\"\ncomponent = §\"w\"\n")),
+        "outputs[0] \"f\"",
+        "`component` of a bushing is one of \"x\", \"y\", \"z\", \"rx\", \"ry\", \"rz\", got \"w\"",
+    );
+    let spec = load_model_str(
+        &append(&format!("{mount}[[outputs]]\nname = \"t\"\ntype = \"element_force\"\nforce = \"mount\"\ncomponent = \"ry\"\n")),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(spec.outputs[0].unit, "N.m");
+}
+
 // ----- every message starts with the file ---------------------------------------------------------
 
 #[test]

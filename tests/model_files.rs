@@ -813,7 +813,8 @@ fn every_element_kind_resolves() {
             "N",
             OutputQuantity::JointForce {
                 joint: 2,
-                component: 1
+                component: 1,
+                axes: Default::default(),
             }
         )
     );

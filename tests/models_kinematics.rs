@@ -133,6 +133,7 @@ fn slider_crank_acceleration_and_joint_reactions_match_inverse_dynamics() {
                 OutputQuantity::JointForce {
                     joint: j,
                     component: c,
+                    axes: Default::default(),
                 },
             ));
         }

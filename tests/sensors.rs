@@ -255,3 +255,345 @@ fn relative_output_errors_name_the_key() {
         .to_string();
     assert!(e.contains("body"), "{e}");
 }
+
+// ----- joint reactions in a chosen frame, a rod's axial force ------------------------------
+
+/// A rigid pendulum (m = 3 kg, centre l = 0.6 m below the pivot, I_zz = 0.04 kg m² about the
+/// centre, gravity −y) on a revolute joint whose frames have x along global +y at the start
+/// (`x_axis = [0, 1, 0]`), hanging at rest position with θ̇₀ = 4 rad/s; reaction outputs in
+/// frame 1, frame 2, the bob's axes and ground axes.
+fn pendulum(formulation: &str) -> String {
+    let mut text = format!(
+        r#"
+[model]
+name = "reaction_pendulum"
+gravity = [0.0, -9.81, 0.0]
+formulation = "{formulation}"
+[[bodies]]
+name = "bob"
+mass = 3.0
+inertia = [0.04, 0.04, 0.04]
+position = [0.0, -0.6, 0.0]
+velocity = [2.4, 0.0, 0.0]
+angular_velocity = [0.0, 0.0, 4.0]
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+x_axis = [0.0, 1.0, 0.0]
+[[outputs]]
+name = "theta"
+type = "joint_coordinate"
+joint = "pivot"
+[[outputs]]
+name = "omega"
+type = "joint_rate"
+joint = "pivot"
+"#
+    );
+    for frame in ["", "frame1", "frame2", "bob", "ground"] {
+        for c in ["x", "y", "z"] {
+            let key = if frame.is_empty() {
+                String::new()
+            } else {
+                format!("frame = \"{frame}\"\n")
+            };
+            text.push_str(&format!(
+                "[[outputs]]\nname = \"f_{frame}_{c}\"\ntype = \"joint_force\"\njoint = \"pivot\"\ncomponent = \"{c}\"\n{key}"
+            ));
+        }
+    }
+    text.push_str("[[outputs]]\nname = \"n2_z\"\ntype = \"joint_torque\"\njoint = \"pivot\"\ncomponent = \"z\"\nframe = \"frame2\"\n");
+    text
+}
+
+/// Hand calculation: with `e_r` from the pivot to the centre and `e_t` along increasing θ, the
+/// reaction on the bob is `F = m a − m g⃗`, `a = −θ̇² l e_r + θ̈ l e_t`, `θ̈ = −m g l sin θ / I_O`:
+/// `F·(−e_r) = m (g cos θ + θ̇² l)` (the rod's pull), `F·e_t = m g sin θ · I_zz / I_O`. At the
+/// bottom at the start: `m (g + θ̇₀² l)` = 58.23 N along the rod. Frame 2's x axis is `−e_r`,
+/// its y axis `−e_t`; the bob's axes are x = e_t, y = −e_r; frame 1 (fixed) has x = global y,
+/// y = −global x, so frame-2 components are `R_z(θ)ᵀ` of the frame-1 ones; `frame = "ground"`
+/// gives global components. Both formulations, 2 s.
+#[test]
+fn joint_reactions_in_frame_1_frame_2_and_body_axes_against_hand_calculation() {
+    let (m, l, g): (f64, f64, f64) = (3.0, 0.6, 9.81);
+    let i_o = 0.04 + m * l * l;
+    for formulation in ["absolute", "joint"] {
+        let spec = Arc::new(
+            mbsfmu::mbs::load_model_str(&pendulum(formulation), Path::new("pendulum.toml"))
+                .unwrap(),
+        );
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        sim.setup_experiment(Some(1e-9), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        let names: Vec<String> = spec.outputs.iter().map(|o| o.name.clone()).collect();
+        let at = |o: &[f64], n: &str| o[names.iter().position(|x| x == n).unwrap()];
+        let o = sim.outputs().unwrap().to_vec();
+        let bottom = m * (g + 16.0 * l);
+        assert!((bottom - 58.23).abs() < 1e-12);
+        assert!(
+            (at(&o, "f_frame2_x") - bottom).abs() < 1e-8,
+            "{formulation}: pull at the bottom {} against {bottom}",
+            at(&o, "f_frame2_x")
+        );
+        let mut swing = 0.0f64;
+        for k in 0..=200 {
+            if k > 0 {
+                sim.advance_to(0.01 * k as f64, None).unwrap();
+            }
+            let o = sim.outputs().unwrap().to_vec();
+            let (th, om) = (at(&o, "theta"), at(&o, "omega"));
+            swing = swing.max(th.abs());
+            let pull = m * (g * th.cos() + om * om * l);
+            let tangential = m * g * th.sin() * 0.04 / i_o;
+            let (er, et) = ([th.sin(), -th.cos()], [th.cos(), th.sin()]);
+            // Global F = −pull e_r + tangential e_t.
+            let fg = [
+                -pull * er[0] + tangential * et[0],
+                -pull * er[1] + tangential * et[1],
+            ];
+            let want = [
+                ("f_frame2_x", pull),
+                ("f_frame2_y", -tangential),
+                ("f_bob_x", tangential),
+                ("f_bob_y", pull),
+                ("f_ground_x", fg[0]),
+                ("f_ground_y", fg[1]),
+                ("f_frame1_x", fg[1]),
+                ("f_frame1_y", -fg[0]),
+                ("f__x", fg[1]),
+                ("f__y", -fg[0]),
+            ];
+            let tol = 1e-6 * bottom;
+            for (n, w) in want {
+                assert!(
+                    (at(&o, n) - w).abs() < tol,
+                    "{formulation} t = {}: {n} = {} against {w}",
+                    0.01 * k as f64,
+                    at(&o, n)
+                );
+            }
+            // Frame 2 = R_z(θ)ᵀ frame 1 (to the constraint drift of the absolute formulation).
+            let (c, s) = (th.cos(), th.sin());
+            let (f1x, f1y) = (at(&o, "f_frame1_x"), at(&o, "f_frame1_y"));
+            assert!((at(&o, "f_frame2_x") - (c * f1x + s * f1y)).abs() < tol);
+            assert!((at(&o, "f_frame2_y") - (-s * f1x + c * f1y)).abs() < tol);
+            for n in ["f_frame1_z", "f_frame2_z", "f_bob_z", "f_ground_z", "n2_z"] {
+                assert!(at(&o, n).abs() < tol, "{n} = {}", at(&o, n));
+            }
+        }
+        assert!(swing > 0.9, "{formulation}: swings to {swing}");
+    }
+}
+
+/// A 3-D check of the frame choice: a spinning top-like body on a spherical joint, tilted,
+/// after 0.3 s of motion. The frame-2 (and body-axes) components are `A₂ᵀ` of the global ones,
+/// with `A₂` the body's rotation from its Euler parameters times frame 2's axes in body
+/// coordinates; the frame-1 ones `A₁ᵀ` with the fixed frame 1.
+#[test]
+fn joint_reactions_in_frame_2_are_the_rotated_frame_1_reactions_in_3d() {
+    use mbsfmu::integrate::any::AnyIntegrator;
+    use mbsfmu::integrate::{Integrator, Mechanical, Method, Settings};
+    use nalgebra::{Matrix3, Quaternion, UnitQuaternion, Vector3};
+    let mut text = String::from(
+        r#"
+[model]
+name = "top"
+gravity = [0.0, 0.0, -9.81]
+[[bodies]]
+name = "top"
+mass = 2.0
+inertia = [0.05, 0.07, 0.02]
+position = [0.1, 0.05, 0.3]
+orientation = { axis = [1.0, 2.0, 0.5], angle = 0.7 }
+angular_velocity = [0.5, -1.0, 12.0]
+[[joints]]
+name = "tip"
+type = "spherical"
+body1 = "ground"
+body2 = "top"
+point = [0.0, 0.0, 0.0]
+axis = [0.3, 0.2, 1.0]
+"#,
+    );
+    for frame in ["frame1", "frame2", "top", "ground"] {
+        for c in ["x", "y", "z"] {
+            text.push_str(&format!(
+                "[[outputs]]\nname = \"f_{frame}_{c}\"\ntype = \"joint_force\"\njoint = \"tip\"\ncomponent = \"{c}\"\nframe = \"{frame}\"\n"
+            ));
+        }
+    }
+    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("top.toml")).unwrap());
+    let mut sys = System::new(spec.clone()).unwrap();
+    let x0 = sys.initial_state(0.0).unwrap();
+    let settings = Settings {
+        method: Method::Sdirk,
+        rtol: 1e-8,
+        atol: 1e-10,
+        ..Settings::default()
+    };
+    let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+    integ.initialize(&mut sys, &x0).unwrap();
+    while integ.step(&mut sys, 0.3).unwrap() < 0.3 {}
+    let x = Integrator::<System>::state(&integ).clone();
+    let mut o = vec![0.0; sys.n_outputs()];
+    sys.evaluate_outputs(&x, &mut o).unwrap();
+    let v = |k: usize| Vector3::new(o[3 * k], o[3 * k + 1], o[3 * k + 2]);
+    let (f1, f2, fb, fg) = (v(0), v(1), v(2), v(3));
+    let q = &x.q;
+    let a = UnitQuaternion::from_quaternion(Quaternion::new(q[3], q[4], q[5], q[6]))
+        .to_rotation_matrix()
+        .into_inner();
+    let js = &spec.joints[0];
+    let a1: Matrix3<f64> = js.frame1.axes;
+    let a2 = a * js.frame2.axes;
+    let scale = fg.norm();
+    assert!(scale > 1.0, "{fg}");
+    for (got, want, what) in [
+        (f1, a1.transpose() * fg, "frame1"),
+        (f2, a2.transpose() * fg, "frame2"),
+        (fb, a.transpose() * fg, "body"),
+        (f2, a2.transpose() * a1 * f1, "R(frame1→frame2) f1"),
+    ] {
+        assert!(
+            (got - want).norm() < 1e-12 * scale,
+            "{what}: {got} against {want}"
+        );
+    }
+    assert!((f2 - f1).norm() > 1e-3 * scale, "the frames differ here");
+}
+
+/// The axial force of a rod (a `distance` joint, `component = "axial"`, tension positive): a
+/// particle (1.5 kg) swinging in 3-D on a 0.8 m rod from a ground point. Radial balance:
+/// `T = m (|v|²/l + g⃗·e_r)` with `e_r` from the pivot to the particle, from the particle's
+/// own position and velocity outputs; at the start (straight below, |v|² = 5) `m (5/0.8 + g)`.
+/// Both formulations, 2 s.
+#[test]
+fn rod_axial_force_is_the_radial_balance() {
+    let (m, l, g) = (1.5, 0.8, 9.81);
+    for formulation in ["absolute", "joint"] {
+        let mut text = format!(
+            r#"
+[model]
+name = "rod"
+gravity = [0.0, -9.81, 0.0]
+formulation = "{formulation}"
+[[bodies]]
+name = "ball"
+type = "particle"
+mass = {m}
+position = [0.0, -0.8, 0.0]
+velocity = [2.0, 0.0, 1.0]
+[[joints]]
+name = "rod"
+type = "distance"
+body1 = "ground"
+point1 = [0.0, 0.0, 0.0]
+body2 = "ball"
+point2 = [0.0, -0.8, 0.0]
+[[outputs]]
+name = "tension"
+type = "joint_force"
+joint = "rod"
+component = "axial"
+"#
+        );
+        for kind in ["position", "velocity"] {
+            for c in ["x", "y", "z"] {
+                text.push_str(&format!(
+                    "[[outputs]]\nname = \"{kind}_{c}\"\ntype = \"{kind}\"\nbody = \"ball\"\ncomponent = \"{c}\"\n"
+                ));
+            }
+        }
+        let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("rod.toml")).unwrap());
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        sim.setup_experiment(Some(1e-9), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        let start = sim.outputs().unwrap()[0];
+        assert!(
+            (start - m * (5.0 / l + g)).abs() < 1e-8,
+            "{formulation}: {start}"
+        );
+        for k in 1..=200 {
+            sim.advance_to(0.01 * k as f64, None).unwrap();
+            let o = sim.outputs().unwrap().to_vec();
+            let (r, v) = (&o[1..4], &o[4..7]);
+            let v2 = v.iter().map(|x| x * x).sum::<f64>();
+            let want = m * (v2 / l + (-g) * r[1] / l);
+            assert!(
+                (o[0] - want).abs() < 1e-5 * (1.0 + want.abs()),
+                "{formulation} t = {}: tension {} against {want}",
+                0.01 * k as f64,
+                o[0]
+            );
+        }
+    }
+}
+
+/// Relative outputs resolved along a joint's frames (`joint` + `frame`): the reaction
+/// pendulum's centre relative to the pivot. Along frame 2 (x = −e_r, y = −e_t, turning with
+/// the bob) the position is `(−l, 0)` and the velocity `(0, −l θ̇)`; along frame 1 (fixed,
+/// x = global y, y = −global x) the position is `(−l cos θ, −l sin θ)`. Both formulations.
+#[test]
+fn relative_outputs_along_joint_frames() {
+    let l = 0.6;
+    for formulation in ["absolute", "joint"] {
+        let mut text = pendulum(formulation);
+        for (name, kind, frame, c) in [
+            ("p2x", "relative_position", "frame2", "x"),
+            ("p2y", "relative_position", "frame2", "y"),
+            ("v2x", "relative_velocity", "frame2", "x"),
+            ("v2y", "relative_velocity", "frame2", "y"),
+            ("p1x", "relative_position", "frame1", "x"),
+            ("p1y", "relative_position", "frame1", "y"),
+        ] {
+            text.push_str(&format!(
+                "[[outputs]]\nname = \"{name}\"\ntype = \"{kind}\"\nbody1 = \"ground\"\nbody2 = \"bob\"\njoint = \"pivot\"\nframe = \"{frame}\"\ncomponent = \"{c}\"\n"
+            ));
+        }
+        let spec =
+            Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("pendulum.toml")).unwrap());
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        sim.setup_experiment(Some(1e-9), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        let names: Vec<String> = spec.outputs.iter().map(|o| o.name.clone()).collect();
+        let at = |o: &[f64], n: &str| o[names.iter().position(|x| x == n).unwrap()];
+        for k in 1..=100 {
+            sim.advance_to(0.01 * k as f64, None).unwrap();
+            let o = sim.outputs().unwrap().to_vec();
+            let (th, om) = (at(&o, "theta"), at(&o, "omega"));
+            for (n, want) in [
+                ("p2x", -l),
+                ("p2y", 0.0),
+                ("v2x", 0.0),
+                ("v2y", -l * om),
+                ("p1x", -l * th.cos()),
+                ("p1y", -l * th.sin()),
+            ] {
+                assert!(
+                    (at(&o, n) - want).abs() < 1e-6,
+                    "{formulation}: {n} = {} against {want}",
+                    at(&o, n)
+                );
+            }
+        }
+    }
+}

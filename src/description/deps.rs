@@ -38,7 +38,7 @@
 use crate::mbs::joint::tree::{spanning_tree, Parent};
 use crate::mbs::spec::{
     BodyRef, ContactGeometry, DriverTarget, ForceKind, Formulation, JointKind, ModelSpec, Motion,
-    OutputQuantity,
+    OutputQuantity, ReactionAxes,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -401,12 +401,16 @@ pub fn output_dependencies_with(
                 | OutputQuantity::WheelAngle { .. } => Deps::new(),
                 OutputQuantity::JointCoordinate { joint } => joint_travel(*joint, VALUE),
                 OutputQuantity::JointRate { joint } => joint_travel(*joint, RATE),
-                OutputQuantity::ElementLength { force } => {
-                    element_length.get(*force).cloned().unwrap_or_else(all)
-                }
+                OutputQuantity::ElementLength { force }
+                | OutputQuantity::ElementComponent {
+                    force,
+                    length: true,
+                    ..
+                } => element_length.get(*force).cloned().unwrap_or_else(all),
                 OutputQuantity::ElementForce { force }
+                | OutputQuantity::ElementComponent { force, .. }
                 | OutputQuantity::Tire { force, .. }
-                | OutputQuantity::ContactFriction { force, .. } => {
+| OutputQuantity::ContactFriction { force, .. } => {
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),
@@ -461,15 +465,28 @@ pub fn output_dependencies_with(
                     OutputQuantity::JointRate { joint } => {
                         moved_between(&joint_ends(*joint), VALUE | RATE)
                     }
-                    OutputQuantity::ElementLength { force } => {
-                        moved_between(&force_ends(*force), VALUE)
-                    }
+                    OutputQuantity::ElementLength { force }
+                    | OutputQuantity::ElementComponent {
+                        force,
+                        length: true,
+                        ..
+                    } => moved_between(&force_ends(*force), VALUE),
                     OutputQuantity::ElementForce { force }
+                    | OutputQuantity::ElementComponent { force, .. }
                     | OutputQuantity::Tire { force, .. }
-                    | OutputQuantity::ContactFriction { force, .. } => {
+| OutputQuantity::ContactFriction { force, .. } => {
                         moved_between(&force_ends(*force), VALUE | RATE)
                     }
                     OutputQuantity::WheelAngle { body, .. } => moved_body(*body, true, VALUE),
+                    // A reaction resolved along another body's axes turns with that body.
+                    OutputQuantity::JointForce {
+                        axes: ReactionAxes::Body(BodyRef::Body(b)),
+                        ..
+                    }
+                    | OutputQuantity::JointTorque {
+                        axes: ReactionAxes::Body(BodyRef::Body(b)),
+                        ..
+                    } => moved_body(*b, true, VALUE),
                     // Resolved along a third reference's axes: any of the three moving counts.
                     OutputQuantity::Relative {
                         order: order @ (0 | 1),

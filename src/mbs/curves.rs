@@ -1,5 +1,6 @@
-//! Characteristic curves of force elements from tables: force against velocity for a
-//! damper (`damper_table` of a `spring_damper`).
+//! Characteristic curves of force elements from tables: force against deflection or velocity
+//! (`table` and `damper_table` of a `spring_damper` or `rotational_spring_damper`, the
+//! per-axis `tables` of a `bushing`). One implementation for all of them.
 //!
 //! A C² cubic spline with not-a-knot end conditions: it reproduces any cubic exactly, so a
 //! table sampled from `c₁ v + c₃ v³` is that curve, and a fine table of a smooth measured
@@ -16,6 +17,8 @@ pub struct Curve {
     y: Vec<f64>,
     /// Second derivatives at the knots.
     m: Vec<f64>,
+    /// `∫ f` from `x[0]` to each knot (the potential of a spring curve).
+    cum: Vec<f64>,
 }
 
 impl Curve {
@@ -52,11 +55,43 @@ impl Curve {
             let c = 2.0 * (d1 - d0) / (x[2] - x[0]);
             m = vec![c; 3];
         }
+        let mut cum = vec![0.0; n];
+        for i in 0..n - 1 {
+            cum[i + 1] = cum[i] + piece_integral(x, y, &m, i, x[i + 1]);
+        }
         Curve {
             x: x.to_vec(),
             y: y.to_vec(),
             m,
+            cum,
         }
+    }
+
+    /// The curve of a table read by the loader.
+    pub fn from_table(t: &super::spec::CurveTable) -> Curve {
+        Curve::new(&t.x, &t.y)
+    }
+
+    /// `∫₀^v f(s) ds`, analytic (the elastic energy of a spring curve with deflection `v`).
+    pub fn integral(&self, v: f64) -> f64 {
+        self.antiderivative(v) - self.antiderivative(0.0)
+    }
+
+    /// `∫_{x₀}^v f(s) ds`, with the linear extrapolation outside the table.
+    fn antiderivative(&self, v: f64) -> f64 {
+        let n = self.x.len();
+        if v <= self.x[0] {
+            let (y0, d0) = self.eval(self.x[0]);
+            let u = v - self.x[0];
+            return y0 * u + 0.5 * d0 * u * u;
+        }
+        if v >= self.x[n - 1] {
+            let (y1, d1) = self.eval(self.x[n - 1]);
+            let u = v - self.x[n - 1];
+            return self.cum[n - 1] + y1 * u + 0.5 * d1 * u * u;
+        }
+        let i = self.x.partition_point(|&k| k <= v).clamp(1, n - 1) - 1;
+        self.cum[i] + piece_integral(&self.x, &self.y, &self.m, i, v)
     }
 
     /// Value and slope at `v`.
@@ -77,6 +112,18 @@ impl Curve {
         let i = self.x.partition_point(|&k| k <= v).clamp(1, n - 1) - 1;
         seg(i, v)
     }
+}
+
+/// `∫_{x_i}^t` of the cubic piece on `[x_i, x_{i+1}]` (the form of `motion::cubic_piece`:
+/// `a y_i + b y_j + ((a³ − a) m_i + (b³ − b) m_j) h²/6`, `a = (x_j − t)/h`, `b = 1 − a`).
+fn piece_integral(x: &[f64], y: &[f64], m: &[f64], i: usize, t: f64) -> f64 {
+    let h = x[i + 1] - x[i];
+    let (a, b) = ((x[i + 1] - t) / h, (t - x[i]) / h);
+    let (a2, b2) = (a * a, b * b);
+    h * (0.5 * y[i] * (1.0 - a2)
+        + 0.5 * y[i + 1] * b2
+        + h * h / 6.0
+            * (-m[i] * (0.25 * a2 * a2 - 0.5 * a2 + 0.25) + m[i + 1] * (0.25 * b2 * b2 - 0.5 * b2)))
 }
 
 #[cfg(test)]
@@ -111,6 +158,19 @@ mod tests {
         let (y0, d0) = (f(-1.0), df(-1.0));
         let (val, d) = c.eval(-2.0);
         assert!((val - (y0 - d0)).abs() < 1e-8 * y0.abs() && (d - d0).abs() < 1e-8 * d0);
+        // The potential: the closed-form integral inside, plus the straight line's outside.
+        let big_f = |v: f64| 750.0 * v * v + 1000.0 * v.powi(4) - 200.0 / 3.0 * v.powi(3);
+        for v in [-1.0, -0.7, -0.05, 0.0, 0.2, 0.65, 1.0] {
+            let (got, want) = (c.integral(v), big_f(v));
+            assert!(
+                (got - want).abs() < 1e-9 * (1.0 + want.abs()),
+                "{v}: {got} {want}"
+            );
+        }
+        let want = big_f(1.0) + y1 * 0.5 + 0.5 * d1 * 0.25;
+        assert!((c.integral(1.5) - want).abs() < 1e-9 * want);
+        let want = big_f(-1.0) - y0 + 0.5 * d0;
+        assert!((c.integral(-2.0) - want).abs() < 1e-9 * want.abs());
     }
 
     #[test]

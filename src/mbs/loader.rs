@@ -20,6 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 mod contact_friction;
+mod curves;
 mod elements;
 mod input_expr;
 mod joint_elements;

@@ -406,6 +406,8 @@ pub struct RawForce {
     /// Bushing preload: force / torque on body 2 along frame-1 axes at the rest position.
     pub preload_force: Option<NumList>,
     pub preload_torque: Option<NumList>,
+    /// Bushing characteristic curves per component (`mbs::curves`).
+    pub tables: Option<S<RawAxisTables>>,
     // Contact.
     pub geometry: Option<S<String>>,
     pub sphere: Option<S<String>>,
@@ -432,6 +434,26 @@ pub struct RawForce {
     pub road_height: Option<S<RawMotionValue>>,
     pub road_profile: Option<S<String>>,
     pub magic_formula: Option<S<RawMagicFormula>>,
+}
+
+/// A bushing's per-component table files: force against deflection (x, y, z) and torque
+/// against rotation (rx, ry, rz).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAxisTables {
+    pub x: Option<S<String>>,
+    pub y: Option<S<String>>,
+    pub z: Option<S<String>>,
+    pub rx: Option<S<String>>,
+    pub ry: Option<S<String>>,
+    pub rz: Option<S<String>>,
+}
+
+impl RawAxisTables {
+    /// The six entries in component order.
+    pub fn by_component(&self) -> [&Option<S<String>>; 6] {
+        [&self.x, &self.y, &self.z, &self.rx, &self.ry, &self.rz]
+    }
 }
 
 /// Magic Formula coefficients of a tire: `B`, `C`, `E` per direction (x longitudinal, y
@@ -533,6 +555,7 @@ present_keys!(
         rot_damping,
         preload_force,
         preload_torque,
+        tables,
         geometry,
         sphere,
         center,

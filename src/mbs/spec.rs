@@ -215,7 +215,7 @@ pub enum ForceLaw {
         coeffs: Vec<Scalar>,
         damping: Scalar,
     },
-    /// Tabulated `force(x)` with cubic interpolation, plus `c ẋ`.
+    /// Tabulated `force(x)` (the C² curve of [`crate::mbs::curves::Curve`]), plus `c ẋ`.
     Table {
         file: PathBuf,
         deflection: Vec<f64>,
@@ -230,6 +230,15 @@ pub enum ForceLaw {
         velocity: Vec<f64>,
         force: Vec<f64>,
     },
+}
+
+/// A characteristic curve read from a two-column table file (`mbs::curves::Curve` evaluates
+/// it): `x` strictly increasing, at least two rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurveTable {
+    pub file: PathBuf,
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -288,6 +297,12 @@ pub enum ForceKind {
         free_angle: Scalar,
         /// Additional actuator torque (positive about frame1.z on body 2).
         actuator: Option<Motion>,
+        /// Spring torque `f(θ − θ0)` in place of `k (θ − θ0)` (`table`; `mbs::curves`).
+        #[serde(default)]
+        table: Option<CurveTable>,
+        /// Damper torque `f_d(θ̇)` in place of `c θ̇` (`damper_table`).
+        #[serde(default)]
+        damper_table: Option<CurveTable>,
     },
     /// Six-component linear bushing between two frames: translational and rotational stiffness
     /// and damping per axis of frame 1 (small relative rotations).
@@ -303,6 +318,10 @@ pub enum ForceKind {
         damping: [Scalar; 3],
         rot_stiffness: [Scalar; 3],
         rot_damping: [Scalar; 3],
+        /// Per component (x, y, z, rx, ry, rz): a force-deflection (torque-angle) table in
+        /// place of that component's stiffness (`tables`; `mbs::curves`).
+        #[serde(default)]
+        tables: Box<[Option<CurveTable>; 6]>,
     },
     /// Penalty contact, with tangential friction if `friction` is given
     /// (`mbs::contact_friction`).
@@ -546,14 +565,19 @@ pub enum OutputQuantity {
     JointRate {
         joint: usize,
     },
-    /// Reaction force (component in joint frame 1 axes, acting on body 2) or torque.
+    /// Reaction force (acting on body 2) or torque (about frame 2's origin), component along
+    /// the axes `axes` (joint frame 1 by default).
     JointForce {
         joint: usize,
         component: usize,
+        #[serde(default)]
+        axes: ReactionAxes,
     },
     JointTorque {
         joint: usize,
         component: usize,
+        #[serde(default)]
+        axes: ReactionAxes,
     },
     /// Generalized reaction of a driver (N for translation, N m for rotation), the force/torque
     /// the driver applies along/about its coordinate.
@@ -567,6 +591,15 @@ pub enum OutputQuantity {
     },
     ElementLength {
         force: usize,
+    },
+    /// One of a bushing's six components (`component` 0-2 translation x, y, z along frame-1
+    /// axes, 3-5 rotation about them): the force (torque) on body 2 its law gives, including
+    /// the preload, or with `length` its deflection from the rest position (m, or the
+    /// small-angle rotation).
+    ElementComponent {
+        force: usize,
+        component: usize,
+        length: bool,
     },
     /// A tire's quantity (`mbs::tire`), by [`TIRE_COMPONENTS`] index: `F_x`, `F_y`, `F_z` (N),
     /// `κ`, `α` (rad), deflection (m).
@@ -607,6 +640,10 @@ pub enum OutputQuantity {
         body2: BodyRef,
         point2: Vector3<f64>,
         frame: BodyRef,
+        /// Columns: the resolving axes in `frame`'s body coordinates (the identity for the
+        /// body's own axes, a joint frame's axes with `joint` + `frame = "frame1"/"frame2"`).
+        #[serde(default = "identity_axes")]
+        axes: Matrix3<f64>,
         component: usize,
     },
 }
@@ -619,6 +656,26 @@ pub const CONTACT_FRICTION_COMPONENTS: [(&str, &str); 5] = [
     ("slip", "m/s"),
     ("stick", "1"),
 ];
+
+fn identity_axes() -> Matrix3<f64> {
+    Matrix3::identity()
+}
+
+/// The axes a joint reaction is resolved along (`frame` of a `joint_force` / `joint_torque`
+/// output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ReactionAxes {
+    /// The joint's frame on body 1 (current orientation).
+    #[default]
+    Frame1,
+    /// The joint's frame on body 2.
+    Frame2,
+    /// A body's own axes (ground: the global axes).
+    Body(BodyRef),
+    /// The rod of a distance joint: the scalar tension (positive pulling the ends together);
+    /// `component` is unused.
+    RodAxial,
+}
 
 /// The `component` names of a `tire` output, with their units.
 pub const TIRE_COMPONENTS: [(&str, &str); 6] = [

@@ -10,6 +10,7 @@
 
 mod contact_friction;
 mod output_derivs;
+mod reactions;
 mod sparse;
 mod tires;
 pub use output_derivs::InputDerivatives;
@@ -105,20 +106,25 @@ pub(super) enum Law {
         /// A damper curve `f_d(ξ̇)` in place of `c ξ̇` (`damper_table`).
         damper: Option<super::curves::Curve>,
     },
-    /// Torque `−k(θ − θ0) − c θ̇ + act`.
+    /// Torque `−k(θ − θ0) − c θ̇ + act`; a spring curve `f(θ − θ0)` in place of `k(θ − θ0)`,
+    /// a damper curve `f_d(θ̇)` in place of `c θ̇` (`table`, `damper_table`).
     Torsion {
         k: f64,
         c: f64,
         free: f64,
         actuator: Option<usize>,
+        spring: Option<super::curves::Curve>,
+        damper: Option<super::curves::Curve>,
     },
     /// Linear spring-damper on a coordinate around its initial value `rest`:
-    /// `−k(ξ − rest) − c ξ̇ + preload` (bushing components).
+    /// `−k(ξ − rest) − c ξ̇ + preload` (bushing components); a curve `f(ξ − rest)` in place of
+    /// `k(ξ − rest)` on a component with a table.
     Linear {
         k: f64,
         c: f64,
         rest: f64,
         preload: f64,
+        curve: Option<super::curves::Curve>,
     },
     /// Penalty contact on a separation coordinate ξ with penetration `δ = gap − ξ`.
     Contact {
@@ -143,19 +149,9 @@ pub(super) enum Law {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) enum SpringLaw {
-    Linear {
-        k: f64,
-        c: f64,
-        preload: f64,
-    },
-    Poly {
-        coeffs: Vec<f64>,
-        c: f64,
-    },
-    Table {
-        spline: super::motion::Spline,
-        c: f64,
-    },
+    Linear { k: f64, c: f64, preload: f64 },
+    Poly { coeffs: Vec<f64>, c: f64 },
+    Table { curve: super::curves::Curve, c: f64 },
 }
 
 /// One term of a force element: a scalar coordinate and its law.
@@ -667,7 +663,7 @@ impl System {
                             damping,
                             ..
                         } => SpringLaw::Table {
-                            spline: super::motion::Spline::new(deflection, force),
+                            curve: super::curves::Curve::new(deflection, force),
                             c: pv(damping),
                         },
                     };
@@ -698,6 +694,8 @@ impl System {
                     damping,
                     free_angle,
                     actuator,
+                    table,
+                    damper_table,
                 } => {
                     let coord = new_angle(
                         frame_vec(*body1, frame1, 0),
@@ -712,6 +710,8 @@ impl System {
                             c: pv(damping),
                             free: pv(free_angle),
                             actuator,
+                            spring: table.as_ref().map(super::curves::Curve::from_table),
+                            damper: damper_table.as_ref().map(super::curves::Curve::from_table),
                         },
                         element: fi,
                         preset: 0.0,
@@ -728,6 +728,7 @@ impl System {
                     damping,
                     rot_stiffness,
                     rot_damping,
+                    tables,
                 } => {
                     let d = diff(*body1, frame1, *body2, frame2);
                     let a1 = [0, 1, 2].map(|k| frame_vec(*body1, frame1, k));
@@ -740,6 +741,7 @@ impl System {
                                 c: pv(&damping[k]),
                                 rest: f64::NAN,
                                 preload: preload[k],
+                                curve: tables[k].as_ref().map(super::curves::Curve::from_table),
                             },
                             element: fi,
                             preset: 0.0,
@@ -757,6 +759,7 @@ impl System {
                                 c: pv(&rot_damping[k]),
                                 rest: f64::NAN,
                                 preload: preload[3 + k],
+                                curve: tables[3 + k].as_ref().map(super::curves::Curve::from_table),
                             },
                             element: fi,
                             preset: 0.0,
@@ -1093,8 +1096,8 @@ impl System {
                         }
                         (f, df, *c)
                     }
-                    SpringLaw::Table { spline, c } => {
-                        let [f, df, _] = spline.eval(x);
+                    SpringLaw::Table { curve, c } => {
+                        let (f, df) = curve.eval(x);
                         (f, df, *c)
                     }
                 };
@@ -1110,16 +1113,33 @@ impl System {
                 c,
                 free,
                 actuator,
+                spring,
+                damper,
             } => {
                 let act = actuator.map_or(0.0, |m| self.motion(m, t)[0]);
-                (-k * (xi - free) - c * rate + act, -k, -c)
+                let (fs, dfs) = match spring {
+                    Some(curve) => curve.eval(xi - free),
+                    None => (k * (xi - free), *k),
+                };
+                let (fd, dfd) = match damper {
+                    Some(curve) => curve.eval(rate),
+                    None => (c * rate, *c),
+                };
+                (-fs - fd + act, -dfs, -dfd)
             }
             Law::Linear {
                 k,
                 c,
                 rest,
                 preload,
-            } => (-k * (xi - rest) - c * rate + preload, -k, -c),
+                curve,
+            } => {
+                let (fs, dfs) = match curve {
+                    Some(curve) => curve.eval(xi - rest),
+                    None => (k * (xi - rest), *k),
+                };
+                (-fs - c * rate + preload, -dfs, -c)
+            }
             Law::Contact { gap, hertz, k, c } => {
                 let delta = gap - xi;
                 if delta <= 0.0 {
@@ -1794,20 +1814,23 @@ impl System {
             OutputQuantity::JointRate { joint } => {
                 self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v)).rate)
             }
-            OutputQuantity::JointForce { joint, component }
-            | OutputQuantity::JointTorque { joint, component } => {
+            OutputQuantity::JointForce {
+                joint,
+                component,
+                axes,
+            }
+            | OutputQuantity::JointTorque {
+                joint,
+                component,
+                axes,
+            } => {
                 let (f, n) = self.joint_reaction(*joint, t, q, lambda);
-                let js = &self.spec.joints[*joint];
-                let axes = match js.body1 {
-                    BodyRef::Body(b1) => self.snap.a[b1] * js.frame1.axes,
-                    _ => js.frame1.axes,
-                };
                 let w = if matches!(quantity, OutputQuantity::JointForce { .. }) {
                     f
                 } else {
                     n
                 };
-                axes.column(*component).dot(&w)
+                self.reaction_component(*joint, *axes, *component, &w)
             }
             OutputQuantity::DriverForce { driver } => {
                 let row = self
@@ -1817,6 +1840,11 @@ impl System {
                 row.map_or(f64::NAN, |k| -lambda[k])
             }
             OutputQuantity::ElementForce { force } => self.element_force(*force, t, v),
+            OutputQuantity::ElementComponent {
+                force,
+                component,
+                length,
+            } => self.element_component(*force, *component, *length, t, v),
             OutputQuantity::ElementLength { force } if self.tire_of_element(*force).is_some() => {
                 let i = self.tire_of_element(*force).expect("checked");
                 self.tire_eval(&self.snap, i, t, false).forces.deflection
@@ -1873,12 +1901,13 @@ impl System {
                 body2,
                 point2,
                 frame,
+                axes,
                 component,
             } => {
                 let e = super::kin::eval_quantity(
                     &self.layout,
                     &self.snap,
-                    &QDef::Vector(*frame, unit(*component)),
+                    &QDef::Vector(*frame, axes.column(*component).into_owned()),
                     false,
                 )
                 .x;
@@ -1957,13 +1986,28 @@ impl System {
                             .enumerate()
                             .map(|(i, a)| a * x.powi(i as i32 + 2) / (i as f64 + 2.0))
                             .sum(),
-                        SpringLaw::Table { .. } => 0.0,
+                        SpringLaw::Table { curve, .. } => curve.integral(x),
                     }
                 }
-                Law::Torsion { k, free, .. } => 0.5 * k * (cv.val - free).powi(2),
+                Law::Torsion {
+                    k, free, spring, ..
+                } => match spring {
+                    Some(curve) => curve.integral(cv.val - free),
+                    None => 0.5 * k * (cv.val - free).powi(2),
+                },
                 Law::Linear {
-                    k, rest, preload, ..
-                } => 0.5 * k * (cv.val - rest).powi(2) - preload * (cv.val - rest),
+                    k,
+                    rest,
+                    preload,
+                    curve,
+                    ..
+                } => {
+                    let x = cv.val - rest;
+                    match curve {
+                        Some(curve) => curve.integral(x) - preload * x,
+                        None => 0.5 * k * x * x - preload * x,
+                    }
+                }
                 Law::Contact { gap, hertz, k, .. } => {
                     let d = (gap - cv.val).max(0.0);
                     if *hertz {

@@ -568,6 +568,26 @@ def test_spherical_chain_tolerance_sweep_agrees():
     assert np.abs(b[:, 6:] - data[:, 6:]).max() < 1e-11
 
 
+# ---------------------------------------------------------------- table pendulum
+
+
+def test_table_pendulum_energy_balance():
+    """E(t) + damper work = E(0), E with the closed-form potential of the spring table
+    (K1 theta^2/2 + K3 theta^4/4); the work by Simpson's rule on the 0.01 s samples."""
+    from scipy.integrate import simpson
+
+    import table_pendulum as tp
+
+    d, _, _ = load("table_pendulum.csv")
+    th, om = d["theta"], d["omega"]
+    i_o = tp.IZZ + tp.M * tp.L**2
+    e = 0.5 * i_o * om**2 - tp.M * tp.G * tp.L * np.cos(th) + tp.K1 * th**2 / 2 + tp.K3 * th**4 / 4
+    work = simpson(d["damper_torque"] * om, x=d["t"])
+    assert work > 0.1 * (e[0] - e.min())
+    assert abs(e[0] - e[-1] - work) < 1e-6 * abs(e[0] - e.min())
+    assert np.all(np.abs(d["spring_torque"] - tp.spring(th)) < 1e-12 * (1 + np.abs(tp.spring(th))))
+
+
 # ---------------------------------------------------------------- data cannot go stale
 
 

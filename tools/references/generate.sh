@@ -56,3 +56,6 @@ run $r/spherical_chain.py --t-end 2 --dt 0.01 --out $d/spherical_chain.csv
 for m in cylinder hooke planar; do
     run $r/tree_joints.py --model $m --t-end 3 --dt 0.01 --out $d/tree_joint_$m.csv
 done
+
+# Pendulum on a torsion spring table and a torsion damper table (models/elements/table_pendulum.toml), 2 s.
+run $r/table_pendulum.py --t-end 2 --dt 0.01 --out $d/table_pendulum.csv

@@ -152,6 +152,8 @@ pub fn double_pendulum_spec() -> ModelSpec {
                 damping: c(15.0),
                 free_angle: c(1.5 * PI),
                 actuator: None,
+                table: None,
+                damper_table: None,
             },
         },
         ForceSpec {
@@ -166,6 +168,8 @@ pub fn double_pendulum_spec() -> ModelSpec {
                 damping: c(5e4),
                 free_angle: c(0.0),
                 actuator: None,
+                table: None,
+                damper_table: None,
             },
         },
     ];

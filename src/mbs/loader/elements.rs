@@ -527,7 +527,7 @@ impl Resolver<'_> {
             }
             "rotational_spring_damper" => {
                 let (b1, frame1, b2, frame2) = if let Some(jn) = &f.joint {
-                    self.allowed_keys(&el, "a rotational_spring_damper on a joint", &present, &["joint", "stiffness", "damping", "free_angle", "actuator", "static_preload"])?;
+                    self.allowed_keys(&el, "a rotational_spring_damper on a joint", &present, &["joint", "stiffness", "damping", "free_angle", "actuator", "static_preload", "table", "damper_table"])?;
                     let ji = self.joint_ref(jn, &el)?;
                     let js = &self.joint_specs[ji];
                     self.ensure(js.kind == JointKind::Revolute, jn.span(), &el, || {
@@ -535,7 +535,7 @@ impl Resolver<'_> {
                     })?;
                     (js.body1, js.frame1, js.body2, js.frame2)
                 } else {
-                    self.allowed_keys(&el, "a rotational_spring_damper between bodies", &present, &["body1", "body2", "point", "axis", "x_axis", "initial_angle", "stiffness", "damping", "free_angle", "actuator", "static_preload"])?;
+                    self.allowed_keys(&el, "a rotational_spring_damper between bodies", &present, &["body1", "body2", "point", "axis", "x_axis", "initial_angle", "stiffness", "damping", "free_angle", "actuator", "static_preload", "table", "damper_table"])?;
                     let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                     self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                     self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -568,10 +568,11 @@ impl Resolver<'_> {
                     Some(a) => Some(self.motion(a, &el, "actuator")?),
                     None => None,
                 };
-                ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator }
+                let (table, damper_table) = self.torsion_tables(f, &el)?;
+                ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator, table, damper_table }
             }
             "bushing" => {
-                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque"])?;
+                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque", "tables"])?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                 self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                 self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -597,7 +598,8 @@ impl Resolver<'_> {
                 let rot_stiffness = self.list_nonneg(f.rot_stiffness.as_ref(), &el, "rot_stiffness", "N m/rad")?;
                 let rot_damping = self.list_nonneg(f.rot_damping.as_ref(), &el, "rot_damping", "N m s/rad")?;
                 let preload = self.bushing_preload(f, &el)?;
-                ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping }
+                let tables = Box::new(self.bushing_tables(f, &el, &stiffness, &rot_stiffness)?);
+                ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping, tables }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
             "tire" => self.tire(f, &el, sp.clone(), &present)?,
@@ -935,18 +937,7 @@ impl Resolver<'_> {
                     (OutputQuantity::JointRate { joint }, if rot { "rad/s" } else { "m/s" })
                 }
             }
-            "joint_force" | "joint_torque" => {
-                self.allowed_keys(&el, &what, &present, &["joint", "component"])?;
-                let jn = self.required(&o.joint, sp.clone(), &el, "joint", &what)?;
-                let joint = self.joint_ref(jn, &el)?;
-                let c = self.required(&o.component, sp.clone(), &el, "component", &what)?;
-                let component = self.component(c, &el)?;
-                if kname == "joint_force" {
-                    (OutputQuantity::JointForce { joint, component }, "N")
-                } else {
-                    (OutputQuantity::JointTorque { joint, component }, "N.m")
-                }
-            }
+            "joint_force" | "joint_torque" => self.joint_reaction_output(o, kname, &el, sp.clone(), &present)?,
             "driver_force" => {
                 self.allowed_keys(&el, &what, &present, &["driver"])?;
                 let dn = self.required(&o.driver, sp.clone(), &el, "driver", &what)?;
@@ -957,20 +948,7 @@ impl Resolver<'_> {
                 let rot = matches!(self.driver_specs[driver].target, DriverTarget::JointCoordinate(j) if self.joint_specs[j].kind == JointKind::Revolute);
                 (OutputQuantity::DriverForce { driver }, if rot { "N.m" } else { "N" })
             }
-            "element_force" | "element_length" => {
-                self.allowed_keys(&el, &what, &present, &["force"])?;
-                let fnm = self.required(&o.force, sp.clone(), &el, "force", &what)?;
-                let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| {
-                    let hint = did_you_mean(fnm.get_ref(), self.force_index.keys());
-                    self.err(fnm.span(), &el, format!("no force element named `{}`{hint}", fnm.get_ref()))
-                })?;
-                let rot = matches!(self.force_specs[force].kind, ForceKind::RotationalSpringDamper { .. });
-                if kname == "element_force" {
-                    (OutputQuantity::ElementForce { force }, if rot { "N.m" } else { "N" })
-                } else {
-                    (OutputQuantity::ElementLength { force }, if rot { "rad" } else { "m" })
-                }
-            }
+            "element_force" | "element_length" => self.element_output(o, kname, &el, sp.clone(), &present)?,
             "tire" => self.tire_output(o, &el, sp.clone(), &present)?,
             "contact_friction" => self.contact_friction_output(o, &el, sp.clone(), &present)?,
             "energy" => {

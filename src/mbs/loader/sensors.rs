@@ -1,6 +1,8 @@
 //! Sensor outputs: relative position, velocity and acceleration of one marker with respect
-//! to another, resolved along the axes of a chosen body (docs/model-format.md, *Outputs*).
+//! to another, resolved along the axes of a chosen body; wheel alignment angles; joint
+//! reactions along a chosen frame and a rod's axial force (docs/model-format.md, *Outputs*).
 
+use super::elements::joint_kind_name;
 use super::*;
 
 impl Resolver<'_> {
@@ -83,7 +85,15 @@ impl Resolver<'_> {
             el,
             &what,
             present,
-            &["body1", "point1", "body2", "point2", "frame", "component"],
+            &[
+                "body1",
+                "point1",
+                "body2",
+                "point2",
+                "frame",
+                "component",
+                "joint",
+            ],
         )?;
         let marker = |r: &mut Self,
                       body: &Option<S<String>>,
@@ -104,14 +114,7 @@ impl Resolver<'_> {
         };
         let (body1, point1) = marker(self, &o.body1, &o.point1, "body1", "point1")?;
         let (body2, point2) = marker(self, &o.body2, &o.point2, "body2", "point2")?;
-        let frame = match &o.frame {
-            Some(f) => {
-                let b = self.body_ref(f, el, "frame")?;
-                self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
-                b
-            }
-            None => BodyRef::Ground,
-        };
+        let (frame, axes) = self.resolving_frame(o, el, &what)?;
         let c = self.required(&o.component, sp.clone(), el, "component", &what)?;
         let component = self.component(c, el)?;
         let (order, unit) = match kname {
@@ -127,9 +130,225 @@ impl Resolver<'_> {
                 body2,
                 point2,
                 frame,
+                axes,
                 component,
             },
             unit,
         ))
+    }
+
+    /// The axes a relative output is resolved along: `frame` a body (its own axes, default
+    /// ground), or with `joint` that joint's `"frame1"` (default) or `"frame2"`.
+    fn resolving_frame(
+        &mut self,
+        o: &RawOutput,
+        el: &str,
+        what: &str,
+    ) -> Res<(BodyRef, nalgebra::Matrix3<f64>)> {
+        let is_joint_frame = |f: &S<String>| matches!(f.get_ref().as_str(), "frame1" | "frame2");
+        let Some(jn) = &o.joint else {
+            return match &o.frame {
+                Some(f) if is_joint_frame(f) => Err(self.err(
+                    f.span(),
+                    el,
+                    format!(
+                        "`frame = \"{}\"` is a joint's frame: give the joint with `joint`",
+                        f.get_ref()
+                    ),
+                )),
+                Some(f) => {
+                    let b = self.body_ref(f, el, "frame")?;
+                    self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
+                    Ok((b, nalgebra::Matrix3::identity()))
+                }
+                None => Ok((BodyRef::Ground, nalgebra::Matrix3::identity())),
+            };
+        };
+        let j = self.joint_ref(jn, el)?;
+        let second = match &o.frame {
+            None => false,
+            Some(f) if is_joint_frame(f) => f.get_ref() == "frame2",
+            Some(f) => {
+                return Err(self.err(
+                    f.span(),
+                    el,
+                    format!("with `joint`, `frame` is \"frame1\" or \"frame2\" (that joint's frames), got \"{}\"", f.get_ref()),
+                ))
+            }
+        };
+        let js = &self.joint_specs[j];
+        let (b, axes) = if second {
+            (js.body2, js.frame2.axes)
+        } else {
+            (js.body1, js.frame1.axes)
+        };
+        self.check_rigid(b, jn.span(), el, &format!("the joint frame of {what}"))?;
+        Ok((b, axes))
+    }
+
+    /// `joint_force` / `joint_torque`: keys `joint`, `component` (`x`, `y`, `z`; `axial` for
+    /// a distance joint's rod tension) and `frame` (`"frame1"` default, `"frame2"`, or a rigid
+    /// body / `ground` whose axes resolve the reaction).
+    pub(super) fn joint_reaction_output(
+        &mut self,
+        o: &RawOutput,
+        kname: &str,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = format!("a {kname} output");
+        self.allowed_keys(el, &what, present, &["joint", "component", "frame"])?;
+        let jn = self.required(&o.joint, sp.clone(), el, "joint", &what)?;
+        let joint = self.joint_ref(jn, el)?;
+        let c = self.required(&o.component, sp.clone(), el, "component", &what)?;
+        let force = kname == "joint_force";
+        if c.get_ref() == "axial" {
+            let kind = self.joint_specs[joint].kind;
+            self.ensure(force && kind == JointKind::Distance, c.span(), el, || {
+                if force {
+                    format!(
+                        "`component = \"axial\"` is the rod force of a distance joint; joint `{}` is a {} joint (use \"x\", \"y\" or \"z\" with `frame`)",
+                        jn.get_ref(),
+                        joint_kind_name(kind)
+                    )
+                } else {
+                    "`component = \"axial\"` is for `joint_force` on a distance joint (the rod carries no torque)".into()
+                }
+            })?;
+            if let Some(f) = &o.frame {
+                return Err(self.err(
+                    f.span(),
+                    el,
+                    "`frame` does not apply to the axial rod force (it is along the rod)",
+                ));
+            }
+            let q = OutputQuantity::JointForce {
+                joint,
+                component: 0,
+                axes: ReactionAxes::RodAxial,
+            };
+            return Ok((q, "N"));
+        }
+        let component = self.component(c, el)?;
+        let axes = match o.frame.as_ref() {
+            None => ReactionAxes::Frame1,
+            Some(f) if f.get_ref() == "frame1" => ReactionAxes::Frame1,
+            Some(f) if f.get_ref() == "frame2" => ReactionAxes::Frame2,
+            Some(f) => {
+                let b = self.body_ref(f, el, "frame").map_err(|_| {
+                    self.err(
+                        f.span(),
+                        el,
+                        format!(
+                            "`frame`: \"{}\" is neither \"frame1\", \"frame2\" (the joint's frames) nor a body, frame or \"ground\"",
+                            f.get_ref()
+                        ),
+                    )
+                })?;
+                self.check_rigid(b, f.span(), el, &format!("the `frame` of {what}"))?;
+                ReactionAxes::Body(b)
+            }
+        };
+        Ok(if force {
+            (
+                OutputQuantity::JointForce {
+                    joint,
+                    component,
+                    axes,
+                },
+                "N",
+            )
+        } else {
+            (
+                OutputQuantity::JointTorque {
+                    joint,
+                    component,
+                    axes,
+                },
+                "N.m",
+            )
+        })
+    }
+
+    /// `element_force` / `element_length`: key `force`, and for a bushing optionally
+    /// `component` (`x`, `y`, `z`: force on body 2 along frame-1 axes / deflection; `rx`, `ry`,
+    /// `rz`: torque / rotation).
+    pub(super) fn element_output(
+        &mut self,
+        o: &RawOutput,
+        kname: &str,
+        el: &str,
+        sp: Range<usize>,
+        present: &[(&'static str, Range<usize>)],
+    ) -> Res<(OutputQuantity, &'static str)> {
+        let what = format!("a {kname} output");
+        self.allowed_keys(el, &what, present, &["force", "component"])?;
+        let fnm = self.required(&o.force, sp, el, "force", &what)?;
+        let force = *self.force_index.get(fnm.get_ref()).ok_or_else(|| {
+            let hint = did_you_mean(fnm.get_ref(), self.force_index.keys());
+            self.err(
+                fnm.span(),
+                el,
+                format!("no force element named `{}`{hint}", fnm.get_ref()),
+            )
+        })?;
+        let length = kname == "element_length";
+        let kind = &self.force_specs[force].kind;
+        if let Some(c) = &o.component {
+            self.ensure(
+                matches!(kind, ForceKind::Bushing { .. }),
+                c.span(),
+                el,
+                || {
+                    format!(
+                    "`component` selects one of a bushing's six components; `{}` is not a bushing",
+                    fnm.get_ref()
+                )
+                },
+            )?;
+            const NAMES: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
+            let component = NAMES.iter().position(|n| n == c.get_ref()).ok_or_else(|| {
+                self.err(
+                    c.span(),
+                    el,
+                    format!(
+                        "`component` of a bushing is one of \"x\", \"y\", \"z\", \"rx\", \"ry\", \"rz\", got \"{}\"",
+                        c.get_ref()
+                    ),
+                )
+            })?;
+            let unit = match (component < 3, length) {
+                (true, false) => "N",
+                (false, false) => "N.m",
+                (true, true) => "m",
+                (false, true) => "rad",
+            };
+            let q = OutputQuantity::ElementComponent {
+                force,
+                component,
+                length,
+            };
+            return Ok((q, unit));
+        }
+        // Torques and angles: rotational springs, and friction and stops on a revolute joint.
+        let rot = match kind {
+            ForceKind::RotationalSpringDamper { .. } | ForceKind::RevoluteFriction { .. } => true,
+            ForceKind::JointStop { joint, .. } => {
+                self.joint_specs[*joint].kind == JointKind::Revolute
+            }
+            _ => false,
+        };
+        Ok(if length {
+            (
+                OutputQuantity::ElementLength { force },
+                if rot { "rad" } else { "m" },
+            )
+        } else {
+            (
+                OutputQuantity::ElementForce { force },
+                if rot { "N.m" } else { "N" },
+            )
+        })
     }
 }

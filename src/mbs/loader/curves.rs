@@ -1,0 +1,82 @@
+//! Characteristic curves from table files on rotational spring-dampers (`table`,
+//! `damper_table`) and bushings (`tables = { x = …, rz = … }`): read, and refused where a
+//! linear coefficient on the same component is also given (`mbs::curves` evaluates them).
+
+use super::*;
+
+/// Component names of a bushing's `tables`, in component order.
+const AXES: [&str; 6] = ["x", "y", "z", "rx", "ry", "rz"];
+
+impl Resolver<'_> {
+    fn curve_table(&mut self, file: &S<String>, el: &str) -> Res<CurveTable> {
+        let (file, x, y) = self.table_file(file, el)?;
+        Ok(CurveTable { file, x, y })
+    }
+
+    /// `table` (spring torque against angle) and `damper_table` (damper torque against angular
+    /// velocity) of a `rotational_spring_damper`; each replaces `stiffness` / `damping`, which
+    /// must then not be given.
+    pub(super) fn torsion_tables(
+        &mut self,
+        f: &RawForce,
+        el: &str,
+    ) -> Res<(Option<CurveTable>, Option<CurveTable>)> {
+        let mut out = [None, None];
+        let pairs = [
+            (&f.table, &f.stiffness, "table", "stiffness"),
+            (&f.damper_table, &f.damping, "damper_table", "damping"),
+        ];
+        for (k, (table, linear, tkey, lkey)) in pairs.into_iter().enumerate() {
+            let Some(t) = table else { continue };
+            if let Some(l) = linear {
+                return Err(self.err(
+                    l.span(),
+                    el,
+                    format!("give `{lkey}` (linear) or `{tkey}` (a curve), not both"),
+                ));
+            }
+            out[k] = Some(self.curve_table(t, el)?);
+        }
+        let [spring, damper] = out;
+        Ok((spring, damper))
+    }
+
+    /// A bushing's `tables`: per component a force-deflection (torque-angle) curve in place
+    /// of that component's stiffness, which must then be absent or 0.
+    pub(super) fn bushing_tables(
+        &mut self,
+        f: &RawForce,
+        el: &str,
+        stiffness: &[Scalar; 3],
+        rot_stiffness: &[Scalar; 3],
+    ) -> Res<[Option<CurveTable>; 6]> {
+        let mut out: [Option<CurveTable>; 6] = Default::default();
+        let Some(tables) = &f.tables else {
+            return Ok(out);
+        };
+        for (k, entry) in tables.get_ref().by_component().into_iter().enumerate() {
+            let Some(file) = entry else { continue };
+            let (key, linear) = if k < 3 {
+                ("stiffness", stiffness[k])
+            } else {
+                ("rot_stiffness", rot_stiffness[k - 3])
+            };
+            let given = match linear {
+                Scalar::Const(x) => (x != 0.0).then(|| format!("{x}")),
+                Scalar::Param(p) => Some(format!("parameter `{}`", self.params[p].name)),
+            };
+            if let Some(v) = given {
+                return Err(self.err(
+                    file.span(),
+                    el,
+                    format!(
+                        "`tables.{axis}` replaces the linear stiffness of component {axis}, but `{key}` gives it {v} too: set that component of `{key}` to 0 or drop the table",
+                        axis = AXES[k]
+                    ),
+                ));
+            }
+            out[k] = Some(self.curve_table(file, el)?);
+        }
+        Ok(out)
+    }
+}
