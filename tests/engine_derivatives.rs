@@ -244,6 +244,7 @@ fn kitchen_sink() -> ModelSpec {
                 rot_stiffness: [c(10.0), c(20.0), c(30.0)],
                 rot_damping: [c(0.1), c(0.2), c(0.3)],
                 tables: Default::default(),
+                damper_tables: Default::default(),
             },
         },
         ForceSpec {

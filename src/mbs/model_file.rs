@@ -408,6 +408,8 @@ pub struct RawForce {
     pub preload_torque: Option<NumList>,
     /// Bushing characteristic curves per component (`mbs::curves`).
     pub tables: Option<S<RawAxisTables>>,
+    /// Bushing damper curves per component: velocity, force (`mbs::curves`).
+    pub damper_tables: Option<S<RawAxisTables>>,
     // Contact.
     pub geometry: Option<S<String>>,
     pub sphere: Option<S<String>>,
@@ -556,6 +558,7 @@ present_keys!(
         preload_force,
         preload_torque,
         tables,
+        damper_tables,
         geometry,
         sphere,
         center,

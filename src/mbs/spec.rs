@@ -322,6 +322,10 @@ pub enum ForceKind {
         /// place of that component's stiffness (`tables`; `mbs::curves`).
         #[serde(default)]
         tables: Box<[Option<CurveTable>; 6]>,
+        /// Per component: a force-velocity (torque-angular velocity) damper curve in place of
+        /// that component's damping (`damper_tables`; `mbs::curves`).
+        #[serde(default)]
+        damper_tables: Box<[Option<CurveTable>; 6]>,
     },
     /// Penalty contact, with tangential friction if `friction` is given
     /// (`mbs::contact_friction`).

@@ -118,13 +118,15 @@ pub(super) enum Law {
     },
     /// Linear spring-damper on a coordinate around its initial value `rest`:
     /// `−k(ξ − rest) − c ξ̇ + preload` (bushing components); a curve `f(ξ − rest)` in place of
-    /// `k(ξ − rest)` on a component with a table.
+    /// `k(ξ − rest)` on a component with a table, a damper curve `f_d(ξ̇)` in place of `c ξ̇`
+    /// on one with a damper table.
     Linear {
         k: f64,
         c: f64,
         rest: f64,
         preload: f64,
         curve: Option<super::curves::Curve>,
+        damper: Option<super::curves::Curve>,
     },
     /// Penalty contact on a separation coordinate ξ with penetration `δ = gap − ξ`.
     Contact {
@@ -729,6 +731,7 @@ impl System {
                     rot_stiffness,
                     rot_damping,
                     tables,
+                    damper_tables,
                 } => {
                     let d = diff(*body1, frame1, *body2, frame2);
                     let a1 = [0, 1, 2].map(|k| frame_vec(*body1, frame1, k));
@@ -742,6 +745,9 @@ impl System {
                                 rest: f64::NAN,
                                 preload: preload[k],
                                 curve: tables[k].as_ref().map(super::curves::Curve::from_table),
+                                damper: damper_tables[k]
+                                    .as_ref()
+                                    .map(super::curves::Curve::from_table),
                             },
                             element: fi,
                             preset: 0.0,
@@ -760,6 +766,9 @@ impl System {
                                 rest: f64::NAN,
                                 preload: preload[3 + k],
                                 curve: tables[3 + k].as_ref().map(super::curves::Curve::from_table),
+                                damper: damper_tables[3 + k]
+                                    .as_ref()
+                                    .map(super::curves::Curve::from_table),
                             },
                             element: fi,
                             preset: 0.0,
@@ -1133,12 +1142,17 @@ impl System {
                 rest,
                 preload,
                 curve,
+                damper,
             } => {
                 let (fs, dfs) = match curve {
                     Some(curve) => curve.eval(xi - rest),
                     None => (k * (xi - rest), *k),
                 };
-                (-fs - c * rate + preload, -dfs, -c)
+                let (fd, dfd) = match damper {
+                    Some(curve) => curve.eval(rate),
+                    None => (c * rate, *c),
+                };
+                (-fs - fd + preload, -dfs, -dfd)
             }
             Law::Contact { gap, hertz, k, c } => {
                 let delta = gap - xi;

@@ -1,5 +1,5 @@
 //! Characteristic curves from table files on rotational spring-dampers (`table`,
-//! `damper_table`) and bushings (`tables = { x = …, rz = … }`): read, and refused where a
+//! `damper_table`) and bushings (`tables = { x = …, rz = … }`, `damper_tables`): read, and refused where a
 //! linear coefficient on the same component is also given (`mbs::curves` evaluates them).
 
 use super::*;
@@ -50,16 +50,43 @@ impl Resolver<'_> {
         stiffness: &[Scalar; 3],
         rot_stiffness: &[Scalar; 3],
     ) -> Res<[Option<CurveTable>; 6]> {
+        let keys = ("tables", "stiffness", "rot_stiffness", "stiffness");
+        self.axis_tables(f.tables.as_ref(), el, stiffness, rot_stiffness, keys)
+    }
+
+    /// A bushing's `damper_tables`: per component a force-velocity (torque-angular velocity)
+    /// curve in place of that component's damping, which must then be absent or 0.
+    pub(super) fn bushing_damper_tables(
+        &mut self,
+        f: &RawForce,
+        el: &str,
+        damping: &[Scalar; 3],
+        rot_damping: &[Scalar; 3],
+    ) -> Res<[Option<CurveTable>; 6]> {
+        let keys = ("damper_tables", "damping", "rot_damping", "damping");
+        self.axis_tables(f.damper_tables.as_ref(), el, damping, rot_damping, keys)
+    }
+
+    /// Per-component curves of `tables` / `damper_tables`; `keys` = (table key, translational
+    /// coefficient key, rotational coefficient key, what the curve replaces).
+    fn axis_tables(
+        &mut self,
+        tables: Option<&S<RawAxisTables>>,
+        el: &str,
+        linear: &[Scalar; 3],
+        rot_linear: &[Scalar; 3],
+        (tkey, key, rot_key, what): (&str, &str, &str, &str),
+    ) -> Res<[Option<CurveTable>; 6]> {
         let mut out: [Option<CurveTable>; 6] = Default::default();
-        let Some(tables) = &f.tables else {
+        let Some(tables) = tables else {
             return Ok(out);
         };
         for (k, entry) in tables.get_ref().by_component().into_iter().enumerate() {
             let Some(file) = entry else { continue };
             let (key, linear) = if k < 3 {
-                ("stiffness", stiffness[k])
+                (key, linear[k])
             } else {
-                ("rot_stiffness", rot_stiffness[k - 3])
+                (rot_key, rot_linear[k - 3])
             };
             let given = match linear {
                 Scalar::Const(x) => (x != 0.0).then(|| format!("{x}")),
@@ -70,7 +97,7 @@ impl Resolver<'_> {
                     file.span(),
                     el,
                     format!(
-                        "`tables.{axis}` replaces the linear stiffness of component {axis}, but `{key}` gives it {v} too: set that component of `{key}` to 0 or drop the table",
+                        "`{tkey}.{axis}` replaces the linear {what} of component {axis}, but `{key}` gives it {v} too: set that component of `{key}` to 0 or drop the table",
                         axis = AXES[k]
                     ),
                 ));

@@ -572,7 +572,7 @@ impl Resolver<'_> {
                 ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator, table, damper_table }
             }
             "bushing" => {
-                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque", "tables"])?;
+                self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque", "tables", "damper_tables"])?;
                 let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
                 self.check_rigid(b1, f.body1.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
                 self.check_rigid(b2, f.body2.as_ref().map(|b| b.span()).unwrap_or(sp.clone()), &el, &what)?;
@@ -599,7 +599,8 @@ impl Resolver<'_> {
                 let rot_damping = self.list_nonneg(f.rot_damping.as_ref(), &el, "rot_damping", "N m s/rad")?;
                 let preload = self.bushing_preload(f, &el)?;
                 let tables = Box::new(self.bushing_tables(f, &el, &stiffness, &rot_stiffness)?);
-                ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping, tables }
+                let damper_tables = Box::new(self.bushing_damper_tables(f, &el, &damping, &rot_damping)?);
+                ForceKind::Bushing { preload, body1: b1, frame1, body2: b2, frame2, stiffness, damping, rot_stiffness, rot_damping, tables, damper_tables }
             }
             "contact" => self.contact(f, &el, sp.clone(), &present)?,
             "tire" => self.tire(f, &el, sp.clone(), &present)?,
