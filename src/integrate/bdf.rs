@@ -27,6 +27,7 @@
 
 use super::ggl::Ggl;
 use super::jacobian::{thread_cpu_time, FailureAction, JacobianStore, ReevalPolicy, Refresh};
+use super::reanchor::{reanchor_differences, InputKink, ReanchorWork};
 use super::step_control::{initial_step_size, weighted_rms_norm};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use nalgebra::DMatrix;
@@ -47,6 +48,10 @@ const MAX_FACTOR: f64 = 10.0;
 /// Step reductions within one call of `step` before giving up.
 const MAX_REJECTIONS: u32 = 30;
 
+pub static TMP_CNT: [std::sync::atomic::AtomicU64; 12] = [const { std::sync::atomic::AtomicU64::new(0) }; 12];
+fn tmp_inc(i: usize) {
+    TMP_CNT[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
 /// `γ_k = Σ_{j=1..k} 1/j`.
 fn gamma(k: usize) -> f64 {
     (1..=k).map(|j| 1.0 / j as f64).sum()
@@ -89,6 +94,13 @@ pub struct Bdf {
     /// Where the CPU time goes (off unless [`Bdf::enable_profile`]).
     #[serde(default)]
     profile: Profile,
+    /// Workspace of the re-anchoring at communication points (not state).
+    #[serde(skip)]
+    reanchor: ReanchorWork,
+    #[serde(skip)]
+    kink_pending: bool,
+    #[serde(skip)]
+    kink_err: f64,
 }
 
 /// Thread CPU time spent in the parts of the BDF, seconds (see [`Bdf::enable_profile`]).
@@ -171,6 +183,9 @@ impl Bdf {
             err: Vec::new(),
             err2: Vec::new(),
             profile: Profile::default(),
+            reanchor: ReanchorWork::default(),
+            kink_pending: false,
+            kink_err: 0.0,
         }
     }
 
@@ -206,6 +221,12 @@ impl Bdf {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// Re-anchorings of the history at communication points since this object was made or
+    /// restored (a diagnostic, not saved with the state).
+    pub fn reanchors(&self) -> u64 {
+        self.reanchor.count
     }
 
     /// Current order.
@@ -447,6 +468,47 @@ impl Bdf {
         Ok(true)
     }
 
+    /// Re-anchor the history to the right-hand side that changed at the current point with
+    /// the state (new input segments at a communication point; see [`super::reanchor`]), when
+    /// the kink can matter at the current step size and tolerance. Costs one LU of the
+    /// saddle-point matrix and three evaluations of forces, `M`, `Φ_q`, `γ`; allocates only
+    /// the first time.
+    fn reanchor<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        kink: InputKink,
+    ) -> Result<(), IntegrateError> {
+        let k = self.order;
+        if !self.initialized || self.settings.fixed_step.is_some() {
+            return Ok(());
+        }
+        let h = self.h;
+        self.kink_err = 0.0;
+        self.kink_pending = false;
+        if !kink.matters(h.max(self.h_next), self.settings.atol) {
+            return Ok(());
+        }
+        let t = self.state.t;
+        let work = &mut self.reanchor;
+        if !work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 1e-3 * h)? {
+            return Ok(());
+        }
+        work.count += 1;
+        self.kink_pending = true;
+        let (rtol, atol) = (self.settings.rtol, self.settings.atol);
+        reanchor_differences::<{ MAX_ORDER + 1 }>(
+            &mut self.d,
+            k,
+            h,
+            self.nq,
+            &work.a,
+            &work.adot,
+            rtol,
+            atol,
+        );
+        Ok(())
+    }
+
     /// Re-interpolate the differences onto a grid of spacing `factor · h` (scipy's `change_D`).
     fn change_d(&mut self, factor: f64) {
         let k = self.order;
@@ -686,21 +748,33 @@ impl Bdf {
         let mut nonfinite = false;
         loop {
             let k = self.order;
-            // Land on the limit with equal steps: a remnant step much shorter than h would
-            // change α beyond the band where the matrix is kept (a refresh at every
-            // communication point) and reset the equal-step count twice. Within 4 steps of the
-            // limit, use r/n for n = ⌈r/h⌉ (between h/2 and h); stretch by up to 1 %.
+            // Land on the limit with equal steps over the whole remaining interval: r/n for
+            // n = ⌈r/h⌉ (one step if h stretched by up to 1 % reaches it). The steps after the
+            // first find n − 1, n − 2, … and the same r/n (the 1e-6 keeps rounding from adding
+            // a step), and the next communication interval of the same length the same grid,
+            // so h changes only when the controller asks for it.
+            // (Equalizing only within 4 steps of the limit changed h twice per interval: α
+            // left the band where the matrix is kept, and the equal-step count never reached
+            // k + 1, so h never grew — the slider-crank at H = 1 ms stayed at H/7.)
             let r = t_limit - t;
-            let mut h_plan = if r <= 1.01 * h_target {
-                r
+            let n = if r <= 1.01 * h_target {
+                1.0
             } else {
-                let n = (r / h_target).ceil();
-                if n <= 4.0 {
-                    r / n
-                } else {
-                    h_target
-                }
+                (r / h_target - 1e-6).ceil().max(1.0)
             };
+            let mut h_plan = r / n;
+            if std::env::var("TMP_OLD_LANDING").is_ok() {
+                h_plan = if r <= 1.01 * h_target {
+                    r
+                } else {
+                    let n = (r / h_target).ceil();
+                    if n <= 4.0 {
+                        r / n
+                    } else {
+                        h_target
+                    }
+                };
+            }
             // Keep the grid (no re-interpolation) for changes at rounding level.
             if (h_plan - self.h).abs() <= 1e-10 * self.h {
                 h_plan = self.h;
@@ -734,6 +808,7 @@ impl Bdf {
                 });
             }
             if h_step != self.h {
+                tmp_inc(0);
                 self.change_d(h_step / self.h);
                 self.h = h_step;
             }
@@ -844,6 +919,15 @@ impl Bdf {
                 continue;
             }
             // Accept: update the differences.
+            tmp_inc(5 + k);
+            if self.kink_pending {
+                self.kink_pending = false;
+                self.kink_err = err_norm;
+            }
+            if std::env::var("TMP_DBG").is_ok() && (t_new - 2.0).abs() < 1e-9 {
+                let c: Vec<u64> = TMP_CNT.iter().map(|x| x.swap(0, std::sync::atomic::Ordering::Relaxed)).collect();
+                eprintln!("TMPDBG full_by {:?} change_d {} decisions {} etf {} cf {} orders {:?} stats {:?}", self.profile.full_by_reason, c[0], c[1], self.stats.error_test_failures, self.stats.convergence_failures, &c[6..11], self.stats);
+            }
             self.stats.steps += 1;
             self.n_equal_steps += 1;
             for i in 0..ny {
@@ -872,6 +956,7 @@ impl Bdf {
             if self.settings.fixed_step.is_some() {
                 self.h_next = h_step;
             } else if self.n_equal_steps > k {
+                tmp_inc(1);
                 let norm_of = |bdf: &mut Bdf, col: usize, ec: f64| -> f64 {
                     for i in 0..n2 {
                         bdf.err2[i] = ec * bdf.d[(i, col)];
@@ -907,10 +992,20 @@ impl Bdf {
                     dk = 1;
                 }
                 self.order_next = (k as i32 + dk) as usize;
+                if std::env::var("TMP_KINKCTL").is_ok() && self.kink_err > 0.0 {
+                    let e: f64 = std::env::var("TMP_KINKEXP").ok().and_then(|v| v.parse().ok()).unwrap_or(0.5);
+                    if dk >= 0 || true {
+                        best = best.min(self.kink_err.max(1e-300).powf(-e));
+                    }
+                }
                 self.h_next = (h_step * (safety * best).min(MAX_FACTOR)).min(self.h_max());
                 self.n_equal_steps = 0;
             } else if !clipped {
                 self.h_next = h_step;
+            } else if std::env::var("TMP_OLD_HNEXT").is_err() {
+                // Landed on a shortened grid: keep the target, but the one this step came to
+                // after rejections (not the one it started with, which failed).
+                self.h_next = h_target;
             }
             return Ok(t_new);
         }
@@ -968,6 +1063,16 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
 
     fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
         Bdf::restart(self, sys, x)
+    }
+
+    fn inputs_changed(&mut self, sys: &mut S, kink: InputKink) -> Result<(), IntegrateError> {
+        if std::env::var("TMP_NO_REANCHOR").is_ok() {
+            return Ok(());
+        }
+        if std::env::var("TMP_NO_GATE").is_ok() {
+            return self.reanchor(sys, InputKink::UNKNOWN);
+        }
+        self.reanchor(sys, kink)
     }
 
     fn set_settings(&mut self, settings: Settings) {
