@@ -48,10 +48,6 @@ const MAX_FACTOR: f64 = 10.0;
 /// Step reductions within one call of `step` before giving up.
 const MAX_REJECTIONS: u32 = 30;
 
-pub static TMP_CNT: [std::sync::atomic::AtomicU64; 12] = [const { std::sync::atomic::AtomicU64::new(0) }; 12];
-fn tmp_inc(i: usize) {
-    TMP_CNT[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
 /// `γ_k = Σ_{j=1..k} 1/j`.
 fn gamma(k: usize) -> f64 {
     (1..=k).map(|j| 1.0 / j as f64).sum()
@@ -97,10 +93,6 @@ pub struct Bdf {
     /// Workspace of the re-anchoring at communication points (not state).
     #[serde(skip)]
     reanchor: ReanchorWork,
-    #[serde(skip)]
-    kink_pending: bool,
-    #[serde(skip)]
-    kink_err: f64,
 }
 
 /// Thread CPU time spent in the parts of the BDF, seconds (see [`Bdf::enable_profile`]).
@@ -184,8 +176,6 @@ impl Bdf {
             err2: Vec::new(),
             profile: Profile::default(),
             reanchor: ReanchorWork::default(),
-            kink_pending: false,
-            kink_err: 0.0,
         }
     }
 
@@ -478,31 +468,28 @@ impl Bdf {
         sys: &mut S,
         kink: InputKink,
     ) -> Result<(), IntegrateError> {
-        let k = self.order;
         if !self.initialized || self.settings.fixed_step.is_some() {
             return Ok(());
         }
         let h = self.h;
-        self.kink_err = 0.0;
-        self.kink_pending = false;
-        if !kink.matters(h.max(self.h_next), self.settings.atol) {
+        if !kink.matters(h, self.settings.atol) {
             return Ok(());
         }
+        // The order of the next step (its differences are all kept after an accepted step).
+        let k = self.order_next;
         let t = self.state.t;
         let work = &mut self.reanchor;
-        if !work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 1e-3 * h)? {
+        if !work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 0.02 * h)? {
             return Ok(());
         }
         work.count += 1;
-        self.kink_pending = true;
         let (rtol, atol) = (self.settings.rtol, self.settings.atol);
         reanchor_differences::<{ MAX_ORDER + 1 }>(
             &mut self.d,
             k,
             h,
             self.nq,
-            &work.a,
-            &work.adot,
+            [&work.a, &work.adot, &work.addot],
             rtol,
             atol,
         );
@@ -763,18 +750,6 @@ impl Bdf {
                 (r / h_target - 1e-6).ceil().max(1.0)
             };
             let mut h_plan = r / n;
-            if std::env::var("TMP_OLD_LANDING").is_ok() {
-                h_plan = if r <= 1.01 * h_target {
-                    r
-                } else {
-                    let n = (r / h_target).ceil();
-                    if n <= 4.0 {
-                        r / n
-                    } else {
-                        h_target
-                    }
-                };
-            }
             // Keep the grid (no re-interpolation) for changes at rounding level.
             if (h_plan - self.h).abs() <= 1e-10 * self.h {
                 h_plan = self.h;
@@ -808,7 +783,6 @@ impl Bdf {
                 });
             }
             if h_step != self.h {
-                tmp_inc(0);
                 self.change_d(h_step / self.h);
                 self.h = h_step;
             }
@@ -919,15 +893,6 @@ impl Bdf {
                 continue;
             }
             // Accept: update the differences.
-            tmp_inc(5 + k);
-            if self.kink_pending {
-                self.kink_pending = false;
-                self.kink_err = err_norm;
-            }
-            if std::env::var("TMP_DBG").is_ok() && (t_new - 2.0).abs() < 1e-9 {
-                let c: Vec<u64> = TMP_CNT.iter().map(|x| x.swap(0, std::sync::atomic::Ordering::Relaxed)).collect();
-                eprintln!("TMPDBG full_by {:?} change_d {} decisions {} etf {} cf {} orders {:?} stats {:?}", self.profile.full_by_reason, c[0], c[1], self.stats.error_test_failures, self.stats.convergence_failures, &c[6..11], self.stats);
-            }
             self.stats.steps += 1;
             self.n_equal_steps += 1;
             for i in 0..ny {
@@ -956,7 +921,6 @@ impl Bdf {
             if self.settings.fixed_step.is_some() {
                 self.h_next = h_step;
             } else if self.n_equal_steps > k {
-                tmp_inc(1);
                 let norm_of = |bdf: &mut Bdf, col: usize, ec: f64| -> f64 {
                     for i in 0..n2 {
                         bdf.err2[i] = ec * bdf.d[(i, col)];
@@ -992,17 +956,11 @@ impl Bdf {
                     dk = 1;
                 }
                 self.order_next = (k as i32 + dk) as usize;
-                if std::env::var("TMP_KINKCTL").is_ok() && self.kink_err > 0.0 {
-                    let e: f64 = std::env::var("TMP_KINKEXP").ok().and_then(|v| v.parse().ok()).unwrap_or(0.5);
-                    if dk >= 0 || true {
-                        best = best.min(self.kink_err.max(1e-300).powf(-e));
-                    }
-                }
                 self.h_next = (h_step * (safety * best).min(MAX_FACTOR)).min(self.h_max());
                 self.n_equal_steps = 0;
             } else if !clipped {
                 self.h_next = h_step;
-            } else if std::env::var("TMP_OLD_HNEXT").is_err() {
+            } else {
                 // Landed on a shortened grid: keep the target, but the one this step came to
                 // after rejections (not the one it started with, which failed).
                 self.h_next = h_target;
@@ -1066,12 +1024,6 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
     }
 
     fn inputs_changed(&mut self, sys: &mut S, kink: InputKink) -> Result<(), IntegrateError> {
-        if std::env::var("TMP_NO_REANCHOR").is_ok() {
-            return Ok(());
-        }
-        if std::env::var("TMP_NO_GATE").is_ok() {
-            return self.reanchor(sys, InputKink::UNKNOWN);
-        }
         self.reanchor(sys, kink)
     }
 
