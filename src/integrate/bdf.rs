@@ -472,14 +472,23 @@ impl Bdf {
             return Ok(());
         }
         let h = self.h;
-        if !kink.matters(h, self.settings.atol) {
+        // The velocities' error weight: atol + rtol |v| at the largest velocity.
+        let vmax = self.state.v.iter().fold(0.0f64, |m, z| m.max(z.abs()));
+        let weight = self.settings.atol + self.settings.rtol * vmax;
+        if !kink.matters(h, weight) {
             return Ok(());
         }
         // The order of the next step (its differences are all kept after an accepted step).
         let k = self.order_next;
         let t = self.state.t;
         let work = &mut self.reanchor;
-        if !work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 0.02 * h)? {
+        // Only an improvement of the history: if the new right-hand side cannot be evaluated
+        // here (a singular saddle-point matrix, values not finite), the step's own Newton
+        // iteration and error test decide as before.
+        if !matches!(
+            work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 0.02 * h),
+            Ok(true)
+        ) {
             return Ok(());
         }
         work.count += 1;
