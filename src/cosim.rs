@@ -42,7 +42,7 @@ use crate::integrate::events::{
     Event, EventFunctions, EventLocator, StepOutcome, MAX_STEPS_PER_CALL,
 };
 use crate::integrate::{
-    rtol_in_range, IntegrateError, Integrator, JacobianStrategy, MechState, Method,
+    rtol_in_range, InputKink, IntegrateError, Integrator, JacobianStrategy, MechState, Method,
     MultibodySystem, Settings, Stats, RTOL_MIN,
 };
 use crate::mbs::inputs::{InputSegment, InputSignals};
@@ -945,6 +945,12 @@ impl<E: Engine> Simulation<E> {
             // The new segments change the right-hand side at t0 (u'' jumps between segments):
             // derivatives the method carried over from its last step are stale.
             <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
+            // The history spans the kink in `ü` there: a multistep method re-anchors it when
+            // the kink matters at its tolerance.
+            let kink = input_kink(&self.st.inputs, &mut self.st.engine, t0);
+            if kink.accel > 0.0 || kink.jerk > 0.0 {
+                <AnyIntegrator as Integrator<E>>::inputs_changed(integ, &mut self.st.engine, kink)?;
+            }
         }
         // Segments at the last accepted time, and the importer's answers at stage times of
         // this communication step.
@@ -1687,6 +1693,26 @@ impl<E: Engine> crate::integrate::system::StepHooks for StageSampled<'_, E> {
     fn take_law_switch(&mut self) -> bool {
         self.engine.take_law_switch()
     }
+}
+
+/// How much the segments now installed jump against the committed ones at `t0` in the
+/// second and third time derivatives (the smooth reconstruction keeps value and slope
+/// continuous; `ü` and the cubic's `u⃛` jump): the size of the kink in the right-hand side
+/// that a multistep history spans ([`Integrator::inputs_changed`]). Unknown when an input has
+/// no committed segment yet.
+fn input_kink<E: Engine>(inputs: &[InputState], e: &mut E, t0: f64) -> InputKink {
+    let mut kink = InputKink {
+        accel: 0.0,
+        jerk: 0.0,
+    };
+    for (inp, seg) in inputs.iter().zip(&e.inputs_mut().segments) {
+        let Some(c) = inp.committed else {
+            return InputKink::UNKNOWN;
+        };
+        kink.accel = kink.accel.max((c.eval(t0)[2] - seg.eval(t0)[2]).abs());
+        kink.jerk = kink.jerk.max(6.0 * (c.coeffs[3] - seg.coeffs[3]).abs());
+    }
+    kink
 }
 
 /// After new input segments at `x.t`: the state projected onto the position and velocity

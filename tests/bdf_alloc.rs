@@ -4,7 +4,7 @@
 
 use mbsfmu::integrate::bdf::Bdf;
 use mbsfmu::integrate::test_systems::CartesianChain;
-use mbsfmu::integrate::{Integrator, JacobianStrategy, Settings};
+use mbsfmu::integrate::{InputKink, Integrator, JacobianStrategy, Settings};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -47,18 +47,28 @@ fn no_allocation_per_step() {
         for _ in 0..20 {
             bdf.step(&mut sys, 100.0).unwrap();
         }
+        // The re-anchoring workspace is sized on first use.
+        bdf.inputs_changed(&mut sys, InputKink::UNKNOWN).unwrap();
         let before = ALLOCS.load(Ordering::Relaxed);
         let stats_before = *bdf.stats();
         let mut t_comm = bdf.state().t;
         // Communication points of very different spacing: clipping changes h (and α), which
         // forces Jacobian refreshes and updates inside the counted window.
         for i in 0..600 {
+            // A communication point with new inputs of unknown kink: the history is
+            // re-anchored there (one LU and solves in a preallocated workspace).
+            bdf.inputs_changed(&mut sys, InputKink::UNKNOWN).unwrap();
             t_comm += [0.05, 0.002, 0.3][i % 3];
             while bdf.state().t < t_comm {
                 bdf.step(&mut sys, t_comm).unwrap();
             }
         }
         let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+        assert_eq!(
+            bdf.reanchors(),
+            601,
+            "re-anchored at every communication point"
+        );
         let s = bdf.stats();
         assert!(
             s.jac_evals + s.jac_updates > stats_before.jac_evals + stats_before.jac_updates,

@@ -8,7 +8,9 @@ use super::local_linearization::LocalLinearization;
 use super::newmark::Newmark;
 use super::rosenbrock::RosenbrockNystrom;
 use super::sdirk::Sdirk;
-use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
+use super::{
+    InputKink, IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats,
+};
 use serde::{Deserialize, Serialize};
 
 // One per FMU instance, built once and never moved on the hot path: the size difference of
@@ -100,6 +102,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for AnyIntegrator {
     }
     fn rhs_changed(&mut self) {
         dispatch!(self, i => Integrator::<S>::rhs_changed(i))
+    }
+    fn inputs_changed(&mut self, sys: &mut S, kink: InputKink) -> Result<(), IntegrateError> {
+        dispatch!(self, i => Integrator::<S>::inputs_changed(i, sys, kink))
     }
     fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
         dispatch!(self, i => Integrator::<S>::restart(i, sys, x))

@@ -27,6 +27,7 @@
 
 use super::ggl::Ggl;
 use super::jacobian::{thread_cpu_time, FailureAction, JacobianStore, ReevalPolicy, Refresh};
+use super::reanchor::{reanchor_differences, InputKink, ReanchorWork};
 use super::step_control::{initial_step_size, weighted_rms_norm};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use nalgebra::DMatrix;
@@ -89,6 +90,9 @@ pub struct Bdf {
     /// Where the CPU time goes (off unless [`Bdf::enable_profile`]).
     #[serde(default)]
     profile: Profile,
+    /// Workspace of the re-anchoring at communication points (not state).
+    #[serde(skip)]
+    reanchor: ReanchorWork,
 }
 
 /// Thread CPU time spent in the parts of the BDF, seconds (see [`Bdf::enable_profile`]).
@@ -171,6 +175,7 @@ impl Bdf {
             err: Vec::new(),
             err2: Vec::new(),
             profile: Profile::default(),
+            reanchor: ReanchorWork::default(),
         }
     }
 
@@ -206,6 +211,12 @@ impl Bdf {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// Re-anchorings of the history at communication points since this object was made or
+    /// restored (a diagnostic, not saved with the state).
+    pub fn reanchors(&self) -> u64 {
+        self.reanchor.count
     }
 
     /// Current order.
@@ -447,6 +458,53 @@ impl Bdf {
         Ok(true)
     }
 
+    /// Re-anchor the history to the right-hand side that changed at the current point with
+    /// the state (new input segments at a communication point; see [`super::reanchor`]), when
+    /// the kink can matter at the current step size and tolerance. Costs one LU of the
+    /// saddle-point matrix and three evaluations of forces, `M`, `Φ_q`, `γ`; allocates only
+    /// the first time.
+    fn reanchor<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        kink: InputKink,
+    ) -> Result<(), IntegrateError> {
+        if !self.initialized || self.settings.fixed_step.is_some() {
+            return Ok(());
+        }
+        let h = self.h;
+        // The velocities' error weight: atol + rtol |v| at the largest velocity.
+        let vmax = self.state.v.iter().fold(0.0f64, |m, z| m.max(z.abs()));
+        let weight = self.settings.atol + self.settings.rtol * vmax;
+        if !kink.matters(h, weight) {
+            return Ok(());
+        }
+        // The order of the next step (its differences are all kept after an accepted step).
+        let k = self.order_next;
+        let t = self.state.t;
+        let work = &mut self.reanchor;
+        // Only an improvement of the history: if the new right-hand side cannot be evaluated
+        // here (a singular saddle-point matrix, values not finite), the step's own Newton
+        // iteration and error test decide as before.
+        if !matches!(
+            work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 0.02 * h),
+            Ok(true)
+        ) {
+            return Ok(());
+        }
+        work.count += 1;
+        let (rtol, atol) = (self.settings.rtol, self.settings.atol);
+        reanchor_differences::<{ MAX_ORDER + 1 }>(
+            &mut self.d,
+            k,
+            h,
+            self.nq,
+            [&work.a, &work.adot, &work.addot],
+            rtol,
+            atol,
+        );
+        Ok(())
+    }
+
     /// Re-interpolate the differences onto a grid of spacing `factor · h` (scipy's `change_D`).
     fn change_d(&mut self, factor: f64) {
         let k = self.order;
@@ -686,21 +744,21 @@ impl Bdf {
         let mut nonfinite = false;
         loop {
             let k = self.order;
-            // Land on the limit with equal steps: a remnant step much shorter than h would
-            // change α beyond the band where the matrix is kept (a refresh at every
-            // communication point) and reset the equal-step count twice. Within 4 steps of the
-            // limit, use r/n for n = ⌈r/h⌉ (between h/2 and h); stretch by up to 1 %.
+            // Land on the limit with equal steps over the whole remaining interval: r/n for
+            // n = ⌈r/h⌉ (one step if h stretched by up to 1 % reaches it). The steps after the
+            // first find n − 1, n − 2, … and the same r/n (the 1e-6 keeps rounding from adding
+            // a step), and the next communication interval of the same length the same grid,
+            // so h changes only when the controller asks for it.
+            // (Equalizing only within 4 steps of the limit changed h twice per interval: α
+            // left the band where the matrix is kept, and the equal-step count never reached
+            // k + 1, so h never grew — the slider-crank at H = 1 ms stayed at H/7.)
             let r = t_limit - t;
-            let mut h_plan = if r <= 1.01 * h_target {
-                r
+            let n = if r <= 1.01 * h_target {
+                1.0
             } else {
-                let n = (r / h_target).ceil();
-                if n <= 4.0 {
-                    r / n
-                } else {
-                    h_target
-                }
+                (r / h_target - 1e-6).ceil().max(1.0)
             };
+            let mut h_plan = r / n;
             // Keep the grid (no re-interpolation) for changes at rounding level.
             if (h_plan - self.h).abs() <= 1e-10 * self.h {
                 h_plan = self.h;
@@ -911,6 +969,10 @@ impl Bdf {
                 self.n_equal_steps = 0;
             } else if !clipped {
                 self.h_next = h_step;
+            } else {
+                // Landed on a shortened grid: keep the target, but the one this step came to
+                // after rejections (not the one it started with, which failed).
+                self.h_next = h_target;
             }
             return Ok(t_new);
         }
@@ -968,6 +1030,10 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
 
     fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
         Bdf::restart(self, sys, x)
+    }
+
+    fn inputs_changed(&mut self, sys: &mut S, kink: InputKink) -> Result<(), IntegrateError> {
+        self.reanchor(sys, kink)
     }
 
     fn set_settings(&mut self, settings: Settings) {

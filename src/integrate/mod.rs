@@ -15,6 +15,7 @@ pub mod jacobian;
 pub mod linalg;
 pub mod local_linearization;
 pub mod newmark;
+pub mod reanchor;
 pub mod rosenbrock;
 pub mod sdirk;
 pub mod sparse;
@@ -25,6 +26,7 @@ pub mod test_systems;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use reanchor::InputKink;
 pub use system::{
     ConstraintHessians, Excitations, ForceJacobians, Mechanical, MultibodySystem, StepHooks,
 };
@@ -295,6 +297,15 @@ pub trait Integrator<S: MultibodySystem + ?Sized> {
     /// next (`f(t_n, y_n)`, start-of-step data) evaluates them again before its next step.
     /// Methods that evaluate everything at the start of each step need nothing (the default).
     fn rhs_changed(&mut self) {}
+    /// New input segments at the current point, the state unchanged (a communication point
+    /// without a jump): the right-hand side's time derivatives may jump there by `kink` (the
+    /// smooth reconstruction joins its segments with a jump in `ü`). A multistep method whose
+    /// history spans that kink re-anchors it to the new right-hand side when the kink matters
+    /// at its tolerance; one-step methods need nothing beyond [`Integrator::rhs_changed`]
+    /// (the default).
+    fn inputs_changed(&mut self, _sys: &mut S, _kink: InputKink) -> Result<(), IntegrateError> {
+        Ok(())
+    }
     /// Start again from `x` after a jump in the state (an input that moved a driven position
     /// or velocity): the history is gone, but what does not depend on it may be kept (a
     /// multistep method keeps its Jacobian, iteration matrix and step size). Returns whether
