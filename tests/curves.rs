@@ -74,9 +74,13 @@ force = "strut"
     )
 }
 
-/// The model file and its damper table (17 rows, −2 … 2 m/s) in a temporary directory.
+/// The model file and its damper table (17 rows, −2 … 2 m/s) in a temporary directory of its
+/// own per call (tests run in parallel threads of one process: a shared directory let one test
+/// read the table while another rewrote it).
 fn write_model(formulation: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mbsfmu-curves-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mbsfmu-curves-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut csv = String::from("velocity,force\n");
     for i in 0..=16 {
@@ -306,7 +310,10 @@ axis = [0.0, 0.0, 1.0]
 
 /// A temporary directory for a model and its tables.
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mbsfmu-curves-{tag}-{}", std::process::id()));
+    // One per call: tests run in parallel threads of one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mbsfmu-curves-{tag}-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
