@@ -410,7 +410,7 @@ pub fn output_dependencies_with(
                 OutputQuantity::ElementForce { force }
                 | OutputQuantity::ElementComponent { force, .. }
                 | OutputQuantity::Tire { force, .. }
-| OutputQuantity::ContactFriction { force, .. } => {
+                | OutputQuantity::ContactFriction { force, .. } => {
                     element_force.get(*force).cloned().unwrap_or_else(all)
                 }
                 OutputQuantity::Energy => energy.clone(),
@@ -474,7 +474,7 @@ pub fn output_dependencies_with(
                     OutputQuantity::ElementForce { force }
                     | OutputQuantity::ElementComponent { force, .. }
                     | OutputQuantity::Tire { force, .. }
-| OutputQuantity::ContactFriction { force, .. } => {
+                    | OutputQuantity::ContactFriction { force, .. } => {
                         moved_between(&force_ends(*force), VALUE | RATE)
                     }
                     OutputQuantity::WheelAngle { body, .. } => moved_body(*body, true, VALUE),
