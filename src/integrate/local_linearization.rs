@@ -534,7 +534,7 @@ impl LocalLinearization {
         }
         // `fm` holds f(y_s); `yp` holds y_s. A smooth (or kinked) f changes ~100 times less
         // over the shorter distance; a jump changes as much.
-        if !(near > 0.1 * far) {
+        if near.is_nan() || near <= 0.1 * far {
             return Ok(false);
         }
         self.y1.copy_from_slice(&self.y0);
@@ -664,7 +664,8 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
             let h = p.h;
             // A step clipped to the limit may be shorter than h_min (the event locator or a
             // shrinking approach to a switch can end a few ulps before a communication point).
-            if h < dense::h_min(t) && !(p.clipped && h > 0.0 && h == h_try.min(h)) {
+            let sliver = p.clipped && h > 0.0 && h <= h_try;
+            if h < dense::h_min(t) && !sliver {
                 return Err(IntegrateError::StepTooSmall {
                     t,
                     h,
