@@ -1478,12 +1478,6 @@ fn joint_elements_restore_bit_for_bit_under_every_method() {
                 ("sled_stop.toml", 0.05, 0.2),
                 ("incline_particle.toml", 0.3, 0.6),
             ] {
-                if method == Method::LocalLinearization && file == "sled_stop.toml" {
-                    // Known limitation (docs/model-format.md, `joint_stop`): its error per unit
-                    // step does not shrink across the jump of a damped stop's force (c δ̇ at
-                    // δ = 0), so the step collapses there.
-                    continue;
-                }
                 let mut sys = load(file, joint);
                 let x0 = sys.initial_state(0.0).unwrap();
                 let s = Settings {

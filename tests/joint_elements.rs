@@ -148,11 +148,6 @@ fn stop_rebound_matches_restitution() {
     );
     let mut worst: f64 = 0.0;
     for (method, joint) in cases() {
-        if method == Method::LocalLinearization && std::env::var("JE_LL").is_err() {
-            // Known limitation: its error test collapses the step at a damped stop's surface
-            // (the damping force c δ̇ switches on there); see docs/model-format.md `joint_stop`.
-            continue;
-        }
         let (v0, v1) = rebound("sled_stop.toml", joint, method, 1, 0.2);
         assert!((v0 - 1.0).abs() < 1e-6, "{v0}");
         let err_sled = (v1 / v0 + e).abs();

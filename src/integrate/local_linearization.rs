@@ -419,10 +419,20 @@ impl LocalLinearization {
         &mut self,
         sys: &mut S,
     ) -> Result<(), IntegrateError> {
+        self.jacobians_at(sys, true)
+    }
+
+    /// [`Self::jacobians`]; `rebase`: step into the entered mode when `y0` is on a jump of `f`.
+    fn jacobians_at<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        rebase: bool,
+    ) -> Result<(), IntegrateError> {
         let m = 2 * self.nq;
         let t = self.state.t;
         let eps3 = 6e-6;
         self.stats.jac_evals += 1;
+        let mut near_switch = false;
         for k in 0..m {
             let d0 = eps3 * self.y0[k].abs().max(1.0);
             let mut d = d0;
@@ -452,6 +462,8 @@ impl LocalLinearization {
                     agreed = true;
                     break;
                 }
+                // A switch of the right-hand side lies within d of y0.
+                near_switch = true;
                 d *= 1e-2;
             }
             if agreed {
@@ -472,6 +484,84 @@ impl LocalLinearization {
         if !self.kinks.is_empty() {
             self.choose_kink_sides(sys, t, eps3)?;
         }
+        if near_switch && rebase && self.enter_jump(sys, t, eps3)? {
+            return Ok(());
+        }
+        self.time_derivative(sys, t, eps3)?;
+        self.jac_ready = true;
+        Ok(())
+    }
+
+    /// `y0` may lie on a jump of `f` (a switch lies within the difference step): a force that
+    /// switches on with a finite value, as a stop's damping `c δ̇` at `δ = 0` with `δ̇ ≠ 0`.
+    /// The linearization at `y0` belongs to the mode the motion leaves; the step's remainder
+    /// then holds the jump itself, which does not shrink with `h`, and the error per unit step
+    /// (39) cannot be met by any step (the step size collapsed at every such impact). When the
+    /// motion enters the jump (`f(y0 + σ ẏ)` does not tend to `f0` as `σ` shrinks), linearize
+    /// the entered mode at `y_s = y0 + σ ẏ` and extrapolate it back to `y0`:
+    /// `f0 ← f(y_s) − J(y_s) σ ẏ`, `J ← J(y_s)`, `f_t ← f_t(y_s)`. Returns whether it did.
+    fn enter_jump<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        eps: f64,
+    ) -> Result<bool, IntegrateError> {
+        let m = 2 * self.nq;
+        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        if speed == 0.0 {
+            return Ok(false);
+        }
+        let ymax = self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs()));
+        // σ ‖ẏ‖ = 1e-2 eps ymax: far beyond the switch's distance (below the smallest
+        // difference step, 1e-8 eps), small enough that the new mode is linear across it.
+        let sigma = 1e-2 * eps * ymax / speed;
+        let (mut near, mut far) = (0.0f64, 0.0f64);
+        for (s, out) in [(1e-2 * sigma, &mut near), (sigma, &mut far)] {
+            for i in 0..m {
+                self.yp[i] = self.y0[i] + s * self.f0[i];
+            }
+            Self::rhs(
+                &mut self.ws,
+                &mut self.stats,
+                &mut self.lam_tmp,
+                sys,
+                t,
+                &self.yp,
+                &mut self.fm,
+                true,
+            )?;
+            *out = (0..m).fold(0.0f64, |a, i| a.max((self.fm[i] - self.f0[i]).abs()));
+        }
+        // `fm` holds f(y_s); `yp` holds y_s. A smooth (or kinked) f changes ~100 times less
+        // over the shorter distance; a jump changes as much.
+        if near.is_nan() || near <= 0.1 * far {
+            return Ok(false);
+        }
+        self.y1.copy_from_slice(&self.y0);
+        self.vres.copy_from_slice(&self.f0);
+        self.y0.copy_from_slice(&self.yp);
+        self.f0.copy_from_slice(&self.fm);
+        let r = self.jacobians_at(sys, false);
+        self.y0.copy_from_slice(&self.y1);
+        r?;
+        for i in 0..m {
+            let mut jd = 0.0;
+            for k in 0..m {
+                jd += self.jac[(i, k)] * sigma * self.vres[k];
+            }
+            self.f0[i] -= jd;
+        }
+        Ok(true)
+    }
+
+    /// `f_t` at `(t, y0)` by a central difference.
+    fn time_derivative<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        eps3: f64,
+    ) -> Result<(), IntegrateError> {
+        let m = 2 * self.nq;
         let dt = eps3 * t.abs().max(1.0);
         Self::rhs(
             &mut self.ws,
@@ -496,7 +586,6 @@ impl LocalLinearization {
         for i in 0..m {
             self.ft[i] = (self.fp[i] - self.fm[i]) / (2.0 * dt);
         }
-        self.jac_ready = true;
         Ok(())
     }
 }
@@ -573,7 +662,10 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
         loop {
             let p = dense::plan_step(&self.settings, t, h_try, t_limit)?;
             let h = p.h;
-            if h < dense::h_min(t) {
+            // A step clipped to the limit may be shorter than h_min (the event locator or a
+            // shrinking approach to a switch can end a few ulps before a communication point).
+            let sliver = p.clipped && h > 0.0 && h <= h_try;
+            if h < dense::h_min(t) && !sliver {
                 return Err(IntegrateError::StepTooSmall {
                     t,
                     h,
