@@ -382,8 +382,7 @@ fn fmi2_model_description_matches_hand_written_expectation() {
         "fixed",
         Some("exact"),
         "Enumeration",
-        // dense_extended, the third item: the default strategy.
-        &[("declaredType", "SolverJacobian"), ("start", "3")],
+        &[("declaredType", "SolverJacobian"), ("start", "1")],
     );
     var(
         "5",
@@ -683,7 +682,7 @@ fn fmi3_model_description_matches_hand_written_expectation() {
             ("variability", "fixed"),
             ("initial", "exact"),
             ("declaredType", "SolverJacobian"),
-            ("start", "3"), // dense_extended, the default strategy
+            ("start", "1"),
         ],
     );
     var(
