@@ -13,107 +13,28 @@
 //!
 //! Run: `cargo test --release --test joint_elements -- --nocapture` (prints the tables).
 
-use mbsfmu::integrate::any::AnyIntegrator;
-use mbsfmu::integrate::events::EventLocator;
-use mbsfmu::integrate::system::Mechanical;
-use mbsfmu::integrate::{Integrator, MechState, Method, Settings};
+mod common;
+
+use common::elements::{self, cases, first_order, formulation, system};
+use mbsfmu::integrate::Method;
 use mbsfmu::mbs::system::System;
-use std::path::Path;
-use std::sync::Arc;
 
 const G: f64 = 9.81;
 
-/// The model `models/elements/<file>` with text replacements, in the absolute or the joint
-/// formulation.
-fn system(file: &str, joint: bool, edits: &[(&str, &str)]) -> System {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("models/elements")
-        .join(file);
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    for (a, b) in edits {
-        assert!(text.contains(a), "{a}");
-        text = text.replace(a, b);
-    }
-    if joint {
-        text = text.replace("[model]\n", "[model]\nformulation = \"joint\"\n");
-    }
-    let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap_or_else(|e| panic!("{e}"));
-    System::new(Arc::new(spec)).unwrap()
-}
-
-/// Tolerances `rtol` (`atol = rtol / 100`); the maximum step keeps every phase sampled.
-fn settings(method: Method, rtol: f64) -> Settings {
-    Settings {
-        method,
-        rtol,
-        atol: rtol * 1e-2,
-        max_step: 0.01,
-        ..Settings::default()
-    }
-}
-
-/// Integrate to `t_end` with the event locator, calling `at` with the outputs at every
-/// accepted step.
+/// Integrate to `t_end` with the event locator (`common::elements::simulate`), calling `at`
+/// with the outputs at every accepted step.
 fn simulate(
     sys: &mut System,
     method: Method,
     rtol: f64,
     t_end: f64,
-    mut at: impl FnMut(f64, &[f64]),
+    at: impl FnMut(f64, &[f64]),
 ) -> Result<(), String> {
-    let x0 = sys.initial_state(0.0).map_err(|e| e.to_string())?;
-    let mut integ = AnyIntegrator::new(settings(method, rtol), sys.n_q(), sys.n_c())
-        .map_err(|e| e.to_string())?;
-    integ.initialize(sys, &x0).map_err(|e| e.to_string())?;
-    let mut loc = EventLocator::new(1e-12);
-    loc.max_steps_per_call = u64::MAX;
-    loc.max_cpu_per_call = f64::INFINITY;
-    let mut out = vec![0.0; sys.n_outputs()];
-    let started = std::time::Instant::now();
-    loop {
-        let t = Integrator::<System>::state(&integ).t;
-        if t >= t_end {
-            return Ok(());
-        }
-        if started.elapsed().as_secs() > 60 {
-            return Err(format!("too slow: t = {t}"));
-        }
-        loc.step(&mut integ, sys, t_end)
-            .map_err(|e| format!("at t = {t}: {e}"))?;
-        let x: MechState = Integrator::<System>::state(&integ).clone();
-        sys.evaluate_outputs(&x, &mut out)
-            .map_err(|e| e.to_string())?;
-        if std::env::var("JE_DEBUG").is_ok_and(|m| m == method.name()) {
-            eprintln!("{:.6e} {out:?}", x.t);
-        }
-        at(x.t, &out);
-    }
-}
-
-fn cases() -> Vec<(Method, bool)> {
-    let mut v = Vec::new();
-    for joint in [false, true] {
-        for m in Method::ALL {
-            if AnyIntegrator::is_available(m) {
-                v.push((m, joint));
-            }
-        }
-    }
-    v
-}
-
-/// The first-order methods (dissipative Newmark, half-implicit Euler): run at `rtol` 1e-6
-/// (their step-doubling / error control cannot reach 1e-8 economically) and checked at 1e-3.
-fn first_order(m: Method) -> bool {
-    matches!(m, Method::Newmark | Method::HalfImplicit)
-}
-
-fn formulation(joint: bool) -> &'static str {
-    if joint {
-        "joint"
-    } else {
-        "absolute"
-    }
+    let run = elements::Run {
+        report_start: false,
+        max_seconds: 60,
+    };
+    elements::simulate(sys, method, rtol, t_end, run, at)
 }
 
 /// Speed (output `rate_out`) once the stop has released: the last accepted value.

@@ -3,3 +3,4 @@
 #![allow(dead_code)]
 
 pub mod closed_form;
+pub mod elements;
