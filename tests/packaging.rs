@@ -382,7 +382,8 @@ fn fmi2_model_description_matches_hand_written_expectation() {
         "fixed",
         Some("exact"),
         "Enumeration",
-        &[("declaredType", "SolverJacobian"), ("start", "1")],
+        // dense_extended, the third item: the default strategy.
+        &[("declaredType", "SolverJacobian"), ("start", "3")],
     );
     var(
         "5",
@@ -682,7 +683,7 @@ fn fmi3_model_description_matches_hand_written_expectation() {
             ("variability", "fixed"),
             ("initial", "exact"),
             ("declaredType", "SolverJacobian"),
-            ("start", "1"),
+            ("start", "3"), // dense_extended, the default strategy
         ],
     );
     var(

@@ -158,7 +158,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             method: Method::Bdf,
-            jacobian: JacobianStrategy::Dense,
+            jacobian: JacobianStrategy::DenseExtended,
             rtol: 1e-4,
             atol: 1e-6,
             max_step: 0.0,
