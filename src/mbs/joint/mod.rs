@@ -96,6 +96,8 @@ struct Workspace {
     /// Node accelerations with the state accelerations in (driver forces).
     acc_full: Vec<Sv>,
     psi: Vec<f64>,
+    /// The mass matrix of `accelerations` (factored in place).
+    m: DMatrix<f64>,
 }
 
 /// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
@@ -738,6 +740,22 @@ impl JointModel {
             // Every degree of freedom driven: nothing to solve for (nalgebra refuses views of
             // an empty matrix). Outputs still follow the drivers.
             return Ok((Vec::new(), vec![0.0; nc]));
+        }
+        if nc == 0 {
+            // No loop rows: `M p̈ = Ψ` with `M` symmetric positive definite, by Cholesky in
+            // the workspace's matrix (no allocation but the results); LU below if it fails.
+            let mut m = std::mem::take(&mut self.ws.m);
+            if m.shape() != (nq, nq) {
+                m = DMatrix::zeros(nq, nq);
+            }
+            self.mass_matrix(sys, t, q, &mut m);
+            let mut a = vec![0.0; nq];
+            self.forces(sys, t, q, v, &mut a);
+            if let Some(ch) = nalgebra::linalg::Cholesky::new(m) {
+                ch.solve_mut(&mut nalgebra::DVectorViewMut::from_slice(&mut a, nq));
+                self.ws.m = ch.unpack();
+                return Ok((a, Vec::new()));
+            }
         }
         let mut m = DMatrix::zeros(nq, nq);
         let mut g = DMatrix::zeros(nc, nq);
