@@ -203,8 +203,10 @@ pub(crate) struct LoadedModel {
 /// importer that instantiates the same FMU again (parameter sweeps, restarts, one instance per
 /// test case) gets a copy of the built engine instead of parsing the TOML and building the
 /// model again, most of `fmi2Instantiate`'s time. An entry is used only while the token of its
-/// files, recomputed from their bytes at every call, is unchanged.
+/// files, recomputed from their bytes at every call, is unchanged. `MBSFMU_MODEL_CACHE=0` in
+/// the environment turns the cache off (every instantiation loads afresh; for measuring).
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
+    let use_cache = std::env::var_os("MBSFMU_MODEL_CACHE").is_none_or(|v| v != "0");
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
         return Err(format!(
@@ -216,7 +218,7 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
         crate::description::token::model_token_of(&model_file, &spec.source_files)
             .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))
     };
-    if let Ok(cache) = MODEL_CACHE.lock() {
+    if let (true, Ok(cache)) = (use_cache, MODEL_CACHE.lock()) {
         if let Some((_, m)) = cache.iter().find(|(dir, _)| dir == resource_dir) {
             if token_of(&m.spec).ok().as_ref() == Some(&m.token) {
                 return Ok(m.clone());
@@ -233,7 +235,7 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
         engine,
         token,
     };
-    if let Ok(mut cache) = MODEL_CACHE.lock() {
+    if let (true, Ok(mut cache)) = (use_cache, MODEL_CACHE.lock()) {
         cache.retain(|(dir, _)| dir != resource_dir);
         if cache.len() >= MODEL_CACHE_SIZE {
             cache.remove(0);
