@@ -244,6 +244,8 @@ pub struct Simulation<E: Engine> {
     st: SimState<E>,
     /// Stop a communication step at the first contact event (FMI 3 early return).
     early_return: bool,
+    /// The caller's thread CPU time at the start of the coming `advance_to`.
+    call_cpu0: Option<f64>,
 }
 
 fn causality_name(c: Causality) -> &'static str {
@@ -298,6 +300,7 @@ impl<E: Engine> Simulation<E> {
             spec,
             table,
             early_return: false,
+            call_cpu0: None,
         }
     }
 
@@ -733,6 +736,12 @@ impl<E: Engine> Simulation<E> {
     }
 
     /// Seconds spent advancing (measured by the caller, who knows its clock).
+    /// The thread CPU time at the start of the coming [`advance_to`](Self::advance_to), read
+    /// by the caller anyway: the call's work budget counts from it.
+    pub fn set_call_cpu_start(&mut self, cpu: f64) {
+        self.call_cpu0 = Some(cpu);
+    }
+
     pub fn add_cpu_time(&mut self, seconds: f64) {
         self.st.cpu_time += seconds;
     }
@@ -959,6 +968,9 @@ impl<E: Engine> Simulation<E> {
         let mut t_n = t0;
         // The accepted time at which a kink seen at the stage times was already restarted on.
         let mut kink_restarted_at = f64::NAN;
+        if let Some(cpu0) = self.call_cpu0.take() {
+            self.st.events.begin_call(t_end, cpu0);
+        }
         let result = loop {
             let stepped = match intermediate.as_mut() {
                 Some(cb) => {

@@ -1751,3 +1751,199 @@ motion = "s"
     let mut sys = mbsfmu::mbs::system::System::new(std::sync::Arc::new(absolute)).unwrap();
     sys.initial_state(0.0).unwrap();
 }
+
+// ----- fast paths on tree joint coordinates against the general element path -----
+
+/// `Ψ` with the fast paths on and off at `states`; returns the largest difference relative
+/// to the largest force.
+fn forces_fast_and_general(sys: &mut System, states: &[(Vec<f64>, Vec<f64>)]) -> f64 {
+    let n = sys.n_q();
+    let mut worst = 0.0f64;
+    for (q, v) in states {
+        let (mut f_fast, mut f_gen) = (vec![0.0; n], vec![0.0; n]);
+        sys.set_joint_fast_paths(true);
+        Mechanical::forces(sys, 0.4, q, v, &mut f_fast);
+        sys.set_joint_fast_paths(false);
+        Mechanical::forces(sys, 0.4, q, v, &mut f_gen);
+        sys.set_joint_fast_paths(true);
+        let scale = f_gen.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        for i in 0..n {
+            worst = worst.max((f_fast[i] - f_gen[i]).abs() / scale);
+        }
+    }
+    worst
+}
+
+/// A rotational spring-damper and a joint stop on tree joints that run from body 2 to body 1
+/// (`sigma = −1`: the coordinate keeps the joint's own sign), a revolute and a prismatic one.
+const REVERSED_TREE: &str = r#"
+[model]
+name = "reversed_tree"
+formulation = "joint"
+gravity = [0.0, -9.81, 0.0]
+
+[[bodies]]
+name = "bar"
+mass = 2.0
+inertia = [1e-3, 0.5, 0.5]
+position = [1.0, 0.0, 0.0]
+velocity = [0.0, 3.0, 0.0]
+angular_velocity = [0.0, 0.0, 3.0]
+
+[[bodies]]
+name = "sled"
+mass = 1.0
+inertia = [0.1, 0.1, 0.1]
+position = [0.0, -1.0, 0.0]
+velocity = [0.5, 0.0, 0.0]
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "bar"
+body2 = "ground"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "guide"
+type = "prismatic"
+body1 = "sled"
+body2 = "ground"
+point = [0.0, -1.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[forces]]
+name = "torsion"
+type = "rotational_spring_damper"
+joint = "pivot"
+stiffness = 50.0
+damping = 2.0
+free_angle = 0.5
+
+[[forces]]
+name = "stop"
+type = "joint_stop"
+joint = "guide"
+lower = -0.2
+upper = 0.3
+stiffness = 1e4
+damping = 10.0
+
+[[outputs]]
+name = "angle"
+type = "joint_coordinate"
+joint = "pivot"
+"#;
+
+#[test]
+fn fast_paths_on_tree_coordinates_equal_the_general_path() {
+    // Stiff double pendulum: both rotational spring-dampers sit on tree revolute joints.
+    let mut sys = model("double_pendulum_stiff.toml", "joint", "");
+    sys.initial_state(0.0).unwrap();
+    assert_eq!(sys.joint_tree_coordinate_terms(), 2);
+    let states: Vec<(Vec<f64>, Vec<f64>)> = [
+        ([0.0, -0.26], [0.0, 10.0]),
+        ([0.3, 0.2], [-1.0, 3.0]),
+        ([-2.0, 3.3], [4.0, -7.0]),
+        ([7.5, -4.0], [0.5, 20.0]),
+    ]
+    .iter()
+    .map(|(q, v)| (q.to_vec(), v.to_vec()))
+    .collect();
+    let d = forces_fast_and_general(&mut sys, &states);
+    assert!(
+        d < 1e-12,
+        "double pendulum: Ψ differs by {d:.2e} (relative)"
+    );
+
+    // Reversed tree joints, revolute and prismatic, inside and beyond the stop.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/x.toml");
+    let spec = mbsfmu::mbs::load_model_str(REVERSED_TREE, &path).unwrap();
+    let mut sys = System::new(Arc::new(spec)).unwrap();
+    sys.initial_state(0.0).unwrap();
+    assert_eq!(sys.n_q(), 2);
+    assert_eq!(sys.joint_tree_coordinate_terms(), 2);
+    let mut states = Vec::new();
+    for th in [0.3, 2.9, -3.5, 7.0] {
+        for s in [-0.25, 0.0, 0.35] {
+            states.push((vec![th, s], vec![1.5 - th, 0.8 * s - 0.1]));
+        }
+    }
+    let d = forces_fast_and_general(&mut sys, &states);
+    assert!(d < 1e-12, "reversed tree: Ψ differs by {d:.2e} (relative)");
+}
+
+/// Whole runs with the fast paths on and off: the angle branches (tracked from the joint
+/// coordinates or from the absolute poses) and the driver torque (the joint formulation's
+/// inverse dynamics or the absolute saddle point) give the same outputs, to the integration
+/// tolerance (round-off differences through the step control).
+#[test]
+fn fast_paths_give_the_same_runs_as_the_general_path() {
+    let runs = |file: &str, drive: bool, t_end: f64| {
+        let mut res = Vec::new();
+        for on in [true, false] {
+            let mut sys = model(file, "joint", "");
+            if drive {
+                sys.inputs_mut().segments[0] = InputSegment {
+                    t0: 0.0,
+                    coeffs: [0.0, 2.0 * std::f64::consts::PI, 0.5, 0.3],
+                };
+            }
+            sys.set_joint_fast_paths(on);
+            res.push(run(&mut sys, Method::Bdf, 1e-8, 0.01, t_end));
+        }
+        res
+    };
+    // The stiff pendulum spins its outer bar through several turns: the angle outputs and
+    // the springs pass the ±π branch many times.
+    let r = runs("double_pendulum_stiff.toml", false, 2.0);
+    let mut worst = 0.0f64;
+    for ((_, a), (_, b)) in r[0].iter().zip(&r[1]) {
+        for (x, y) in a.iter().zip(b) {
+            worst = worst.max((x - y).abs() / (1.0 + y.abs()));
+        }
+    }
+    // Ψ agrees to round-off (above); the step control amplifies that over 2 s of this
+    // chaotic motion to the integration tolerance (measured 1.8e-8 at rtol 1e-8), no more.
+    assert!(
+        worst < 1e-7,
+        "double pendulum outputs differ by {worst:.2e}"
+    );
+    // The slider-crank's crank torque (a driver force on the driven tree joint).
+    let r = runs("slider_crank.toml", true, 1.0);
+    let sys = model("slider_crank.toml", "joint", "");
+    let k = out_index(&sys, "crank_torque");
+    let (mut worst, mut scale) = (0.0f64, 0.0f64);
+    for ((_, a), (_, b)) in r[0].iter().zip(&r[1]) {
+        worst = worst.max((a[k] - b[k]).abs());
+        scale = scale.max(b[k].abs());
+    }
+    assert!(scale > 1.0, "the crank torque is exercised ({scale})");
+    assert!(
+        worst < 1e-9 * scale,
+        "crank torque differs by {worst:.2e} (max |τ| {scale:.3})"
+    );
+    // At one state off the run: the free coordinates' inverse-dynamics residual is zero and
+    // the driver torque equals the absolute saddle point's multiplier.
+    let mut sys = model("slider_crank.toml", "joint", "");
+    sys.inputs_mut().segments[0] = InputSegment {
+        t0: 0.0,
+        coeffs: [0.0, 2.0 * std::f64::consts::PI, 0.5, 0.3],
+    };
+    let x0 = sys.initial_state(0.0).unwrap();
+    let mut x = x0.clone();
+    x.t = 0.0;
+    x.v = vec![3.0, -2.0];
+    let mut y = [vec![0.0; sys.n_outputs()], vec![0.0; sys.n_outputs()]];
+    for (on, y) in [true, false].into_iter().zip(y.iter_mut()) {
+        sys.set_joint_fast_paths(on);
+        sys.evaluate_outputs(&x, y).unwrap();
+    }
+    assert!(
+        (y[0][k] - y[1][k]).abs() < 1e-10 * (1.0 + y[1][k].abs()),
+        "crank torque {} against {}",
+        y[0][k],
+        y[1][k]
+    );
+}

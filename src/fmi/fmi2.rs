@@ -646,6 +646,7 @@ pub(crate) fn do_step(
         .check_step_budget(tc + h)
         .map_err(|e| Fail::arg(e.to_string()))?;
     let cpu = thread_cpu_time();
+    core.sim.set_call_cpu_start(cpu);
     let r = core.sim.advance_to(tc + h, intermediate);
     core.sim.add_cpu_time(thread_cpu_time() - cpu);
     r.map_err(|e| match e {

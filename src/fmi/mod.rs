@@ -24,7 +24,7 @@ use crate::description::VariableTable;
 use crate::mbs::ModelSpec;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
@@ -187,6 +187,7 @@ const _: fn() = || {
 };
 
 /// What the loaded model gives an instance.
+#[derive(Clone)]
 pub(crate) struct LoadedModel {
     pub spec: Arc<ModelSpec>,
     pub table: Arc<VariableTable>,
@@ -197,7 +198,15 @@ pub(crate) struct LoadedModel {
 /// Load `model.toml` (and what it references) from the resources folder and compute its
 /// token as the packager did (`description::token::model_token_of`: the model file and its
 /// referenced files, in loader order).
+///
+/// Models loaded before in this process are kept by resource folder ([`MODEL_CACHE`]): an
+/// importer that instantiates the same FMU again (parameter sweeps, restarts, one instance per
+/// test case) gets a copy of the built engine instead of parsing the TOML and building the
+/// model again, most of `fmi2Instantiate`'s time. An entry is used only while the token of its
+/// files, recomputed from their bytes at every call, is unchanged. `MBSFMU_MODEL_CACHE=0` in
+/// the environment turns the cache off (every instantiation loads afresh; for measuring).
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
+    let use_cache = std::env::var_os("MBSFMU_MODEL_CACHE").is_none_or(|v| v != "0");
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
         return Err(format!(
@@ -205,18 +214,40 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
             resource_dir.display()
         ));
     }
+    let token_of = |spec: &ModelSpec| {
+        crate::description::token::model_token_of(&model_file, &spec.source_files)
+            .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))
+    };
+    if let (true, Ok(cache)) = (use_cache, MODEL_CACHE.lock()) {
+        if let Some((_, m)) = cache.iter().find(|(dir, _)| dir == resource_dir) {
+            if token_of(&m.spec).ok().as_ref() == Some(&m.token) {
+                return Ok(m.clone());
+            }
+        }
+    }
     let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
-    let token = crate::description::token::model_token_of(&model_file, &spec.source_files)
-        .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
+    let token = token_of(&spec)?;
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
-    Ok(LoadedModel {
+    let model = LoadedModel {
         spec,
         table,
         engine,
         token,
-    })
+    };
+    if let (true, Ok(mut cache)) = (use_cache, MODEL_CACHE.lock()) {
+        cache.retain(|(dir, _)| dir != resource_dir);
+        if cache.len() >= MODEL_CACHE_SIZE {
+            cache.remove(0);
+        }
+        cache.push((resource_dir.to_path_buf(), model.clone()));
+    }
+    Ok(model)
 }
+
+/// Resource folders and their loaded models, oldest first (see [`load_model`]).
+static MODEL_CACHE: Mutex<Vec<(PathBuf, LoadedModel)>> = Mutex::new(Vec::new());
+const MODEL_CACHE_SIZE: usize = 8;
 
 impl Instance {
     pub fn new(

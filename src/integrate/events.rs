@@ -374,6 +374,16 @@ impl EventLocator {
         self.call.last_error.as_deref()
     }
 
+    /// Start the work budget of a call to `t_limit` at the caller's thread CPU time `cpu0`
+    /// (saves reading the clock again, a system call per communication step).
+    pub fn begin_call(&mut self, t_limit: f64, cpu0: f64) {
+        self.call = CallBudget {
+            t_limit: Some(t_limit),
+            cpu0,
+            ..Default::default()
+        };
+    }
+
     fn budgeted_step<S, I>(
         &mut self,
         integ: &mut I,

@@ -202,9 +202,9 @@ pub struct System {
     /// whatever the current branch).
     angle_refs0: Vec<f64>,
     /// The angle coordinates by slot (to update references at accepted steps).
-    angle_coords: Vec<Coord>,
+    pub(super) angle_coords: Vec<Coord>,
     /// Per joint: the revolute angle slot or the prismatic travel coordinate.
-    joint_coords: Vec<Option<Coord>>,
+    pub(super) joint_coords: Vec<Option<Coord>>,
     /// Per output: its angle coordinate (rotation outputs only).
     output_coords: Vec<Option<Coord>>,
     /// Joint normal reaction per joint, from the last accepted step (friction).
@@ -337,6 +337,24 @@ impl System {
     /// The joint formulation, when the model selected it.
     pub fn joint_model(&self) -> Option<&super::joint::JointModel> {
         self.joint.as_deref()
+    }
+
+    /// The joint formulation's fast paths (force elements, angle branches and driver forces
+    /// read off the tree joints' own coordinates) on (the default) or off (the general element
+    /// path throughout), for tests that compare the two. No effect in the absolute formulation.
+    pub fn set_joint_fast_paths(&mut self, on: bool) {
+        if let Some(j) = self.joint.as_mut() {
+            j.set_fast_paths(on);
+        }
+    }
+
+    /// How many force terms the joint formulation evaluates on a tree joint's own coordinate
+    /// (0 in the absolute formulation); for tests that the fast path is taken.
+    pub fn joint_tree_coordinate_terms(&mut self) -> usize {
+        if self.joint.is_none() {
+            return 0;
+        }
+        self.with_joint(|j, s| j.tree_coordinate_terms(s))
     }
 
     pub fn spec(&self) -> &ModelSpec {
@@ -1321,6 +1339,18 @@ impl System {
     }
 }
 
+/// Whether an output needs the accelerations and multipliers.
+pub(super) fn output_needs_dynamics(q: &OutputQuantity) -> bool {
+    matches!(
+        q,
+        OutputQuantity::Acceleration { .. }
+            | OutputQuantity::Relative { order: 2, .. }
+            | OutputQuantity::JointForce { .. }
+            | OutputQuantity::JointTorque { .. }
+            | OutputQuantity::DriverForce { .. }
+    )
+}
+
 /// A row's gradient, scattered lazily (a short-lived value on the stack: no boxing).
 #[allow(clippy::large_enum_variant)]
 enum RowGrad {
@@ -1757,16 +1787,11 @@ impl System {
         if self.joint.is_some() {
             return self.with_joint(|j, s| j.evaluate_outputs(s, x, out));
         }
-        let needs_dynamics = self.spec.outputs.iter().any(|o| {
-            matches!(
-                o.quantity,
-                OutputQuantity::Acceleration { .. }
-                    | OutputQuantity::Relative { order: 2, .. }
-                    | OutputQuantity::JointForce { .. }
-                    | OutputQuantity::JointTorque { .. }
-                    | OutputQuantity::DriverForce { .. }
-            )
-        });
+        let needs_dynamics = self
+            .spec
+            .outputs
+            .iter()
+            .any(|o| output_needs_dynamics(&o.quantity));
         let (acc, lambda) = if needs_dynamics {
             self.accelerations(x.t, &x.q, &x.v)?
         } else {
@@ -1778,6 +1803,44 @@ impl System {
             out[k] = o.scale * self.output(k, &o.quantity, x, &acc, &lambda);
         }
         Ok(())
+    }
+
+    /// Outputs at an absolute state whose only dynamic outputs are driver forces, given by
+    /// `driver_force` (the joint formulation's inverse dynamics): no saddle-point solve here.
+    pub(super) fn evaluate_outputs_given_drivers(
+        &mut self,
+        x: &MechState,
+        out: &mut [f64],
+        driver_force: impl Fn(usize) -> f64,
+    ) {
+        self.load(x.t, &x.q, Some(&x.v));
+        let spec = self.spec.clone();
+        for (k, o) in spec.outputs.iter().enumerate() {
+            out[k] = o.scale
+                * match o.quantity {
+                    OutputQuantity::DriverForce { driver } => driver_force(driver),
+                    ref q => self.output(k, q, x, &[], &[]),
+                };
+        }
+    }
+
+    /// Whether accepting a step updates stick states (besides tracking angle branches).
+    pub(super) fn has_stick_states(&self) -> bool {
+        !self.stick.is_empty() || !self.contact_stick.is_empty()
+    }
+
+    /// Track the angle branches from a snapshot filled by the joint formulation; `direct(slot)`
+    /// is the continuous value where the formulation knows it (a tree joint's own angle).
+    pub(super) fn track_angles_from(
+        &mut self,
+        snap: &Snapshot,
+        direct: impl Fn(usize) -> Option<f64>,
+    ) {
+        for (i, c) in self.angle_coords.iter().enumerate() {
+            if let Some(raw) = direct(i).or_else(|| raw_angle(&self.layout, snap, c)) {
+                self.angle_refs[i] = super::math::unwrap_near(raw, self.angle_refs[i]);
+            }
+        }
     }
 
     fn output(

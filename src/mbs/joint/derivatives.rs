@@ -325,7 +325,7 @@ impl JointModel {
     ) {
         let mut psi = vec![0.0; self.n_q()];
         // Fills the recursion, the inertias and the subtree sums F (applied wrenches in).
-        self.forces(sys, t, q, v, &mut psi);
+        self.forces_with(sys, t, q, v, &mut psi, false);
         let coords: Vec<&Coord> = sys.terms.iter().map(|tm| &tm.coord).collect();
         let mut applied = self.linearize(sys, &coords, true, |k, cv| {
             sys.term_law(k, cv.val, cv.rate, t)

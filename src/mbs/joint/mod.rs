@@ -34,8 +34,8 @@ pub mod rnea;
 mod tires;
 pub mod tree;
 
-use super::kin::{eval_coord, CoordVal, Snapshot};
-use super::math::e_mat;
+use super::kin::{eval_coord, Coord, CoordVal, Snapshot};
+use super::math::{e_mat, unwrap_near};
 use super::spec::{DriverTarget, Initialization};
 use super::system::{AssemblyReport, Law, RowKind, RowOwner, System};
 use super::ModelError;
@@ -86,6 +86,60 @@ struct Workspace {
     pose_key: Option<(Vec<f64>, Vec<Vector3<f64>>)>,
     /// The inertias depend on the poses and the bodies' mass data (parameters may change it).
     inertia_key: Option<Vec<(f64, nalgebra::Matrix3<f64>)>>,
+    /// Which elements are read off tree joint coordinates (built at first use, also after a
+    /// restored FMU state: not serialized).
+    fast: FastPaths,
+    /// Fast paths off (tests compare them with the general path).
+    general_only: bool,
+    /// Generalized forces of the fast-path terms, added after the recursion.
+    direct: Vec<(usize, f64)>,
+    /// Node accelerations with the state accelerations in (driver forces).
+    acc_full: Vec<Sv>,
+    psi: Vec<f64>,
+    /// The mass matrix of `accelerations` (factored in place).
+    m: DMatrix<f64>,
+}
+
+/// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
+/// prismatic travel, `sys.joint_coords`): their value and rate are the recursion's `x`, `ẋ` of
+/// that dof, their gradient the unit vector of its state coordinate (none when driven). The
+/// general path gets the same numbers from the bodies' poses (`kin::eval_coord`, `atan2`)
+/// and projects the resulting wrench pair on the tree, where it cancels on every other axis.
+#[derive(Debug, Clone, Default)]
+struct FastPaths {
+    built: bool,
+    /// Per force term.
+    terms: Vec<Option<TreeCoord>>,
+    /// Per angle slot: the dof whose `x` is that angle.
+    slots: Vec<Option<usize>>,
+    /// Per driver: the dof it eliminates (a driven tree joint).
+    drivers: Vec<Option<usize>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TreeCoord {
+    /// Per-dof index in the recursion.
+    dof: usize,
+    /// State coordinate (free joints).
+    state: Option<usize>,
+    /// Angle slot (branch reference) of an angle coordinate.
+    slot: Option<usize>,
+}
+
+/// The same scalar coordinate up to its angle slot (each element has its own).
+fn same_coord(a: &Coord, b: &Coord) -> bool {
+    match (a, b) {
+        (
+            Coord::Angle { x1, y1, x2, .. },
+            Coord::Angle {
+                x1: u1,
+                y1: v1,
+                x2: u2,
+                ..
+            },
+        ) => x1 == u1 && y1 == v1 && x2 == u2,
+        _ => a == b,
+    }
 }
 
 /// A constraint row of the joint formulation.
@@ -230,6 +284,70 @@ impl JointModel {
     }
     pub fn cut_joints(&self) -> &[usize] {
         &self.cut_joints
+    }
+
+    pub fn set_fast_paths(&mut self, on: bool) {
+        self.ws.general_only = !on;
+    }
+
+    pub fn tree_coordinate_terms(&mut self, sys: &System) -> usize {
+        self.ensure_fast(sys);
+        self.ws.fast.terms.iter().filter(|t| t.is_some()).count()
+    }
+
+    /// Build [`FastPaths`] once.
+    fn ensure_fast(&mut self, sys: &System) {
+        if self.ws.fast.built {
+            return;
+        }
+        let mut fast = FastPaths {
+            built: true,
+            terms: vec![None; sys.terms.len()],
+            slots: vec![None; sys.angle_coords.len()],
+            drivers: vec![None; sys.spec().drivers.len()],
+        };
+        for node in &self.nodes {
+            let Some(j) = node.joint else { continue };
+            if !matches!(
+                node.kind,
+                tree::NodeKind::Revolute | tree::NodeKind::Prismatic
+            ) {
+                continue;
+            }
+            let Some(jc) = sys.joint_coords[j] else {
+                continue;
+            };
+            let state = match node.coord {
+                NodeCoord::Free(a) => Some(a),
+                _ => None,
+            };
+            let slot_of = |c: &Coord| match c {
+                Coord::Angle { slot, .. } => Some(*slot),
+                _ => None,
+            };
+            for (k, term) in sys.terms.iter().enumerate() {
+                if same_coord(&term.coord, &jc) {
+                    fast.terms[k] = Some(TreeCoord {
+                        dof: node.dof,
+                        state,
+                        slot: slot_of(&term.coord),
+                    });
+                }
+            }
+            for (s, c) in sys.angle_coords.iter().enumerate() {
+                if same_coord(c, &jc) {
+                    fast.slots[s] = Some(node.dof);
+                }
+            }
+            if let NodeCoord::Driven(_) = node.coord {
+                for (d, dr) in sys.spec().drivers.iter().enumerate() {
+                    if dr.target == DriverTarget::JointCoordinate(j) {
+                        fast.drivers[d] = Some(node.dof);
+                    }
+                }
+            }
+        }
+        self.ws.fast = fast;
     }
 
     /// Run the recursion at `(t, q)` with the given rates and fill the element layer's
@@ -438,15 +556,43 @@ impl JointModel {
     }
 
     pub fn forces(&mut self, sys: &System, t: f64, q: &[f64], v: &[f64], f: &mut [f64]) {
+        let fast = !self.ws.general_only;
+        self.forces_with(sys, t, q, v, f, fast);
+    }
+
+    /// `Ψ`; with `fast`, the elements on tree joint coordinates enter `Ψ` directly instead of
+    /// as wrenches (`ws.w` and the subtree sums then lack them: the position Jacobian's
+    /// tangents and the driver forces want them in, and call this without).
+    pub(super) fn forces_with(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        f: &mut [f64],
+        fast: bool,
+    ) {
         self.load(sys, t, q, Rates::Full(v));
         self.inertias(sys);
+        self.ensure_fast(sys);
         self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
+        self.ws.direct.clear();
         let mut bgs = [BodyGrad {
             body: 0,
             g_r: Vector3::zeros(),
             g_e: Vector4::zeros(),
         }; 4];
         for (k, term) in sys.terms.iter().enumerate() {
+            if let (true, Some(tc)) = (fast, self.ws.fast.terms[k]) {
+                let x = self.ws.kin.x[tc.dof];
+                let val = tc.slot.map_or(x, |s| unwrap_near(x, sys.angle_refs[s]));
+                let (force, _, _) = sys.term_law(k, val, self.ws.kin.xd[tc.dof], t);
+                // A driven joint's pair of torques (forces) does not act on the state.
+                if let (Some(a), true) = (tc.state, force != 0.0) {
+                    self.ws.direct.push((a, force));
+                }
+                continue;
+            }
             let cv = self.eval(sys, &term.coord, true);
             // With its preload from equilibrium, if the element has `static_preload`.
             let (force, _, _) = sys.term_law(k, cv.val, cv.rate, t);
@@ -473,6 +619,9 @@ impl JointModel {
             &mut ws.f,
             f,
         );
+        for &(a, force) in &ws.direct {
+            f[a] += force;
+        }
     }
 
     pub fn constraints(&mut self, sys: &System, t: f64, q: &[f64], phi: &mut [f64]) {
@@ -591,6 +740,22 @@ impl JointModel {
             // Every degree of freedom driven: nothing to solve for (nalgebra refuses views of
             // an empty matrix). Outputs still follow the drivers.
             return Ok((Vec::new(), vec![0.0; nc]));
+        }
+        if nc == 0 {
+            // No loop rows: `M p̈ = Ψ` with `M` symmetric positive definite, by Cholesky in
+            // the workspace's matrix (no allocation but the results); LU below if it fails.
+            let mut m = std::mem::take(&mut self.ws.m);
+            if m.shape() != (nq, nq) {
+                m = DMatrix::zeros(nq, nq);
+            }
+            self.mass_matrix(sys, t, q, &mut m);
+            let mut a = vec![0.0; nq];
+            self.forces(sys, t, q, v, &mut a);
+            if let Some(ch) = nalgebra::linalg::Cholesky::new(m) {
+                ch.solve_mut(&mut nalgebra::DVectorViewMut::from_slice(&mut a, nq));
+                self.ws.m = ch.unpack();
+                return Ok((a, Vec::new()));
+            }
         }
         let mut m = DMatrix::zeros(nq, nq);
         let mut g = DMatrix::zeros(nc, nq);
@@ -975,7 +1140,105 @@ impl JointModel {
             v: va,
             lambda: Vec::new(),
         };
-        sys.evaluate_outputs(&xa, out)
+        self.ensure_fast(sys);
+        let fast = &self.ws.fast;
+        let drivers_only = !self.ws.general_only
+            && self.euler.is_empty()
+            && sys.spec().outputs.iter().all(|o| match o.quantity {
+                super::spec::OutputQuantity::DriverForce { driver } => {
+                    fast.drivers[driver].is_some()
+                }
+                ref q => !super::system::output_needs_dynamics(q),
+            });
+        if !drivers_only {
+            return sys.evaluate_outputs(&xa, out);
+        }
+        // The only dynamic outputs are the forces of drivers on tree joints: the joint
+        // formulation's inverse dynamics gives them without the absolute saddle point.
+        if sys
+            .spec()
+            .outputs
+            .iter()
+            .any(|o| super::system::output_needs_dynamics(&o.quantity))
+        {
+            self.driven_forces(sys, x.t, &x.q, &x.v)?;
+        }
+        let (drivers, tau) = (&self.ws.fast.drivers, &self.ws.psi);
+        sys.evaluate_outputs_given_drivers(&xa, out, |d| drivers[d].map_or(f64::NAN, |k| tau[k]));
+        Ok(())
+    }
+
+    /// Into `ws.psi` (per dof): the generalized forces `τ = Sᵀ F` the joints need at the
+    /// state's accelerations and multipliers (inverse dynamics: the subtree sums of
+    /// `I A + V ×* I V` minus the applied and constraint wrenches). Zero on the free dofs (up
+    /// to round-off), a driver's force on its driven dof. Models without Euler-parameter
+    /// nodes (their normalization force is not a wrench).
+    fn driven_forces(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+    ) -> Result<(), ModelError> {
+        let (pdd, lambda) = self.accelerations(sys, t, q, v)?;
+        let mut psi = std::mem::take(&mut self.ws.psi);
+        psi.resize(self.n_q().max(self.n_dof), 0.0);
+        // Applied wrenches (every element as a wrench), the recursion at (q, v).
+        self.forces_with(sys, t, q, v, &mut psi[..self.n_q()], false);
+        let mut bgs = [BodyGrad {
+            body: 0,
+            g_r: Vector3::zeros(),
+            g_e: Vector4::zeros(),
+        }; 4];
+        // Constraint forces −λ ∇ξ as applied wrenches (`M p̈ = Ψ − Gᵀλ`).
+        for (k, &a) in self.active.iter().enumerate() {
+            let JRow::Element(r) = self.rows[a] else {
+                continue;
+            };
+            let (c, _, _) = Self::row_coord(sys, r);
+            let cv = self.eval(sys, c, false);
+            let nb = self.body_grads(sys, &cv, &mut bgs);
+            for bg in &bgs[..nb] {
+                let w = self.wrench(bg);
+                self.ws.w[self.body_node[bg.body]] -= lambda[k] * w;
+            }
+        }
+        let nq = self.n_q();
+        let ws = &mut self.ws;
+        // Accelerations with p̈ in: A_i = A_λ(i) + S_i ẍ_i on top of the bias accelerations.
+        ws.acc_full.resize(self.nodes.len(), Sv::zeros());
+        for (i, node) in self.nodes.iter().enumerate() {
+            let mut a = match node.parent {
+                Parent::Node(p) => ws.acc_full[p] - ws.kin.acc[p],
+                _ => Sv::zeros(),
+            };
+            if let NodeCoord::Free(k) = node.coord {
+                for (l, d) in node.dofs().enumerate() {
+                    a += ws.kin.s[d] * pdd[k + l];
+                }
+            }
+            ws.acc_full[i] = ws.kin.acc[i] + a;
+        }
+        rnea::bias_forces(
+            &self.nodes,
+            &ws.kin.s,
+            &ws.kin.vel,
+            &ws.acc_full,
+            &sys.gravity,
+            &ws.i6,
+            &ws.w,
+            &mut ws.f,
+            &mut psi[..nq],
+        );
+        // `ws.f` now holds the subtree sums.
+        psi.iter_mut().for_each(|x| *x = 0.0);
+        for (i, node) in self.nodes.iter().enumerate() {
+            for d in node.dofs() {
+                psi[d] = ws.kin.s[d].dot(&ws.f[i]);
+            }
+        }
+        ws.psi = psi;
+        Ok(())
     }
 
     pub fn event_functions(&mut self, sys: &mut System, t: f64, q: &[f64], g: &mut [f64]) {
@@ -986,6 +1249,20 @@ impl JointModel {
     /// Angle branches (and, with friction, the normal forces from the absolute reactions) at
     /// an accepted step.
     pub fn accept_step(&mut self, sys: &mut System, t: f64, q: &[f64], v: &[f64]) {
+        let friction_acts = self.has_friction
+            && sys
+                .terms
+                .iter()
+                .any(|t| matches!(t.law, Law::Friction { mu, .. } if mu != 0.0));
+        if !self.ws.general_only && !friction_acts && !sys.has_stick_states() {
+            // Only the angle branches to track: from the joint formulation's own poses (no
+            // absolute state), the tree joints' angles from their coordinates.
+            self.ensure_fast(sys);
+            self.load(sys, t, q, Rates::None);
+            let (slots, x) = (&self.ws.fast.slots, &self.ws.kin.x);
+            sys.track_angles_from(&self.ws.snap, |s| slots[s].map(|d| x[d]));
+            return;
+        }
         let (qa, va) = self.to_absolute(sys, t, q, Some(v));
         // The multipliers feed the friction elements' normal forces only; with every μ zero
         // (the slider-crank's default) the absolute saddle-point solve per accepted step is
