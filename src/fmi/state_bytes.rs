@@ -22,7 +22,8 @@ const MAGIC: &[u8; 8] = b"MBSFMUST";
 // 5: joint friction laws carry stiction and radius, joint stops; the engine keeps stick states.
 // 6: contacts carry friction; the engine keeps the contacts' friction and stick states.
 // 7: spring laws carry curves (table spring on the C² curve, torsion and bushing tables).
-const VERSION: u32 = 7;
+// 8: the local linearization keeps its Jacobian over steps (age, freshness, forcing term).
+const VERSION: u32 = 8;
 const TOKEN_LEN: usize = 38;
 const HEADER: usize = 8 + 4 + TOKEN_LEN + 8;
 const SUM: usize = 16;
