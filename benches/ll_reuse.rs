@@ -80,11 +80,7 @@ fn tire(formulation: &str, age: u32) -> (Stats, [f64; 2], f64) {
         werr = werr.max((out[2] - r[3]).abs());
     });
     let cpu = report::thread_cpu_time() - t0;
-    (
-        Integrator::<System>::stats(&integ).clone(),
-        [zerr, werr],
-        cpu,
-    )
+    (*Integrator::<System>::stats(&integ), [zerr, werr], cpu)
 }
 
 fn chain(tol: f64, age: u32) -> (Stats, [f64; 2], f64) {
@@ -122,7 +118,7 @@ fn chain(tol: f64, age: u32) -> (Stats, [f64; 2], f64) {
     });
     let cpu = report::thread_cpu_time() - t0;
     (
-        Integrator::<CartesianChain>::stats(&integ).clone(),
+        *Integrator::<CartesianChain>::stats(&integ),
         [err, 0.0],
         cpu,
     )

@@ -1416,9 +1416,7 @@ fn tire_quarter_car_all_methods() {
             // step sizes (h ~ 1e-7 s on the cleat at rtol 1e-6: the road's forcing has
             // f_tt ~ 1e7 m/s⁴). At rtol 1e-4 it meets the second-order bounds below with a
             // wide margin (heights 1.4e-8 m, spin 1.7e-4 rad/s in absolute coordinates).
-            let tol = if method == Method::LocalLinearization {
-                1e-4
-            } else if order < 2.0 {
+            let tol = if method == Method::LocalLinearization || order < 2.0 {
                 1e-4
             } else {
                 1e-7

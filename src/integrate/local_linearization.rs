@@ -955,7 +955,7 @@ mod tests {
         let (mut hs, mut with, mut without, mut ratio) = (vec![], vec![], vec![], vec![]);
         for h in [2e-3, 1e-3, 5e-4, 2.5e-4] {
             let ye = exact(t0 + h);
-            let mut err = |forcing: &[f64; 3], core: &mut LlCore| {
+            let err = |forcing: &[f64; 3], core: &mut LlCore| {
                 let mut phi = [0.0; 3];
                 core.increment(&a, forcing, &f0, h, &mut phi).unwrap();
                 let y1: Vec<f64> = (0..3).map(|i| y0[i] + phi[i]).collect();
