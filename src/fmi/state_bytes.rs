@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "MBSFMUST"
-//!      8     4  format version (u32 LE), currently 6
+//!      8     4  format version (u32 LE), currently 8 (the history of formats is in docs/fmi-runtime.md)
 //!     12    38  model token (the instance's GUID / instantiationToken, ASCII)
 //!     50     8  payload length (u64 LE)
 //!     58    16  checksum: first 16 bytes of SHA-256 over bytes 0..58 and the payload
@@ -22,7 +22,8 @@ const MAGIC: &[u8; 8] = b"MBSFMUST";
 // 5: joint friction laws carry stiction and radius, joint stops; the engine keeps stick states.
 // 6: contacts carry friction; the engine keeps the contacts' friction and stick states.
 // 7: spring laws carry curves (table spring on the C² curve, torsion and bushing tables).
-const VERSION: u32 = 7;
+// 8: the local linearization keeps its Jacobian over steps (age, freshness, forcing term).
+const VERSION: u32 = 8;
 const TOKEN_LEN: usize = 38;
 const HEADER: usize = 8 + 4 + TOKEN_LEN + 8;
 const SUM: usize = 16;

@@ -48,6 +48,9 @@ pub struct Expm {
 
 const PADE_DEGREE: usize = 6;
 
+/// Default of [`LocalLinearization::max_jacobian_age`] (measured in docs/integrators.md).
+pub const DEFAULT_MAX_JACOBIAN_AGE: u32 = 20;
+
 impl Expm {
     pub fn new(n: usize) -> Self {
         Expm {
@@ -235,6 +238,19 @@ pub struct LocalLinearization {
     kinks: Vec<usize>,
     /// Jacobian columns taken one-sided because a force kink lay within the difference step.
     pub kink_columns: u64,
+    /// Reuse `A` over at most this many accepted steps (1: a fresh Jacobian every step, the
+    /// paper's method). See [`LocalLinearization::step`] and docs/integrators.md.
+    pub max_jacobian_age: u32,
+    /// Accepted steps taken with the current `A`.
+    jac_age: u32,
+    /// `A` is the Jacobian at `y0` (not an older one).
+    jac_fresh: bool,
+    /// The last fresh Jacobian is one mode's (no kink column taken one-sided, no jump entered):
+    /// only then may it be reused.
+    jac_reusable: bool,
+    /// The linear-in-time forcing of the step: `f_t` with a fresh `A`, else
+    /// `f_t + (J(y0) − A) f0` (the total derivative of `f` along the motion minus `A f0`).
+    w: Vec<f64>,
 }
 
 impl LocalLinearization {
@@ -276,6 +292,11 @@ impl LocalLinearization {
             kink_columns: 0,
             jalt: DMatrix::zeros(m, m),
             kinks: Vec::with_capacity(m),
+            max_jacobian_age: DEFAULT_MAX_JACOBIAN_AGE,
+            jac_age: 0,
+            jac_fresh: false,
+            jac_reusable: false,
+            w: vec![0.0; m],
         }
     }
 
@@ -419,15 +440,96 @@ impl LocalLinearization {
         &mut self,
         sys: &mut S,
     ) -> Result<(), IntegrateError> {
-        self.jacobians_at(sys, true)
+        let kinks = self.kink_columns;
+        let jumped = self.jacobians_at(sys, true)?;
+        self.jac_fresh = true;
+        self.jac_age = 0;
+        self.jac_reusable = !jumped && self.kink_columns == kinks;
+        self.w.copy_from_slice(&self.ft);
+        Ok(())
+    }
+
+    /// With `A` kept from an earlier step: the forcing `w = f_t + J(y0) f0 − A f0` of the
+    /// step, `f_t + J f0 = d/dσ f(t + σ, y0 + σ f0)` by one central difference (2 right-hand
+    /// sides instead of the 2m + 2 of a Jacobian). With it the linear model
+    /// `f0 + A (y − y0) + w (t − t0)` still matches `f` along the motion to first order, so
+    /// the step stays of order 2 and the remainder (30) stays `O(h²)` whatever `A` is (an
+    /// exponential W-method); the error estimate sees `(J − A)` through `f(t1, y1)`. Returns
+    /// false, leaving `w` unset, when the one-sided differences disagree (a force switch within
+    /// the difference step): the caller then takes a fresh Jacobian, which handles that case.
+    fn reused_forcing<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+    ) -> Result<bool, IntegrateError> {
+        let m = 2 * self.nq;
+        let t = self.state.t;
+        // 100 times the Jacobian's 6e-6: the direction `f0` moves the fast components (a
+        // velocity under a contact's acceleration) by that much but the slow ones far less,
+        // so `J f0` is a difference of nearly equal values; at 6e-6 its round-off cost the
+        // bouncing balls' energy 5.5e-10 (4.8e-12 with 6e-4; `tests/contact_events.rs`).
+        // The shrinking below keeps the truncation in check where `f` curves.
+        let eps = 6e-4;
+        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let ymax = self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs()));
+        let mut d = eps * t.abs().max(1.0);
+        if speed > 0.0 {
+            d = d.min(eps * ymax / speed);
+        }
+        // As in the Jacobian's columns: the one-sided differences differ by `f'' d` on a
+        // smooth path (a brake torque's smooth step has `f'' ~ 5e5` rad/s⁴) and by a finite
+        // amount across a switch, so shrink `d` (to 6e-6 and 6e-8) until they agree.
+        let mut agreed = false;
+        for _ in 0..3 {
+            for (sign, plus) in [(1.0, true), (-1.0, false)] {
+                for i in 0..m {
+                    self.yp[i] = self.y0[i] + sign * d * self.f0[i];
+                }
+                let out = if plus { &mut self.fp } else { &mut self.fm };
+                Self::rhs(
+                    &mut self.ws,
+                    &mut self.stats,
+                    &mut self.lam_tmp,
+                    sys,
+                    t + sign * d,
+                    &self.yp,
+                    out,
+                    true,
+                )?;
+            }
+            let mut dmax: f64 = 1.0;
+            let mut diff: f64 = 0.0;
+            for i in 0..m {
+                let dp = (self.fp[i] - self.f0[i]) / d;
+                let dm = (self.f0[i] - self.fm[i]) / d;
+                dmax = dmax.max(dp.abs()).max(dm.abs());
+                diff = diff.max((dp - dm).abs());
+            }
+            if diff <= 1e-3 * dmax {
+                agreed = true;
+                break;
+            }
+            d *= 1e-2;
+        }
+        if !agreed {
+            return Ok(false);
+        }
+        for i in 0..m {
+            let mut af = 0.0;
+            for k in 0..m {
+                af += self.jac[(i, k)] * self.f0[k];
+            }
+            self.w[i] = (self.fp[i] - self.fm[i]) / (2.0 * d) - af;
+        }
+        Ok(true)
     }
 
     /// [`Self::jacobians`]; `rebase`: step into the entered mode when `y0` is on a jump of `f`.
+    /// Returns whether it did.
     fn jacobians_at<S: MultibodySystem + ?Sized>(
         &mut self,
         sys: &mut S,
         rebase: bool,
-    ) -> Result<(), IntegrateError> {
+    ) -> Result<bool, IntegrateError> {
         let m = 2 * self.nq;
         let t = self.state.t;
         let eps3 = 6e-6;
@@ -485,11 +587,12 @@ impl LocalLinearization {
             self.choose_kink_sides(sys, t, eps3)?;
         }
         if near_switch && rebase && self.enter_jump(sys, t, eps3)? {
-            return Ok(());
+            // Linearized in the entered mode and extrapolated back to `y0`.
+            return Ok(true);
         }
         self.time_derivative(sys, t, eps3)?;
         self.jac_ready = true;
-        Ok(())
+        Ok(false)
     }
 
     /// `y0` may lie on a jump of `f` (a switch lies within the difference step): a force that
@@ -657,6 +760,8 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
             self.y0[..n].copy_from_slice(&self.state.q);
             self.y0[n..].copy_from_slice(&self.state.v);
             self.jacobians(sys)?;
+        } else if !self.jac_fresh && !self.reused_forcing(sys)? {
+            self.jacobians(sys)?;
         }
         let mut h_try = self.h;
         loop {
@@ -675,7 +780,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
             }
             let t1 = dense::advance(t, p, t_limit);
             self.core
-                .increment(&self.jac, &self.ft, &self.f0, h, &mut self.phi)
+                .increment(&self.jac, &self.w, &self.f0, h, &mut self.phi)
                 .map_err(|what| IntegrateError::NonFinite { t, what })?;
             for i in 0..m {
                 self.y1[i] = self.y0[i] + self.phi[i];
@@ -696,7 +801,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
                 err = match r {
                     Ok(()) => {
                         for i in 0..m {
-                            let mut g = self.f0[i] + self.ft[i] * h;
+                            let mut g = self.f0[i] + self.w[i] * h;
                             for k in 0..m {
                                 g += self.jac[(i, k)] * self.phi[k];
                             }
@@ -720,6 +825,13 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
                 if err.is_nan() || err > 1.0 {
                     self.stats.rejected_steps += 1;
                     self.stats.error_test_failures += 1;
+                    if !self.jac_fresh {
+                        // The kept `A` may be what failed (the motion left its linearization,
+                        // a force law changed within the step): the same step again with the
+                        // Jacobian at `y0`, which is the paper's method.
+                        self.jacobians(sys)?;
+                        continue;
+                    }
                     // k = p = 2 for EPUS: the controller's exponent is 1/(order + 1).
                     h_try = if err.is_finite() {
                         h * self.ctrl.factor(err, 1, false)
@@ -762,7 +874,11 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
                     fac * h
                 };
             }
-            self.jac_ready = false;
+            // Keep `A` for the next step (not with a fixed step: no error test would see a
+            // stale linearization there).
+            self.jac_age += 1;
+            self.jac_fresh = false;
+            self.jac_ready = !fixed && self.jac_reusable && self.jac_age < self.max_jacobian_age;
             sys.accept_step(t1, &self.state.q, &self.state.v, Some(&self.state.lambda));
             return Ok(t1);
         }
@@ -794,6 +910,85 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kept (wrong) `A` with the forcing `w = J f0 − A f0` keeps the local error `O(h³)`
+    /// (order 2); with the paper's forcing (`f_t = 0` here) it is `O(h²)`. And the estimate
+    /// (30)-(31) still tracks the error. Paper 002's test problem (35) at t = 1/π.
+    #[test]
+    fn kept_jacobian_with_forcing_keeps_order_two() {
+        let f = |y: &[f64]| [-y[1] / (y[2] * y[2]), y[0] / (y[2] * y[2]), 1.0];
+        let exact = |t: f64| [(1.0 / t).sin(), (1.0 / t).cos(), t];
+        let t0 = 1.0 / std::f64::consts::PI;
+        let y0 = exact(t0);
+        let f0 = f(&y0);
+        let x3 = y0[2];
+        // The true Jacobian at y0, then a stale one (as at an earlier state).
+        let jac = |y: &[f64]| {
+            let x3 = y[2];
+            DMatrix::from_row_slice(
+                3,
+                3,
+                &[
+                    0.0,
+                    -1.0 / (x3 * x3),
+                    2.0 * y[1] / (x3 * x3 * x3),
+                    1.0 / (x3 * x3),
+                    0.0,
+                    -2.0 * y[0] / (x3 * x3 * x3),
+                    0.0,
+                    0.0,
+                    0.0,
+                ],
+            )
+        };
+        let j = jac(&y0);
+        let a = jac(&exact(1.05 * x3));
+        let mut jf = [0.0; 3];
+        let mut w = [0.0; 3];
+        for i in 0..3 {
+            for k in 0..3 {
+                jf[i] += (j[(i, k)] - a[(i, k)]) * f0[k];
+            }
+            w[i] = jf[i];
+        }
+        let mut core = LlCore::new(3);
+        let (mut hs, mut with, mut without, mut ratio) = (vec![], vec![], vec![], vec![]);
+        for h in [2e-3, 1e-3, 5e-4, 2.5e-4] {
+            let ye = exact(t0 + h);
+            let err = |forcing: &[f64; 3], core: &mut LlCore| {
+                let mut phi = [0.0; 3];
+                core.increment(&a, forcing, &f0, h, &mut phi).unwrap();
+                let y1: Vec<f64> = (0..3).map(|i| y0[i] + phi[i]).collect();
+                let e = (0..3).fold(0.0f64, |m, i| m.max((y1[i] - ye[i]).abs()));
+                (e, y1, phi)
+            };
+            let (e_with, y1, phi) = err(&w, &mut core);
+            let (e_without, _, _) = err(&[0.0; 3], &mut core);
+            // The estimate (30)-(31) with the kept `A` and the corrected linear model.
+            let f1 = f(&y1);
+            let mut v = [0.0; 3];
+            for i in 0..3 {
+                let mut g = f0[i] + w[i] * h;
+                for k in 0..3 {
+                    g += a[(i, k)] * phi[k];
+                }
+                v[i] = (f1[i] - g) / (h * h);
+            }
+            let mut l = [0.0; 3];
+            core.local_error(&a, &v, h, &mut l).unwrap();
+            let est = l.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            hs.push(h);
+            with.push(e_with);
+            without.push(e_without);
+            ratio.push(est / e_with);
+        }
+        let slope = |e: &[f64]| (e[0] / e[e.len() - 1]).ln() / (hs[0] / hs[hs.len() - 1]).ln();
+        assert!((slope(&with) - 3.0).abs() < 0.15, "{with:?}");
+        assert!((slope(&without) - 2.0).abs() < 0.15, "{without:?}");
+        for r in &ratio {
+            assert!((r - 1.0).abs() < 0.1, "estimate / error {ratio:?}");
+        }
+    }
 
     #[test]
     fn expm_matches_closed_forms() {
