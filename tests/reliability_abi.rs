@@ -620,7 +620,10 @@ fn export_refuses_what_check_refuses() {
 
 /// Methods that stall on stiff models stop fast and say why and what to choose: half_implicit
 /// on the stiff double pendulum (step size underflow at t = 4.7e-7 s), local_linearization on
-/// the double pendulum and the spherical chain (the work budget).
+/// the double pendulum (the work budget). Local linearization on the spherical chain stopped
+/// at the budget too until it kept its Jacobian over steps (session 7); it now completes the
+/// 50 steps (2.2 s for 0.5 s through `mbsfmu simulate`, 5e-9 m from BDF at rtol 1e-10), which
+/// is checked here so that a return of the stall shows.
 #[test]
 fn stalling_methods_fail_fast_with_what_to_choose() {
     let _serial = serial();
@@ -630,20 +633,15 @@ fn stalling_methods_fail_fast_with_what_to_choose() {
             "double_pendulum_stiff",
             "half_implicit",
             0.01,
-            "treats the forces explicitly",
+            Some("treats the forces explicitly"),
         ),
         (
             "double_pendulum_stiff",
             "local_linearization",
             0.01,
-            "matrix exponential",
+            Some("matrix exponential"),
         ),
-        (
-            "spherical_chain",
-            "local_linearization",
-            0.01,
-            "matrix exponential",
-        ),
+        ("spherical_chain", "local_linearization", 0.01, None),
     ] {
         let r = Res::new(&gallery(model));
         let inst = Inst::new(&f, &r);
@@ -662,6 +660,11 @@ fn stalling_methods_fail_fast_with_what_to_choose() {
             }
             t = lst;
         }
+        let Some(needle) = needle else {
+            assert_eq!(status, OK, "{model} {method}: {}", inst.sink.dump());
+            assert!((t - 0.5).abs() < 1e-12, "{model} {method} ended at {t}");
+            continue;
+        };
         assert_eq!(status, DISCARD, "{model} {method}");
         assert!(
             inst.said(DISCARD, needle) && inst.said(DISCARD, "solver.integrator = bdf"),
