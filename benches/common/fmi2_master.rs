@@ -60,7 +60,15 @@ unsafe extern "C" fn logger(
     if status >= fmi2Status_fmi2Warning && !message.is_null() {
         // SAFETY: the FMU passes a NUL-terminated message.
         let m = unsafe { std::ffi::CStr::from_ptr(message) };
-        eprintln!("  fmu: {}", m.to_string_lossy());
+        // The FMU passes its text as the argument of a "%s" format (printf-safe); a Rust
+        // callback cannot read C varargs on stable, so only the status is shown then.
+        if m.to_bytes() == b"%s" {
+            eprintln!(
+                "  fmu: status {status} (message text in the printf argument, not readable here)"
+            );
+        } else {
+            eprintln!("  fmu: {}", m.to_string_lossy());
+        }
     }
 }
 
