@@ -206,7 +206,7 @@ pub(crate) struct LoadedModel {
 /// files, recomputed from their bytes at every call, is unchanged. `MBSFMU_MODEL_CACHE=0` in
 /// the environment turns the cache off (every instantiation loads afresh; for measuring).
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
-    let use_cache = std::env::var_os("MBSFMU_MODEL_CACHE").is_none_or(|v| v != "0");
+    let use_cache = UNLOAD_HOOK && std::env::var_os("MBSFMU_MODEL_CACHE").is_none_or(|v| v != "0");
     let model_file = resource_dir.join("model.toml");
     if !model_file.is_file() {
         return Err(format!(
@@ -248,6 +248,26 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
 /// Resource folders and their loaded models, oldest first (see [`load_model`]).
 static MODEL_CACHE: Mutex<Vec<(PathBuf, LoadedModel)>> = Mutex::new(Vec::new());
 const MODEL_CACHE_SIZE: usize = 8;
+
+/// Empties [`MODEL_CACHE`] when the library is unloaded (`dlclose`) or the process ends. A
+/// static's heap memory outlives the unloaded code that owns it: an importer that loads and
+/// unloads the FMU per run (and valgrind's leak check, tools/leak-check.sh) would lose the
+/// cached models at every unload.
+extern "C" fn clear_model_cache_on_unload() {
+    // try_lock: never block in a destructor (a thread still inside `load_model` during an
+    // unload is already the importer's error; the memory is then left as it is).
+    if let Ok(mut cache) = MODEL_CACHE.try_lock() {
+        *cache = Vec::new();
+    }
+}
+
+/// The destructor's registration, run by the dynamic loader at unload and at exit. On targets
+/// without it the cache stays off ([`UNLOAD_HOOK`]).
+#[used]
+#[cfg_attr(target_os = "linux", link_section = ".fini_array")]
+#[cfg_attr(target_os = "macos", link_section = "__DATA,__mod_term_func")]
+static CLEAR_MODEL_CACHE_ON_UNLOAD: extern "C" fn() = clear_model_cache_on_unload;
+const UNLOAD_HOOK: bool = cfg!(any(target_os = "linux", target_os = "macos"));
 
 impl Instance {
     pub fn new(
