@@ -496,15 +496,7 @@ impl LocalLinearization {
                     true,
                 )?;
             }
-            let mut dmax: f64 = 1.0;
-            let mut diff: f64 = 0.0;
-            for i in 0..m {
-                let dp = (self.fp[i] - self.f0[i]) / d;
-                let dm = (self.f0[i] - self.fm[i]) / d;
-                dmax = dmax.max(dp.abs()).max(dm.abs());
-                diff = diff.max((dp - dm).abs());
-            }
-            if diff <= 1e-3 * dmax {
+            if one_sided_agree(&self.fp[..m], &self.f0[..m], &self.fm[..m], d) {
                 agreed = true;
                 break;
             }
@@ -552,15 +544,7 @@ impl LocalLinearization {
             for _ in 0..5 {
                 self.col_perturbed(sys, t, k, d, true)?;
                 self.col_perturbed(sys, t, k, -d, false)?;
-                let mut dmax: f64 = 1.0;
-                let mut diff: f64 = 0.0;
-                for i in 0..m {
-                    let dp = (self.fp[i] - self.f0[i]) / d;
-                    let dm = (self.f0[i] - self.fm[i]) / d;
-                    dmax = dmax.max(dp.abs()).max(dm.abs());
-                    diff = diff.max((dp - dm).abs());
-                }
-                if diff <= 1e-3 * dmax {
+                if one_sided_agree(&self.fp[..m], &self.f0[..m], &self.fm[..m], d) {
                     agreed = true;
                     break;
                 }
@@ -691,6 +675,20 @@ impl LocalLinearization {
         }
         Ok(())
     }
+}
+
+/// The forward `(f₊ − f₀)/d` and backward `(f₀ − f₋)/d` differences agree to 1e-3 of the
+/// largest (at least 1): no switch of the right-hand side lies within `d`.
+fn one_sided_agree(fp: &[f64], f0: &[f64], fm: &[f64], d: f64) -> bool {
+    let mut dmax: f64 = 1.0;
+    let mut diff: f64 = 0.0;
+    for ((p, z), m) in fp.iter().zip(f0).zip(fm) {
+        let dp = (p - z) / d;
+        let dm = (z - m) / d;
+        dmax = dmax.max(dp.abs()).max(dm.abs());
+        diff = diff.max((dp - dm).abs());
+    }
+    diff <= 1e-3 * dmax
 }
 
 impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
