@@ -735,13 +735,13 @@ impl<E: Engine> Simulation<E> {
         s
     }
 
-    /// Seconds spent advancing (measured by the caller, who knows its clock).
     /// The thread CPU time at the start of the coming [`advance_to`](Self::advance_to), read
     /// by the caller anyway: the call's work budget counts from it.
     pub fn set_call_cpu_start(&mut self, cpu: f64) {
         self.call_cpu0 = Some(cpu);
     }
 
+    /// Seconds spent advancing (measured by the caller, who knows its clock).
     pub fn add_cpu_time(&mut self, seconds: f64) {
         self.st.cpu_time += seconds;
     }
