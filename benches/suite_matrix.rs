@@ -7,6 +7,7 @@
 //! cargo bench --bench suite_matrix              # all models, ≈ 6 min CPU (wall more on a loaded machine)
 //! cargo bench --bench suite_matrix -- --quick   # 3 timing runs, smaller time budget per run
 //! cargo bench --bench suite_matrix -- double_pendulum_stiff quarter_car   # some models only
+//! cargo bench --bench suite_matrix -- --formulation=joint --methods=bdf,dopri5   # partial run
 //! ```
 //!
 //! CPU time is this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) of initialisation plus the
@@ -238,11 +239,25 @@ struct Prepared {
     scale: f64,
 }
 
-fn prepare(case: &Case) -> Prepared {
+/// `formulation`: the model file as it is, or with `[model] formulation` set to this value.
+fn prepare(case: &Case, formulation: Option<&str>) -> Prepared {
     let f = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("models")
         .join(case.file);
-    let spec = Arc::new(mbsfmu::mbs::load_model(&f).unwrap());
+    let spec = match formulation {
+        None => mbsfmu::mbs::load_model(&f).unwrap(),
+        Some(form) => {
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(!text.contains("formulation ="), "{}", case.name);
+            let text = text.replacen(
+                "[model]\n",
+                &format!("[model]\nformulation = \"{form}\"\n"),
+                1,
+            );
+            mbsfmu::mbs::load_model_str(&text, &f).unwrap()
+        }
+    };
+    let spec = Arc::new(spec);
     let reference = RefTable::load(case.reference);
     let pairs: Vec<(usize, usize)> = case
         .outputs
@@ -442,6 +457,20 @@ fn fmt_ms(s: f64) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
+    // `--formulation=joint|absolute` overrides the model files' choice; `--methods=a,b` limits
+    // the methods. Either makes the run a partial one (docs/benchmarks.md left alone).
+    let value = |key: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(key)?.strip_prefix('='))
+    };
+    let formulation = value("--formulation");
+    let methods: Vec<Method> = match value("--methods") {
+        None => Method::ALL.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|n| Method::from_name(n).unwrap_or_else(|| panic!("--methods: unknown {n}")))
+            .collect(),
+    };
     let only: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let (budget, repeats) = if quick { (1.5, 3) } else { (5.0, 5) };
     let all = cases();
@@ -464,14 +493,20 @@ fn main() {
         if quick { " -- --quick" } else { "" }
     );
     for case in selected.iter().copied() {
-        let p = prepare(case);
-        let _ = writeln!(md, "**{}** — {}.\n", case.name, case.error_text);
+        let p = prepare(case, formulation);
+        let _ = writeln!(
+            md,
+            "**{}**{} — {}.\n",
+            case.name,
+            formulation.map_or(String::new(), |f| format!(" (formulation = {f})")),
+            case.error_text
+        );
         let _ = writeln!(
             md,
             "| method | tol | steps | rejected | f evals | Jac | LU | CPU ms | error |"
         );
         let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
-        for method in Method::ALL {
+        for &method in &methods {
             let cell = sweep(case, &p, method, budget, repeats);
             let line = match &cell {
                 Cell::Reached {
@@ -518,7 +553,7 @@ fn main() {
         wall.elapsed().as_secs_f64()
     );
     println!("{md}");
-    if selected.len() == all.len() {
+    if selected.len() == all.len() && formulation.is_none() && methods.len() == Method::ALL.len() {
         match report::replace_section(&report::benchmarks_md(), "suite_matrix", &md) {
             Ok(()) => println!("wrote the suite_matrix section of docs/benchmarks.md"),
             Err(e) => eprintln!("{e}"),

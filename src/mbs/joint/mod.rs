@@ -170,6 +170,15 @@ struct BodyGrad {
     g_e: Vector4<f64>,
 }
 
+impl BodyGrad {
+    /// Scratch value for the fixed-size arrays `body_grads` fills.
+    const ZERO: BodyGrad = BodyGrad {
+        body: 0,
+        g_r: Vector3::new(0.0, 0.0, 0.0),
+        g_e: Vector4::new(0.0, 0.0, 0.0, 0.0),
+    };
+}
+
 impl JointModel {
     /// The tree of `sys`'s model (every model has one; the `Result` keeps room for elements a
     /// later tree rule cannot take).
@@ -577,11 +586,7 @@ impl JointModel {
         self.ensure_fast(sys);
         self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
         self.ws.direct.clear();
-        let mut bgs = [BodyGrad {
-            body: 0,
-            g_r: Vector3::zeros(),
-            g_e: Vector4::zeros(),
-        }; 4];
+        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, term) in sys.terms.iter().enumerate() {
             if let (true, Some(tc)) = (fast, self.ws.fast.terms[k]) {
                 let x = self.ws.kin.x[tc.dof];
@@ -641,11 +646,7 @@ impl JointModel {
     pub fn constraint_jacobian(&mut self, sys: &System, t: f64, q: &[f64], jac: &mut DMatrix<f64>) {
         self.load(sys, t, q, Rates::None);
         jac.fill(0.0);
-        let mut bgs = [BodyGrad {
-            body: 0,
-            g_r: Vector3::zeros(),
-            g_e: Vector4::zeros(),
-        }; 4];
+        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
@@ -695,11 +696,7 @@ impl JointModel {
         gamma: &mut [f64],
     ) {
         self.load(sys, t, q, Rates::Full(v));
-        let mut bgs = [BodyGrad {
-            body: 0,
-            g_r: Vector3::zeros(),
-            g_e: Vector4::zeros(),
-        }; 4];
+        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
@@ -817,11 +814,7 @@ impl JointModel {
         );
         let ws = &self.ws;
         rnea::bias_velocity_jacobian(&self.nodes, &ws.kin, &ws.i6, &mut dv, &mut da, &mut df, out);
-        let mut bgs = [BodyGrad {
-            body: 0,
-            g_r: Vector3::zeros(),
-            g_e: Vector4::zeros(),
-        }; 4];
+        let mut bgs = [BodyGrad::ZERO; 4];
         let mut g = DVector::zeros(n);
         for term in &sys.terms {
             let cv = self.eval(sys, &term.coord, true);
@@ -1185,11 +1178,7 @@ impl JointModel {
         psi.resize(self.n_q().max(self.n_dof), 0.0);
         // Applied wrenches (every element as a wrench), the recursion at (q, v).
         self.forces_with(sys, t, q, v, &mut psi[..self.n_q()], false);
-        let mut bgs = [BodyGrad {
-            body: 0,
-            g_r: Vector3::zeros(),
-            g_e: Vector4::zeros(),
-        }; 4];
+        let mut bgs = [BodyGrad::ZERO; 4];
         // Constraint forces −λ ∇ξ as applied wrenches (`M p̈ = Ψ − Gᵀλ`).
         for (k, &a) in self.active.iter().enumerate() {
             let JRow::Element(r) = self.rows[a] else {
