@@ -68,6 +68,17 @@ pub trait Engine:
         None
     }
     fn inputs_mut(&mut self) -> &mut InputSignals;
+    /// Built-in motions (not inputs) with rate or acceleration jumps: evaluate them by their
+    /// right limits at `t` (where the state continues from).
+    fn set_motion_right_limit_at(&mut self, _t: f64) {}
+    /// The earliest built-in motion breakpoint in `(after, before)`, where steps must land.
+    fn next_motion_breakpoint(&self, _after: f64, _before: f64) -> Option<f64> {
+        None
+    }
+    /// Whether a built-in motion has a breakpoint exactly at `t`.
+    fn has_motion_breakpoint_at(&self, _t: f64) -> bool {
+        false
+    }
     /// A consistent state at `t0` for the current parameters and inputs.
     fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError>;
     fn n_outputs(&self) -> usize;
@@ -97,6 +108,15 @@ impl Engine for crate::mbs::system::System {
     }
     fn inputs_mut(&mut self) -> &mut InputSignals {
         crate::mbs::system::System::inputs_mut(self)
+    }
+    fn set_motion_right_limit_at(&mut self, t: f64) {
+        crate::mbs::system::System::set_motion_right_limit_at(self, t)
+    }
+    fn next_motion_breakpoint(&self, after: f64, before: f64) -> Option<f64> {
+        crate::mbs::system::System::next_motion_breakpoint(self, after, before)
+    }
+    fn has_motion_breakpoint_at(&self, t: f64) -> bool {
+        crate::mbs::system::System::has_motion_breakpoint_at(self, t)
     }
     fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
         crate::mbs::system::System::initial_state(self, t0)
@@ -822,6 +842,8 @@ impl<E: Engine> Simulation<E> {
         if self.st.x.is_none() {
             let t0 = self.st.start;
             self.prepare_inputs(t0, self.expected_step());
+            // A ramp starting at the start time moves with its slope from the start on.
+            self.st.engine.set_motion_right_limit_at(t0);
             let x = self.st.engine.initial_state(t0)?;
             self.st.x = Some(x);
         }
@@ -914,8 +936,12 @@ impl<E: Engine> Simulation<E> {
                     a[0] == b[0] && a[1] == b[1]
                 })
             });
+        // Built-in motions continue from t0 by their right limits; a ramp starting at t0 (a
+        // step landed on it) is a rate jump like an input's.
+        self.st.engine.set_motion_right_limit_at(t0);
+        let at_breakpoint = self.st.engine.has_motion_breakpoint_at(t0);
         let jumped = match &self.st.x {
-            Some(x) if multistep && !self.st.reinit && !continued => {
+            Some(x) if multistep && !self.st.reinit && (!continued || at_breakpoint) => {
                 input_jump(&mut self.st.engine, &settings, x)
             }
             _ => None,
@@ -972,6 +998,13 @@ impl<E: Engine> Simulation<E> {
             self.st.events.begin_call(t_end, cpu0);
         }
         let result = loop {
+            // Steps land on the breakpoints of built-in motions (a ramp's start).
+            let t_now = Integrator::<E>::state(&*integ).t;
+            let t_stop = self
+                .st
+                .engine
+                .next_motion_breakpoint(t_now, t_end)
+                .unwrap_or(t_end);
             let stepped = match intermediate.as_mut() {
                 Some(cb) => {
                     let mut sys = StageSampled {
@@ -984,7 +1017,7 @@ impl<E: Engine> Simulation<E> {
                         t_end,
                         current: f64::NAN,
                     };
-                    let r = self.st.events.step(integ, &mut sys, t_end);
+                    let r = self.st.events.step(integ, &mut sys, t_stop);
                     // Outputs at t_end use the segment of the importer's value there, if it
                     // was asked (the last stage of BDF and of stiffly accurate methods);
                     // otherwise, and after a failure, the accepted segments.
@@ -996,13 +1029,33 @@ impl<E: Engine> Simulation<E> {
                     sys.prepare(t_seg, false);
                     r
                 }
-                None => self.st.events.step(integ, &mut self.st.engine, t_end),
+                None => self.st.events.step(integ, &mut self.st.engine, t_stop),
             };
             match stepped {
                 Ok(out) => {
                     let t = out.time();
                     if t >= t_end {
                         break Ok(Advance::Completed);
+                    }
+                    if t >= t_stop {
+                        // On a breakpoint: continue by the motions' right limits; a rate jump
+                        // moves the driven velocities (projected, multistep methods
+                        // restarted, as for an input's jump).
+                        self.st.engine.set_motion_right_limit_at(t);
+                        <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
+                        if multistep {
+                            let r = restart_on_jump(
+                                integ,
+                                &mut self.st.engine,
+                                &settings,
+                                &mut self.st.stats_base,
+                            );
+                            match r {
+                                Ok(true) => self.st.events.reset(),
+                                Ok(false) => {}
+                                Err(e) => break Err(CosimError::Integrate(e)),
+                            }
+                        }
                     }
                     if let (true, StepOutcome::Event(event)) = (self.early_return, out) {
                         break Ok(Advance::EarlyReturn { event });

@@ -1493,3 +1493,62 @@ fn stripping_a_broken_library_names_it() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run that fails part-way keeps what it computed: `mbsfmu simulate` writes the outputs up to
+/// the last communication point reached, says where they are, and exits with 1. The model
+/// pulls a pendulum's bob along x past the rod's reach (x = 0.5 + 10 (t − 0.02) passes the
+/// rod length 1 m at t = 0.07 s): no configuration exists from there on. The outputs before
+/// follow the driver exactly.
+#[test]
+fn cli_simulate_keeps_the_outputs_computed_before_a_failure() {
+    let dir = temp_dir("partial");
+    let model = dir.join("overpull.toml");
+    let y0 = -(0.75f64.sqrt());
+    std::fs::write(
+        &model,
+        format!(
+            "[model]\nname = \"overpull\"\ngravity = [0.0, -9.81, 0.0]\n\n\
+             [experiment]\nstop = 0.2\nstep = 0.01\n\n\
+             [[bodies]]\nname = \"p\"\ntype = \"particle\"\nmass = 1.0\nposition = [0.5, {y0}, 0.0]\n\n\
+             [[joints]]\nname = \"rod\"\ntype = \"distance\"\nbody1 = \"ground\"\nbody2 = \"p\"\n\
+             point1 = [0.0, 0.0, 0.0]\npoint2 = [0.5, {y0}, 0.0]\nlength = 1.0\n\n\
+             [[joints]]\nname = \"plane\"\ntype = \"planar\"\nbody1 = \"ground\"\nbody2 = \"p\"\n\
+             point = [0.5, {y0}, 0.0]\naxis = [0.0, 0.0, 1.0]\n\n\
+             [[drivers]]\nname = \"pull\"\nbody = \"p\"\ncomponent = \"x\"\n\
+             motion = {{ type = \"ramp\", initial = 0.5, slope = 10.0, start = 0.02 }}\n\n\
+             [[outputs]]\nname = \"x\"\ntype = \"position\"\nbody = \"p\"\ncomponent = \"x\"\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join("overpull.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("simulation failed in the step to t = ")
+            && err.contains(&format!("are in {}", out.display())),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
+    let last = rows.last().unwrap()[0];
+    assert!(rows.len() >= 6 && last < 0.07 + 1e-12, "{text}");
+    for r in &rows {
+        let want = 0.5 + 10.0 * (r[0] - 0.02).max(0.0);
+        assert!(
+            (r[1] - want).abs() < 1e-9,
+            "t = {}: x {} vs {want}",
+            r[0],
+            r[1]
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

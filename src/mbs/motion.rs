@@ -110,8 +110,23 @@ impl MotionSlot {
         !matches!(self.motion, Motion::Constant(_))
     }
 
-    /// Value, first and second time derivative at `t`.
-    pub fn eval(&self, t: f64, params: &[f64], inputs: &InputSignals) -> [f64; 3] {
+    /// Times where a built-in motion's rate (a ramp's start) or acceleration (a smooth step's
+    /// start and end) jumps. The co-simulation layer lands its steps on them.
+    pub fn breakpoints(&self, params: &[f64]) -> [Option<f64>; 2] {
+        let p = |s: &super::spec::Scalar| s.eval(params);
+        match &self.motion {
+            Motion::Ramp { start, slope, .. } if p(slope) != 0.0 => [Some(p(start)), None],
+            Motion::SmoothStep {
+                start, duration, ..
+            } => [Some(p(start)), Some(p(start) + p(duration))],
+            _ => [None, None],
+        }
+    }
+
+    /// Value, first and second time derivative at `t`. At a breakpoint `t` the left limit,
+    /// unless `right_at == t` (the state has been carried past it: the start of the run, or
+    /// a step that landed there).
+    pub fn eval(&self, t: f64, params: &[f64], inputs: &InputSignals, right_at: f64) -> [f64; 3] {
         let p = |s: &super::spec::Scalar| s.eval(params);
         let mut out = match &self.motion {
             Motion::Input(i) => inputs.eval(*i, t),
@@ -130,7 +145,7 @@ impl MotionSlot {
                 start,
             } => {
                 let (i0, k, t0) = (p(initial), p(slope), p(start));
-                if t > t0 {
+                if t > t0 || (t == t0 && t == right_at) {
                     [i0 + k * (t - t0), k, 0.0]
                 } else {
                     [i0, 0.0, 0.0]
@@ -154,9 +169,10 @@ impl MotionSlot {
                 duration,
             } => {
                 let (i0, f, t0, dt) = (p(initial), p(final_value), p(start), p(duration));
-                if t <= t0 {
+                let after = |tb: f64| t > tb || t == right_at && t == tb;
+                if !after(t0) {
                     [i0, 0.0, 0.0]
-                } else if t >= t0 + dt {
+                } else if after(t0 + dt) {
                     [f, 0.0, 0.0]
                 } else {
                     let x = PI * (t - t0) / dt;
@@ -229,11 +245,13 @@ mod tests {
         for m in &motions {
             let s = MotionSlot::new(m);
             for t in [0.9, 1.7, 2.3] {
-                let [_, d, dd] = s.eval(t, &[], &inputs);
-                let fd1 =
-                    (s.eval(t + h, &[], &inputs)[0] - s.eval(t - h, &[], &inputs)[0]) / (2.0 * h);
-                let fd2 =
-                    (s.eval(t + h, &[], &inputs)[1] - s.eval(t - h, &[], &inputs)[1]) / (2.0 * h);
+                let [_, d, dd] = s.eval(t, &[], &inputs, f64::NAN);
+                let fd1 = (s.eval(t + h, &[], &inputs, f64::NAN)[0]
+                    - s.eval(t - h, &[], &inputs, f64::NAN)[0])
+                    / (2.0 * h);
+                let fd2 = (s.eval(t + h, &[], &inputs, f64::NAN)[1]
+                    - s.eval(t - h, &[], &inputs, f64::NAN)[1])
+                    / (2.0 * h);
                 assert!(
                     (d - fd1).abs() < 1e-7 && (dd - fd2).abs() < 1e-6,
                     "{m:?} at {t}"

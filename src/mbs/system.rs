@@ -171,6 +171,10 @@ pub(super) struct ForceTerm {
     preset_ref: f64,
 }
 
+fn no_time() -> f64 {
+    f64::NAN
+}
+
 /// The multibody system. Plain data: `Clone + Serialize` (FMU state copies it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct System {
@@ -181,6 +185,13 @@ pub struct System {
     pub(super) bodies: Vec<BodyData>,
     pub(super) gravity: Vector3<f64>,
     pub(super) motions: Vec<MotionSlot>,
+    /// The time at which built-in motions are evaluated by their right limits (where the
+    /// state has been carried past a ramp's start or a smooth step's ends); elsewhere at a
+    /// breakpoint the left limit applies (the step that lands on it). See
+    /// [`System::set_motion_right_limit_at`]. Not part of a saved state: the co-simulation
+    /// layer sets it again before it continues from a state.
+    #[serde(skip, default = "no_time")]
+    motion_right_at: f64,
     /// Motion slots of the moving frames' x, y, z.
     pub(super) frame_motions: Vec<[usize; 3]>,
     /// The time-varying motion slots: excitation `i` is slot `excitation_slots[i]`.
@@ -281,6 +292,7 @@ impl System {
             bodies: Vec::new(),
             gravity: Vector3::zeros(),
             motions: Vec::new(),
+            motion_right_at: f64::NAN,
             frame_motions: Vec::new(),
             excitation_slots: Vec::new(),
             rows: Vec::new(),
@@ -985,7 +997,12 @@ impl System {
         for (f, slots) in self.frame_motions.iter().enumerate() {
             let mut st = [Vector3::zeros(); 3];
             for k in 0..3 {
-                let m = self.motions[slots[k]].eval(t, &self.params, &self.inputs);
+                let m = self.motions[slots[k]].eval(
+                    t,
+                    &self.params,
+                    &self.inputs,
+                    self.motion_right_at,
+                );
                 for d in 0..3 {
                     st[d][k] = m[d];
                 }
@@ -1004,7 +1021,35 @@ impl System {
     }
 
     pub(super) fn motion(&self, slot: usize, t: f64) -> [f64; 3] {
-        self.motions[slot].eval(t, &self.params, &self.inputs)
+        self.motions[slot].eval(t, &self.params, &self.inputs, self.motion_right_at)
+    }
+
+    /// From now on, evaluate built-in motions at `t` by their right limits: the state is at
+    /// `t` and continues past any breakpoint there (a ramp starting at `t` moves with its
+    /// slope from `t` on). The co-simulation layer sets it at the start of the run and
+    /// whenever it continues from an accepted time.
+    pub fn set_motion_right_limit_at(&mut self, t: f64) {
+        self.motion_right_at = t;
+    }
+
+    /// The earliest breakpoint of a built-in motion (a ramp's start: a rate jump; a smooth
+    /// step's start and end: acceleration jumps) in `(after, before)`.
+    pub fn next_motion_breakpoint(&self, after: f64, before: f64) -> Option<f64> {
+        self.motions
+            .iter()
+            .flat_map(|m| m.breakpoints(&self.params))
+            .flatten()
+            .filter(|&tb| tb > after && tb < before)
+            .min_by(f64::total_cmp)
+    }
+
+    /// Whether a built-in motion has a breakpoint at `t` (exactly: steps land on them).
+    pub fn has_motion_breakpoint_at(&self, t: f64) -> bool {
+        self.motions
+            .iter()
+            .flat_map(|m| m.breakpoints(&self.params))
+            .flatten()
+            .any(|tb| tb == t)
     }
 
     // ----- constraint rows -----

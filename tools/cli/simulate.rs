@@ -262,14 +262,21 @@ pub fn grid(start: f64, stop: f64, step: f64) -> CliResult<Vec<f64>> {
         .collect())
 }
 
-/// Run the communication loop; rows are `[t, outputs...]`.
+/// The communication loop's result: rows `[t, outputs...]` up to the last communication point
+/// reached, and why it stopped early, if it did (the rows are kept either way).
+pub struct LoopResult {
+    pub rows: Vec<Vec<f64>>,
+    pub failure: Option<String>,
+}
+
+/// Run the communication loop.
 pub fn run_loop(
     sim: &mut dyn CoSimulation,
     n_outputs: usize,
     inputs: Option<(&InputTable, &[usize])>,
     grid: &[f64],
     progress: bool,
-) -> CliResult<Vec<Vec<f64>>> {
+) -> LoopResult {
     let set_inputs = |sim: &mut dyn CoSimulation, t: f64| {
         if let Some((table, map)) = inputs {
             for (c, &i) in map.iter().enumerate() {
@@ -288,13 +295,15 @@ pub fn run_loop(
             .chain(out.iter().copied())
             .collect(),
     );
+    let mut failure = None;
     for w in grid.windows(2) {
-        sim.advance_to(w[1]).map_err(|m| {
-            CliError::User(format!(
+        if let Err(m) = sim.advance_to(w[1]) {
+            failure = Some(format!(
                 "simulation failed in the step to t = {}: {m}",
                 w[1]
-            ))
-        })?;
+            ));
+            break;
+        }
         set_inputs(sim, w[1]);
         sim.outputs(&mut out);
         rows.push(std::iter::once(w[1]).chain(out.iter().copied()).collect());
@@ -318,7 +327,7 @@ pub fn run_loop(
     if progress && started.elapsed().as_secs_f64() > 0.5 {
         eprintln!();
     }
-    Ok(rows)
+    LoopResult { rows, failure }
 }
 
 /// Parameter values and solver overrides from `--set`.
@@ -418,13 +427,13 @@ pub fn run(a: &SimulateArgs) -> CliResult {
     };
     let mut sim = instantiate(&spec, &params, &solver, start, tol)?;
     let wall = Instant::now();
-    let rows = run_loop(
+    let LoopResult { rows, failure } = run_loop(
         sim.as_mut(),
         spec.outputs.len(),
         input.as_ref().zip(map.as_deref()),
         &g,
         std::io::stderr().is_terminal(),
-    )?;
+    );
     let secs = wall.elapsed().as_secs_f64();
     let out = a
         .out
@@ -434,6 +443,14 @@ pub fn run(a: &SimulateArgs) -> CliResult {
         .chain(spec.outputs.iter().map(|o| o.name.clone()))
         .collect();
     write_csv(&out, &header, &rows)?;
+    if let Some(m) = failure {
+        // What was computed up to the failure is often what shows the cause.
+        let reached = rows.last().map_or(f64::NAN, |r| r[0]);
+        return Err(CliError::User(format!(
+            "{m}\n(the outputs up to t = {reached} are in {})",
+            out.display()
+        )));
+    }
     print!("{}", summary(&spec, &rows, secs));
     if let Some(st) = sim.stats() {
         println!(
@@ -548,7 +565,8 @@ mod tests {
             u: 0.0,
             du: 0.0,
         };
-        let rows = run_loop(&mut sim, 1, Some((&table, &[0])), &g, false).unwrap();
+        let LoopResult { rows, failure } = run_loop(&mut sim, 1, Some((&table, &[0])), &g, false);
+        assert_eq!(failure, None);
         assert_eq!(rows.len(), 9);
         for r in rows {
             let exact = if r[0] <= 1.0 {
