@@ -225,8 +225,21 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
             }
         }
     }
-    let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
-    let token = token_of(&spec)?;
+    // Read once: the model and its token come from the same bytes.
+    let text = std::fs::read_to_string(&model_file).map_err(|e| {
+        crate::mbs::ModelError::Io {
+            file: model_file.clone(),
+            reason: e.to_string(),
+        }
+        .to_string()
+    })?;
+    let spec = Arc::new(crate::mbs::load_model_str(&text, &model_file).map_err(|e| e.to_string())?);
+    let token = crate::description::token::model_token_of_read(
+        &model_file,
+        text.as_bytes(),
+        &spec.source_files,
+    )
+    .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
     let model = LoadedModel {
