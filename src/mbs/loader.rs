@@ -47,24 +47,23 @@ pub fn load_model_str(text: &str, path: &Path) -> Result<ModelSpec, ModelError> 
 /// expression is evaluated with these values: this is how parameters set before
 /// initialization act on everything (the engine re-resolves at initialization).
 ///
-/// Two readers of the same schema: a model that loads is read by `toml` 0.9's parser (about
-/// half the time of 0.8's `toml_edit` document, which keeps every comment and space: most of a
-/// cold FMU instantiation); any failure, of the parse or of the resolution, is read again by
-/// [`load_model_general`], whose table spans cover whole elements, so that every error is
-/// exactly the one the general path gives. Both readers agree on every value and on the start
-/// of every span (the only part of a span a model that loads uses: warnings' locations);
-/// `tests/model_files.rs` checks that the two give the same model for every model file.
+/// Two readers of the same schema: the file is read by `toml` 0.9's parser (about half the
+/// time of 0.8's `toml_edit` document, which keeps every comment and space: most of a cold FMU
+/// instantiation) and resolved. A file it cannot read (TOML syntax, unknown keys, wrong
+/// types, missing keys) is read again by [`load_model_general`], whose table spans cover whole
+/// elements: those errors name the element the general path names. Both readers agree on every
+/// value and on the start of every span, the only part of a span the resolver uses (errors'
+/// and warnings' locations); `tests/model_files.rs` checks that the two give the same model or
+/// error for every model file. 0.9 also reads TOML 1.1 (docs/model-format.md).
 pub fn load_model_with_parameters(
     text: &str,
     path: &Path,
     values: &[f64],
 ) -> Result<ModelSpec, ModelError> {
-    if let Ok(raw) = toml_fast::from_str::<RawFile>(text) {
-        if let Ok(spec) = resolve(&raw, text, path, values) {
-            return Ok(spec);
-        }
+    match toml_fast::from_str::<RawFile>(text) {
+        Ok(raw) => resolve(&raw, text, path, values),
+        Err(_) => load_model_general(text, path, values),
     }
-    load_model_general(text, path, values)
 }
 
 /// [`load_model_with_parameters`] through `toml` 0.8 only: the reader whose errors the loader
