@@ -155,7 +155,9 @@ impl VariableTable {
     /// Build the table. Value references are the positions in the table (`time` is 0), so
     /// lookup is an index.
     pub fn from_spec(spec: &ModelSpec) -> VariableTable {
-        let mut vars: Vec<Variable> = Vec::new();
+        // time, the 6 solver settings, the statistics (a few more reserved than there are).
+        let mut vars: Vec<Variable> =
+            Vec::with_capacity(24 + spec.parameters.len() + spec.inputs.len() + spec.outputs.len());
         let mut push = |name: String,
                         description: String,
                         causality,

@@ -59,6 +59,22 @@ pub fn looks_like_token(s: &str) -> bool {
         })
 }
 
+/// [`model_token`] of the model file's bytes, already read, then the files `others` on disk
+/// (a copy of `model_file` among them skipped, as in [`model_token_of`]).
+pub fn model_token_of_read(
+    model_file: &Path,
+    model_bytes: &[u8],
+    others: &[PathBuf],
+) -> Result<String, (PathBuf, std::io::Error)> {
+    let mut contents = Vec::with_capacity(others.len());
+    for p in others.iter().filter(|p| p.as_path() != model_file) {
+        contents.push(std::fs::read(p).map_err(|e| (p.clone(), e))?);
+    }
+    Ok(model_token(
+        std::iter::once(model_bytes).chain(contents.iter().map(|c| c.as_slice())),
+    ))
+}
+
 /// Convenience for callers holding paths: the model file first, then `others`.
 pub fn model_token_of(
     model_file: &Path,

@@ -208,25 +208,46 @@ pub(crate) struct LoadedModel {
 pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
     let use_cache = UNLOAD_HOOK && std::env::var_os("MBSFMU_MODEL_CACHE").is_none_or(|v| v != "0");
     let model_file = resource_dir.join("model.toml");
-    if !model_file.is_file() {
-        return Err(format!(
+    // The cached path checks for the file first; the cold path learns of a missing one from
+    // its read's error (one system call less: they count in a cold instantiation).
+    let no_model = || {
+        format!(
             "the resources folder {} has no model.toml",
             resource_dir.display()
-        ));
-    }
+        )
+    };
     let token_of = |spec: &ModelSpec| {
         crate::description::token::model_token_of(&model_file, &spec.source_files)
             .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))
     };
     if let (true, Ok(cache)) = (use_cache, MODEL_CACHE.lock()) {
+        if !model_file.is_file() {
+            return Err(no_model());
+        }
         if let Some((_, m)) = cache.iter().find(|(dir, _)| dir == resource_dir) {
             if token_of(&m.spec).ok().as_ref() == Some(&m.token) {
                 return Ok(m.clone());
             }
         }
     }
-    let spec = Arc::new(crate::mbs::load_model(&model_file).map_err(|e| e.to_string())?);
-    let token = token_of(&spec)?;
+    // Read once: the model and its token come from the same bytes.
+    let text = std::fs::read_to_string(&model_file).map_err(|e| {
+        if !model_file.is_file() {
+            return no_model();
+        }
+        crate::mbs::ModelError::Io {
+            file: model_file.clone(),
+            reason: e.to_string(),
+        }
+        .to_string()
+    })?;
+    let spec = Arc::new(crate::mbs::load_model_str(&text, &model_file).map_err(|e| e.to_string())?);
+    let token = crate::description::token::model_token_of_read(
+        &model_file,
+        text.as_bytes(),
+        &spec.source_files,
+    )
+    .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
     let model = LoadedModel {
