@@ -25,7 +25,7 @@
 
 use super::linalg::DenseLu;
 use super::{IntegrateError, MultibodySystem};
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVectorView, DVectorViewMut};
 
 /// How much the excitations' higher time derivatives jump at the current point, over all
 /// inputs: `accel = max |Δü|`, `jerk = max |Δu⃛|` (in the inputs' own units). Infinite when
@@ -85,12 +85,19 @@ pub struct ReanchorWork {
     pub a: Vec<f64>,
     pub adot: Vec<f64>,
     pub addot: Vec<f64>,
+    /// `a⃛` of the last [`ReanchorWork::rhs_derivatives`].
+    pub adddot: Vec<f64>,
+    /// `ρ` at the third pass's four path points.
+    rho3: [Vec<f64>; 4],
+    /// Products `K x` at a path point.
+    kx: Vec<f64>,
+    kx1: Vec<f64>,
 }
 
 impl ReanchorWork {
     fn size(&mut self, nq: usize, nc: usize) {
         let n = nq + nc;
-        if self.n == n && self.a.len() == nq && self.k.nrows() == n {
+        if self.n == n && self.a.len() == nq && self.k.nrows() == n && self.adddot.len() == nq {
             return;
         }
         self.n = n;
@@ -104,6 +111,8 @@ impl ReanchorWork {
             &mut self.rhs,
             &mut self.diff,
             &mut self.odd,
+            &mut self.kx,
+            &mut self.kx1,
         ] {
             *v = vec![0.0; n];
         }
@@ -113,9 +122,11 @@ impl ReanchorWork {
             &mut self.a,
             &mut self.adot,
             &mut self.addot,
+            &mut self.adddot,
         ] {
             *v = vec![0.0; nq];
         }
+        self.rho3 = std::array::from_fn(|_| vec![0.0; n]);
     }
 
     /// `K(t, q)` into `self.k` (and `M`, `Φ_q` into their buffers).
@@ -141,22 +152,15 @@ impl ReanchorWork {
         sys.acceleration_rhs(t, q, v, g);
     }
 
-    /// `K` and `r` at time `t` and the path point in `self.qs`, `self.vs`.
+    /// `M`, `Φ_q` (the blocks of `K`) and `r` at time `t` and the path point in `self.qs`,
+    /// `self.vs` (`K` itself is formed only at `s = 0`, for its LU).
     fn at_path_point<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t: f64) {
         let (qs, vs) = (std::mem::take(&mut self.qs), std::mem::take(&mut self.vs));
-        self.fill_k(sys, t, &qs);
+        sys.mass_matrix(t, &qs, &mut self.m);
+        sys.constraint_jacobian(t, &qs, &mut self.phi_q);
         self.fill_r(sys, t, &qs, &vs);
         self.qs = qs;
         self.vs = vs;
-    }
-
-    /// `(K x)_i` for the current `self.k`.
-    fn k_times(&self, x: &[f64], i: usize) -> f64 {
-        let mut kx = 0.0;
-        for j in 0..self.n {
-            kx += self.k[(i, j)] * x[j];
-        }
-        kx
     }
 
     /// `a`, `ȧ` and `ä` of the current right-hand side at `(t, q, v)` into `self.a`,
@@ -174,6 +178,7 @@ impl ReanchorWork {
         q: &[f64],
         v: &[f64],
         delta: f64,
+        third: bool,
     ) -> Result<bool, IntegrateError> {
         let (nq, nc) = (sys.n_q(), sys.n_c());
         self.size(nq, nc);
@@ -199,8 +204,9 @@ impl ReanchorWork {
                 self.vs[i] = v[i] + s * self.a[i];
             }
             self.at_path_point(sys, t + s);
+            k_mul(&self.m, &self.phi_q, &self.sol, &mut self.kx);
             for i in 0..n {
-                let rho = self.rhs[i] - self.k_times(&self.sol, i);
+                let rho = self.rhs[i] - self.kx[i];
                 self.diff[i] = if pass == 0 {
                     rho
                 } else {
@@ -219,9 +225,11 @@ impl ReanchorWork {
                 self.vs[i] = v[i] + s * self.a[i] + s2 * self.adot[i];
             }
             self.at_path_point(sys, t + s);
+            k_mul(&self.m, &self.phi_q, &self.sol, &mut self.kx);
+            k_mul(&self.m, &self.phi_q, &self.sol1, &mut self.kx1);
             for i in 0..n {
-                let rho = self.rhs[i] - self.k_times(&self.sol, i);
-                let kx1 = self.k_times(&self.sol1, i);
+                let rho = self.rhs[i] - self.kx[i];
+                let kx1 = self.kx1[i];
                 if pass == 0 {
                     self.diff[i] = rho;
                     self.odd[i] = kx1;
@@ -235,20 +243,88 @@ impl ReanchorWork {
         for i in 0..nq {
             self.addot[i] = 2.0 * self.diff[i];
         }
+        self.adddot.fill(0.0);
+        if third {
+            self.third_derivative(sys, t, q, v, delta);
+        }
         Ok(self
             .a
             .iter()
             .chain(&self.adot)
             .chain(&self.addot)
+            .chain(&self.adddot)
             .all(|z| z.is_finite()))
+    }
+
+    /// `a⃛` into `self.adddot`, after [`ReanchorWork::rhs_derivatives`]'s two passes (`x₀` in
+    /// `self.sol`, `x₁` in `self.sol1`, `x₂` in `self.diff`). Along the trajectory's Taylor path
+    /// through `ä` (exact to `s³` in `v`, `s⁴` in `q`) the residual
+    /// `R(s) = r(s) − K(s) (x₀ + s x₁ + s² x₂) = K₀ x₃ s³ + O(s⁴)`; its odd parts at `δ` and
+    /// `2δ`, `O(δ) = R₁ δ + R₃ δ³ + …`, give `R₃ = (O(2δ) − 2 O(δ)) / 6δ³` free of the first
+    /// passes' `O(δ²)` remainder in `R₁`, and `x₃ = K₀⁻¹ R₃`, `a⃛ = 6 x₃`. Four more
+    /// evaluations of `M`, `Φ_q`, forces and `γ`, no new LU.
+    fn third_derivative<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        delta: f64,
+    ) {
+        let (nq, n) = (q.len(), self.n);
+        for (p, s) in [delta, -delta, 2.0 * delta, -2.0 * delta]
+            .into_iter()
+            .enumerate()
+        {
+            let (s2, s3, s4) = (0.5 * s * s, s * s * s / 6.0, s * s * s * s / 24.0);
+            for i in 0..nq {
+                self.qs[i] =
+                    q[i] + s * v[i] + s2 * self.a[i] + s3 * self.adot[i] + s4 * self.addot[i];
+                self.vs[i] = v[i] + s * self.a[i] + s2 * self.adot[i] + s3 * self.addot[i];
+            }
+            self.at_path_point(sys, t + s);
+            for i in 0..n {
+                self.odd[i] = self.sol[i] + s * self.sol1[i] + s * s * self.diff[i];
+            }
+            k_mul(&self.m, &self.phi_q, &self.odd, &mut self.kx);
+            for i in 0..n {
+                self.rho3[p][i] = self.rhs[i] - self.kx[i];
+            }
+        }
+        let d3 = 6.0 * delta * delta * delta;
+        for i in 0..n {
+            let o1 = 0.5 * (self.rho3[0][i] - self.rho3[1][i]);
+            let o2 = 0.5 * (self.rho3[2][i] - self.rho3[3][i]);
+            self.odd[i] = (o2 - 2.0 * o1) / d3;
+        }
+        self.lu.solve(&mut self.odd);
+        for i in 0..nq {
+            self.adddot[i] = 6.0 * self.odd[i];
+        }
+    }
+}
+
+/// `K x` for `K = [M Φ_qᵀ; Φ_q 0]` from its blocks (`x = (a, λ)`).
+fn k_mul(m: &DMatrix<f64>, phi_q: &DMatrix<f64>, x: &[f64], out: &mut [f64]) {
+    let nq = m.nrows();
+    let (xa, xl) = x.split_at(nq);
+    let (oa, oc) = out.split_at_mut(nq);
+    let xa = DVectorView::from_slice(xa, nq);
+    let xl = DVectorView::from_slice(xl, xl.len());
+    let mut oa = DVectorViewMut::from_slice(oa, nq);
+    oa.gemv(1.0, m, &xa, 0.0);
+    if !xl.is_empty() {
+        oa.gemv_tr(1.0, phi_q, &xl, 1.0);
+        let nc = oc.len();
+        DVectorViewMut::from_slice(oc, nc).gemv(1.0, phi_q, &xa, 0.0);
     }
 }
 
 /// Derivatives of Newton's backward interpolant `P(t_n + s h) = Σ_j ∇^j y_n N_j(s)`,
 /// `N_j(s) = s (s + 1) … (s + j − 1) / j!`, at `s = 0`: `P^(m)(t_n) = h^−m Σ_j c[m][j] ∇^j y_n`
-/// with `c[m][j] = m! [s^m] N_j(s)`, for `m ≤ 4` and `j ≤ k < N`.
-pub fn backward_derivative_coefficients<const N: usize>(k: usize) -> [[f64; N]; 5] {
-    let mut c = [[0.0; N]; 5];
+/// with `c[m][j] = m! [s^m] N_j(s)`, for `m ≤ 5` and `j ≤ k < N`.
+pub fn backward_derivative_coefficients<const N: usize>(k: usize) -> [[f64; N]; 6] {
+    let mut c = [[0.0; N]; 6];
     let mut poly = [0.0; N];
     poly[0] = 1.0;
     for j in 1..=k.min(N - 1) {
@@ -259,7 +335,7 @@ pub fn backward_derivative_coefficients<const N: usize>(k: usize) -> [[f64; N]; 
             poly[p] = (lower + shift * poly[p]) / j as f64;
         }
         let mut fact = 1.0;
-        for m in 1..5 {
+        for m in 1..6 {
             fact *= m as f64;
             c[m][j] = fact * poly.get(m).copied().unwrap_or(0.0);
         }
@@ -278,7 +354,7 @@ pub fn reanchor_differences<const N: usize>(
     k: usize,
     h: f64,
     nq: usize,
-    targets: [&[f64]; 3],
+    targets: [&[f64]; 4],
     rtol: f64,
     atol: f64,
 ) -> f64 {
@@ -286,9 +362,9 @@ pub fn reanchor_differences<const N: usize>(
     let mut kv = [0.0; N];
     let mut largest = 0.0f64;
     for i in 0..2 * nq {
-        // Position rows: derivatives 2, 3, 4 are a, ȧ, ä; velocity rows: 1, 2, 3.
+        // Position rows: derivatives 2, 3, 4, 5 are a, ȧ, ä, a⃛; velocity rows: 1, 2, 3, 4.
         let (row, first) = if i < nq { (i, 2) } else { (i - nq, 1) };
-        let mut deltas = [0.0; 3];
+        let mut deltas = [0.0; 4];
         for (l, delta) in deltas.iter_mut().enumerate() {
             let m = first + l;
             if m <= k && row < targets[l].len() {
@@ -392,7 +468,7 @@ mod tests {
                 (1..=k).map(|j| cf[m][j] * d[(row, j)]).sum::<f64>() / h.powi(m as i32)
             };
             let q_slope = der_of(&d, 0, 1);
-            let targets: [&[f64]; 3] = [&[a_new], &[adot_new], &[addot_new]];
+            let targets: [&[f64]; 4] = [&[a_new], &[adot_new], &[addot_new], &[]];
             reanchor_differences::<6>(&mut d, k, h, 1, targets, 1e-4, 1e-6);
             let der = |row: usize, m: usize| der_of(&d, row, m);
             assert!((d[(0, 0)] - q[0]).abs() < 1e-15 && (d[(1, 0)] - v[0]).abs() < 1e-15);
