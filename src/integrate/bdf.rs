@@ -58,15 +58,6 @@ const MAX_FACTOR: f64 = 10.0;
 /// Step reductions within one call of `step` before giving up.
 const MAX_REJECTIONS: u32 = 30;
 
-fn xx_trace() -> bool {
-    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| std::env::var("XX_TRACE").is_ok())
-}
-fn xx_depth4() -> bool {
-    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| std::env::var("XX_DEPTH").map_or(true, |v| v != "3"))
-}
-
 /// `γ_k = Σ_{j=1..k} 1/j`.
 fn gamma(k: usize) -> f64 {
     (1..=k).map(|j| 1.0 / j as f64).sum()
@@ -504,7 +495,8 @@ impl Bdf {
         // Only an improvement of the history: if the new right-hand side cannot be evaluated
         // here (a singular saddle-point matrix, values not finite), the step's own Newton
         // iteration and error test decide as before.
-        let third = k >= 4 && xx_depth4();
+        // `a⃛` enters the history from order 4 on (the velocities' fourth derivative).
+        let third = k >= 4;
         if !matches!(
             work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 0.02 * h, third),
             Ok(true)
@@ -514,7 +506,7 @@ impl Bdf {
         work.count += 1;
         let (rtol, atol) = (self.settings.rtol, self.settings.atol);
         let none: &[f64] = &[];
-        let big = reanchor_differences::<{ MAX_ORDER + 1 }>(
+        reanchor_differences::<{ MAX_ORDER + 1 }>(
             &mut self.d,
             k,
             h,
@@ -528,9 +520,6 @@ impl Bdf {
             rtol,
             atol,
         );
-        if xx_trace() {
-            eprintln!("RA t={t:.6} k={k} h={h:.3e} big={big:.3e}");
-        }
         Ok(())
     }
 
@@ -921,13 +910,6 @@ impl Bdf {
             );
             let safety =
                 0.9 * (2 * NEWTON_MAXIT + 1) as f64 / (2 * NEWTON_MAXIT + outcome.iters) as f64;
-            if xx_trace() {
-                eprintln!(
-                    "ST t={t_new:.6} k={k} h={h_step:.3e} err={err_norm:.3e} it={} acc={}",
-                    outcome.iters,
-                    err_norm <= 1.0
-                );
-            }
             if self.settings.fixed_step.is_none() && err_norm > 1.0 {
                 self.stats.error_test_failures += 1;
                 self.stats.rejected_steps += 1;
