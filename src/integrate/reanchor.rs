@@ -178,7 +178,7 @@ impl ReanchorWork {
         q: &[f64],
         v: &[f64],
         delta: f64,
-        third: bool,
+        third: Option<f64>,
     ) -> Result<bool, IntegrateError> {
         let (nq, nc) = (sys.n_q(), sys.n_c());
         self.size(nq, nc);
@@ -244,8 +244,8 @@ impl ReanchorWork {
             self.addot[i] = 2.0 * self.diff[i];
         }
         self.adddot.fill(0.0);
-        if third {
-            self.third_derivative(sys, t, q, v, delta);
+        if let Some(delta3) = third {
+            self.third_derivative(sys, t, q, v, delta3);
         }
         Ok(self
             .a
@@ -462,7 +462,7 @@ mod tests {
         let (x, v) = (0.1, -0.4);
         let mut work = ReanchorWork::default();
         assert!(work
-            .rhs_derivatives(&mut sys, 0.3, &[x], &[v], 1e-3, true)
+            .rhs_derivatives(&mut sys, 0.3, &[x], &[v], 1e-3, Some(1e-2))
             .unwrap());
         let (p, d) = (-sys.k / sys.m, -sys.c / sys.m);
         let mut y = [x, v];
@@ -494,7 +494,9 @@ mod tests {
         let q: Vec<f64> = (1..=3).flat_map(|k| [2.0, -(k as f64)]).collect();
         let v: Vec<f64> = (1..=3).flat_map(|_| [0.3 * w, 0.2 * w]).collect();
         let mut work = ReanchorWork::default();
-        assert!(work.rhs_derivatives(&mut sys, t, &q, &v, 1e-4, true).unwrap());
+        assert!(work
+            .rhs_derivatives(&mut sys, t, &q, &v, 1e-4, Some(1e-3))
+            .unwrap());
         let (a, ad, add, a3) = (
             work.a.clone(),
             work.adot.clone(),
@@ -511,7 +513,9 @@ mod tests {
                 .map(|i| v[i] + s * a[i] + s2 * ad[i] + s3 * add[i] + s4 * a3[i])
                 .collect();
             let mut wk = ReanchorWork::default();
-            assert!(wk.rhs_derivatives(&mut sys, t + s, &qs, &vs, 1e-4, false).unwrap());
+            assert!(wk
+                .rhs_derivatives(&mut sys, t + s, &qs, &vs, 1e-4, None)
+                .unwrap());
             wk.addot
         };
         let (plus, minus) = (addot_at(eps), addot_at(-eps));
