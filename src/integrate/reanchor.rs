@@ -505,7 +505,12 @@ mod tests {
         );
         let eps = 1e-3;
         let mut addot_at = |s: f64| -> Vec<f64> {
-            let (s2, s3, s4, s5) = (s * s / 2.0, s.powi(3) / 6.0, s.powi(4) / 24.0, s.powi(5) / 120.0);
+            let (s2, s3, s4, s5) = (
+                s * s / 2.0,
+                s.powi(3) / 6.0,
+                s.powi(4) / 24.0,
+                s.powi(5) / 120.0,
+            );
             let qs: Vec<f64> = (0..6)
                 .map(|i| q[i] + s * v[i] + s2 * a[i] + s3 * ad[i] + s4 * add[i] + s5 * a3[i])
                 .collect();
