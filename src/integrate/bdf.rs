@@ -471,8 +471,8 @@ impl Bdf {
     /// Re-anchor the history to the right-hand side that changed at the current point with
     /// the state (new input segments at a communication point; see [`super::reanchor`]), when
     /// the kink can matter at the current step size and tolerance. Costs one LU of the
-    /// saddle-point matrix and three evaluations of forces, `M`, `Φ_q`, `γ`; allocates only
-    /// the first time.
+    /// saddle-point matrix and five evaluations of forces, `M`, `Φ_q`, `γ` (nine when the next
+    /// order is 4 or 5 and `a⃛` is re-anchored too); allocates only the first time.
     fn reanchor<S: MultibodySystem + ?Sized>(
         &mut self,
         sys: &mut S,

@@ -13,12 +13,16 @@
 //! `Δ_3 = ä − P_v'''` on the velocities and `Δ_2 = a − P_q''`, `Δ_3 = ȧ − P_q'''`,
 //! `Δ_4 = ä − P_q''''` on the positions, as far as the order's polynomial degree reaches.
 //! (On a driven post the tire turns the jump in `ü` into jumps of the wheel's `ȧ` and `ä`;
-//! correcting `a` and `ȧ` only left about 10× more rejections on the rig's corner.)
+//! correcting `a` and `ȧ` only left about 10× more rejections on the rig's corner.) When the
+//! next order is 4 or 5 also `Δ_4 = a⃛ − P_v''''` and `Δ_5 = a⃛ − P_q^(5)`: the smooth mode's
+//! `u⃛` jumps too, and with those derivatives left from the old segments the corner's BDF
+//! stayed at 3.7 steps per communication step (1.6 with them).
 //!
 //! `a`, `ȧ`, `ä` come from the saddle-point system `K(s) (a, λ) = r(s)`,
 //! `K = [M Φ_qᵀ; Φ_q 0]`, `r = (f, γ)`, along the Taylor path of the trajectory: one LU at
 //! `s = 0`, and differences of the residual `r(s) − K(s) (a, λ)` at `s = ±δ` solved with the
-//! same LU ([`ReanchorWork::rhs_derivatives`]). All storage is preallocated on first use (no
+//! same LU ([`ReanchorWork::rhs_derivatives`]); `a⃛` from a third pass at `±δ₃`, `±2δ₃`
+//! ([`ReanchorWork::third_derivative`]). All storage is preallocated on first use (no
 //! allocation per communication point).
 
 #![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
@@ -169,8 +173,10 @@ impl ReanchorWork {
     /// the residual `ρ(s) = r(s) − K(s) x₀` gives `x₁ = K₀⁻¹ (ρ(δ) − ρ(−δ)) / 2δ` and
     /// `x₂ = K₀⁻¹ [(ρ(δ) + ρ(−δ)) / 2δ² − (K(δ) − K(−δ)) x₁ / 2δ]`, all with the LU of `K₀`.
     /// The first pass follows `q + s v + s² a/2`, `v + s a` (enough for `ȧ`); the second
-    /// adds the `ȧ` terms, so its second derivative is the trajectory's. Returns `false` when
-    /// a value is not finite (nothing to re-anchor to).
+    /// adds the `ȧ` terms, so its second derivative is the trajectory's. With `third =
+    /// Some(δ₃)` also `a⃛` into `self.adddot` ([`ReanchorWork::third_derivative`], increment
+    /// `δ₃`), else `self.adddot` is zero. Returns `false` when a value is not finite (nothing
+    /// to re-anchor to).
     pub fn rhs_derivatives<S: MultibodySystem + ?Sized>(
         &mut self,
         sys: &mut S,
