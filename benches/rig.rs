@@ -15,6 +15,9 @@
 //! Run: `cargo build --release --lib && cargo bench --bench rig` (writes the `rig` section of
 //! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case; `BENCH_METHODS=bdf,sdirk` and
 //! `BENCH_CASES=chain,slider` select (and then print instead of writing the docs).
+//! `BENCH_CORNER_REFERENCE=1` gives the corner an error column (against the same rig loop run
+//! by dopri5 at rtol 1e-10, computed first); `BENCH_CORNER_FORMULATION=joint` runs the corner
+//! in joint coordinates.
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -74,11 +77,55 @@ fn road() -> Box<dyn Fn(f64) -> Vec<f64>> {
     })
 }
 
+/// The corner's reference (`BENCH_CORNER_REFERENCE=1`): the same rig loop (same samples, same
+/// reconstruction, so the same problem) with dopri5 at rtol 1e-10, atol 1e-12; `chassis_z` and
+/// `wheel_z` after every communication step.
+fn corner_reference(f: &Fmi2Binding, case: &Case) -> Reference {
+    let u = Unpacked::new("corner_reference", &case.model);
+    let dopri5 = 1 + mbsfmu::integrate::Method::ALL
+        .iter()
+        .position(|m| *m == mbsfmu::integrate::Method::Dopri5)
+        .unwrap() as i32;
+    let tight = Case {
+        name: "corner reference",
+        model: case.model.clone(),
+        h: case.h,
+        t_end: case.t_end,
+        inputs: case.inputs.clone(),
+        signal: road(),
+        outputs: case.outputs.clone(),
+        reference: None,
+        rtol: 1e-10,
+        atol: Some(1e-12),
+    };
+    let mut rec = Vec::new();
+    let r = fmi2_master::run_recording(f, &u, &tight, dopri5, None, Some(&mut rec));
+    eprintln!(
+        "corner reference: dopri5 rtol 1e-10, {} steps, {:.1} s CPU{}",
+        r.stats[0],
+        r.cpu,
+        r.message.map_or(String::new(), |m| format!(", {m}"))
+    );
+    let h = case.h;
+    Box::new(move |t: f64| {
+        let k = (t / h).round() as usize;
+        k.checked_sub(1).and_then(|i| rec.get(i).cloned())
+    })
+}
+
 fn cases(quick: bool) -> Vec<Case> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let corner = root.join("models/suspension_corner.toml");
+    // `BENCH_CORNER_FORMULATION=joint`: the corner in joint coordinates.
+    let joint = std::env::var("BENCH_CORNER_FORMULATION").is_ok_and(|v| v == "joint");
     let (corner_model, corner_input) = if corner.is_file() {
-        (std::fs::read_to_string(&corner).unwrap(), "post_z")
+        let text = std::fs::read_to_string(&corner).unwrap();
+        let text = if joint {
+            text.replacen("[model]\n", "[model]\nformulation = \"joint\"\n", 1)
+        } else {
+            text
+        };
+        (text, "post_z")
     } else {
         (
             std::fs::read_to_string(root.join("models/quarter_car_rig.toml")).unwrap(),
@@ -99,7 +146,11 @@ fn cases(quick: bool) -> Vec<Case> {
             t_end: horizon(10.0),
             inputs: vec![corner_input],
             signal: road(),
-            outputs: vec![],
+            outputs: if corner.is_file() {
+                vec!["chassis_z", "wheel_z"]
+            } else {
+                vec![]
+            },
             reference: None,
             rtol: 1e-4,
             atol: None,
@@ -238,11 +289,15 @@ fn main() {
     let only_cases: Option<Vec<String>> = std::env::var("BENCH_CASES")
         .ok()
         .map(|v| v.split(',').map(str::to_string).collect());
-    for case in cases(quick) {
+    for mut case in cases(quick) {
         if let Some(o) = &only_cases {
             if !o.iter().any(|x| case.name.starts_with(x.as_str())) {
                 continue;
             }
+        }
+        if case.name == "corner" && std::env::var("BENCH_CORNER_REFERENCE").is_ok_and(|v| v == "1")
+        {
+            case.reference = Some(corner_reference(&f, &case));
         }
         let u = Unpacked::new(&case.name.replace([' ', '='], "_"), &case.model);
         md.push_str(&format!(

@@ -147,6 +147,19 @@ pub fn run_once(
     method_item: i32,
     jacobian_item: Option<i32>,
 ) -> RunOut {
+    run_recording(f, u, case, method_item, jacobian_item, None)
+}
+
+/// [`run_once`], also pushing the case's outputs after every communication step into `record`
+/// when given (to make a reference from a tight-tolerance run).
+pub fn run_recording(
+    f: &Fmi2Binding,
+    u: &Unpacked,
+    case: &Case,
+    method_item: i32,
+    jacobian_item: Option<i32>,
+    mut record: Option<&mut Vec<Vec<f64>>>,
+) -> RunOut {
     let cb = fmi2CallbackFunctions {
         // SAFETY: the FMU calls the logger with exactly these five arguments for "%s" formats;
         // the variadic tail is never read.
@@ -234,6 +247,10 @@ pub fn run_once(
                 break;
             }
             t_reached = t + case.h;
+            if let Some(rec) = record.as_mut() {
+                f.fmi2GetReal(c, out_vr.as_ptr(), out_vr.len(), out.as_mut_ptr());
+                rec.push(out.clone());
+            }
             if let Some(r) = &case.reference {
                 if let Some(want) = r(t_reached) {
                     f.fmi2GetReal(c, out_vr.as_ptr(), out_vr.len(), out.as_mut_ptr());
