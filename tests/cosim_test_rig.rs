@@ -160,7 +160,7 @@ fn bdf_reanchors_its_history_at_second_derivative_kinks() {
 /// out in the step to 2 ms); the projected one is about zero there (no degree of freedom is
 /// left). From t = 5 ms on the reconstruction is the exact ramp, so slider position and crank
 /// torque are checked against the closed form (`closed_form::slider_crank`, θ = 2πt,
-/// θ̇ = 2π, θ̈ = 0). Measured over 0.3 s: 305 steps, 1.4e-11 m and 1.5e-10 N·m.
+/// θ̇ = 2π, θ̈ = 0). Measured over 0.3 s: 305 steps, 2.4e-11 m and 2.0e-10 N·m.
 #[test]
 fn local_linearization_runs_the_sampled_slider_crank() {
     use common::closed_form::slider_crank;

@@ -814,8 +814,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
                         // unprojected estimate held the driven motion's whole curvature (a
                         // fully driven slider-crank's start-up stalled at 4e-8 s steps).
                         let (lq, lv) = self.lerr.split_at_mut(n);
-                        self.ws
-                            .project_tangent(sys, t1, &self.y1[..n], [lq, lv])?;
+                        self.ws.project_tangent(sys, t1, &self.y1[..n], [lq, lv])?;
                         // Error per unit step (39).
                         weighted_rms_norm(
                             &self.lerr,
