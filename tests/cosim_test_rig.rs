@@ -151,3 +151,72 @@ fn bdf_reanchors_its_history_at_second_derivative_kinks() {
         st.rejected_steps
     );
 }
+
+/// Issue 12: the rig's slider-crank, the crank angle `2πt` sampled at 1 ms and set as a plain
+/// value (no derivatives; default smooth reconstruction), run by the local linearization
+/// through `advance_to`. The reconstruction starts the crank from rest: it reaches 2π rad/s
+/// within the second interval (θ̈ ≈ 6e4 rad/s²), and the mechanism, fully driven, follows
+/// kinematically. The unprojected error estimate held that motion's curvature and the
+/// error-per-unit-step test stalled at 4e-8 s steps just after t = 1 ms (the work budget ran
+/// out in the step to 2 ms); the projected one is about zero there (no degree of freedom is
+/// left). From t = 5 ms on the reconstruction is the exact ramp, so slider position and crank
+/// torque are checked against the closed form (`closed_form::slider_crank`, θ = 2πt,
+/// θ̇ = 2π, θ̈ = 0). Measured over 0.3 s: 305 steps, 2.4e-11 m and 2.0e-10 N·m.
+#[test]
+fn local_linearization_runs_the_sampled_slider_crank() {
+    use common::closed_form::slider_crank;
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/slider_crank.toml");
+    let spec = Arc::new(mbsfmu::mbs::load_model(&f).unwrap());
+    let table = Arc::new(VariableTable::from_spec(&spec));
+    let mut sim = Simulation::new(
+        spec.clone(),
+        table.clone(),
+        System::new(spec.clone()).unwrap(),
+    );
+    let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+    let ll = mbsfmu::integrate::Method::ALL
+        .iter()
+        .position(|m| *m == mbsfmu::integrate::Method::LocalLinearization)
+        .unwrap() as i64
+        + 1;
+    sim.set_integer(vr("solver.integrator"), ll, SetPhase::Setup)
+        .unwrap();
+    sim.setup_experiment(Some(1e-5), 0.0, None).unwrap();
+    sim.initialize().unwrap();
+    let out = |n: &str| spec.outputs.iter().position(|o| o.name == n).unwrap();
+    let (ix, itq) = (out("slider_x"), out("crank_torque"));
+    let p = slider_crank::Params::default();
+    let w = 2.0 * PI;
+    let (h, n) = (1e-3, 300);
+    let (mut err_x, mut err_tq) = (0.0f64, 0.0f64);
+    for k in 0..n {
+        let t = k as f64 * h;
+        sim.set_real(vr("crank_angle"), w * t, SetPhase::Stepping)
+            .unwrap();
+        let r = sim.advance_to((k + 1) as f64 * h, None);
+        assert!(
+            matches!(r, Ok(Advance::Completed)),
+            "local linearization at t = {t}: {r:?}"
+        );
+        let tc = (k + 1) as f64 * h;
+        // The reconstruction's start-up (its own, any integrator's) ends at 4 ms: before
+        // that the driven motion is not yet the ramp (measured up to 1.3e-5 m and 1.1e2 N·m
+        // off the closed form at 2–4 ms, with this fix; the torque follows the start-up's θ̈).
+        if tc >= 5e-3 - 1e-12 {
+            let o = sim.outputs().unwrap().to_vec();
+            let th = w * tc;
+            let k = slider_crank::kinematics(&p, th, w, 0.0);
+            let d = slider_crank::inverse_dynamics(&p, th, w, 0.0);
+            err_x = err_x.max((o[ix] - k.x).abs());
+            err_tq = err_tq.max((o[itq] - d.torque).abs());
+        }
+    }
+    let st = sim.stats();
+    eprintln!(
+        "local_linearization, slider-crank sampled at 1 ms: max |Δslider_x| {err_x:.1e} m, \
+         max |Δcrank_torque| {err_tq:.1e} N·m, {} steps, {} rejected, {} Jacobians",
+        st.steps, st.rejected_steps, st.jac_evals
+    );
+    assert!(err_x < 1e-8 && err_tq < 1e-6, "{err_x} {err_tq}");
+    assert!(st.steps < 2 * n as u64, "{} steps", st.steps);
+}

@@ -453,6 +453,31 @@ impl Constrained {
         Ok(())
     }
 
+    /// Remove from each of `xs` its component normal to the constraints at `q`:
+    /// `x -= Φqᵀ(Φq Φqᵀ)⁻¹Φq x` (minimal norm), leaving `Φq x = 0`. An error `x` of an
+    /// unprojected step becomes, to first order, this tangential part once the step is
+    /// projected onto the constraints.
+    pub fn project_tangent<S: Mechanical + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        q: &[f64],
+        xs: [&mut [f64]; 2],
+    ) -> Result<(), IntegrateError> {
+        if self.nc == 0 {
+            return Ok(());
+        }
+        sys.constraint_jacobian(t, q, &mut self.jac);
+        self.factor_jjt(t)?;
+        for x in xs {
+            for i in 0..self.nc {
+                self.mu[i] = (0..self.nq).map(|j| self.jac[(i, j)] * x[j]).sum();
+            }
+            self.min_norm_correction(x, true);
+        }
+        Ok(())
+    }
+
     /// `‖Φ(q,t)‖∞` and `‖Φq v + Φt‖∞` (diagnostics and tests).
     pub fn residuals<S: Mechanical + ?Sized>(
         &mut self,

@@ -22,7 +22,9 @@
 //! On the multibody system `y = (q, v)`, `f = (v, q̈)` with `q̈` from the saddle-point system
 //! (the index-1 form of paper 002, section 2); `f_y` and `f_t` are central finite differences
 //! of `f` (the paper derives `f_y` analytically); after each step `q` and `v` are projected onto
-//! the constraints as in the explicit method.
+//! the constraints as in the explicit method, and the error test measures the estimate's part
+//! tangent to the constraints (the part the projection leaves; docs/integrators.md, "Local
+//! linearization on driven mechanisms").
 
 #![allow(clippy::needless_range_loop)] // index loops are clearer in dense numerics
 
@@ -362,6 +364,39 @@ impl LocalLinearization {
         )
     }
 
+    /// `max |ẏ|` and `max(1, |y|)` at the step start (`f0`, `y0`): the scales of a difference
+    /// step along the motion, `s ‖ẏ‖ = ε max(1, ‖y‖)`.
+    fn motion_scales(&self) -> (f64, f64) {
+        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let ymax = self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs()));
+        (speed, ymax)
+    }
+
+    /// `f(t, y0 + s f0)` into `fp` (`into_fp`) or `fm`: a point `s` along the motion from the
+    /// step start (`yp` holds it). Counted with the Jacobian's right-hand sides.
+    fn rhs_along_motion<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        s: f64,
+        into_fp: bool,
+    ) -> Result<(), IntegrateError> {
+        for ((p, y), f) in self.yp.iter_mut().zip(&self.y0).zip(&self.f0) {
+            *p = y + s * f;
+        }
+        let out = if into_fp { &mut self.fp } else { &mut self.fm };
+        Self::rhs(
+            &mut self.ws,
+            &mut self.stats,
+            &mut self.lam_tmp,
+            sys,
+            t,
+            &self.yp,
+            out,
+            true,
+        )
+    }
+
     /// `y` lies on a force kink (columns `kinks`, both one-sided differences in `jac`/`jalt`):
     /// the step needs the Jacobian of the mode the motion enters, which depends on how the
     /// coordinates move together (a ball-ball gap closes when the upper ball falls faster), so
@@ -373,25 +408,13 @@ impl LocalLinearization {
         eps: f64,
     ) -> Result<(), IntegrateError> {
         let m = 2 * self.nq;
-        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let (speed, ymax) = self.motion_scales();
         if speed == 0.0 {
             self.kinks.clear();
             return Ok(());
         }
-        let tau = eps * self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs())) / speed;
-        for i in 0..m {
-            self.yp[i] = self.y0[i] + tau * self.f0[i];
-        }
-        Self::rhs(
-            &mut self.ws,
-            &mut self.stats,
-            &mut self.lam_tmp,
-            sys,
-            t,
-            &self.yp,
-            &mut self.fp,
-            true,
-        )?;
+        let tau = eps * ymax / speed;
+        self.rhs_along_motion(sys, t, tau, true)?;
         // base = Σ over smooth columns of J τ ẏ; the kinked columns are added per combination.
         for i in 0..m {
             let mut b = 0.0;
@@ -469,8 +492,7 @@ impl LocalLinearization {
         // bouncing balls' energy 5.5e-10 (4.8e-12 with 6e-4; `tests/contact_events.rs`).
         // The shrinking below keeps the truncation in check where `f` curves.
         let eps = 6e-4;
-        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
-        let ymax = self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs()));
+        let (speed, ymax) = self.motion_scales();
         let mut d = eps * t.abs().max(1.0);
         if speed > 0.0 {
             d = d.min(eps * ymax / speed);
@@ -481,20 +503,7 @@ impl LocalLinearization {
         let mut agreed = false;
         for _ in 0..3 {
             for (sign, plus) in [(1.0, true), (-1.0, false)] {
-                for i in 0..m {
-                    self.yp[i] = self.y0[i] + sign * d * self.f0[i];
-                }
-                let out = if plus { &mut self.fp } else { &mut self.fm };
-                Self::rhs(
-                    &mut self.ws,
-                    &mut self.stats,
-                    &mut self.lam_tmp,
-                    sys,
-                    t + sign * d,
-                    &self.yp,
-                    out,
-                    true,
-                )?;
+                self.rhs_along_motion(sys, t + sign * d, sign * d, plus)?;
             }
             if one_sided_agree(&self.fp[..m], &self.f0[..m], &self.fm[..m], d) {
                 agreed = true;
@@ -594,29 +603,16 @@ impl LocalLinearization {
         eps: f64,
     ) -> Result<bool, IntegrateError> {
         let m = 2 * self.nq;
-        let speed = self.f0.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let (speed, ymax) = self.motion_scales();
         if speed == 0.0 {
             return Ok(false);
         }
-        let ymax = self.y0.iter().fold(1.0f64, |a, x| a.max(x.abs()));
         // σ ‖ẏ‖ = 1e-2 eps ymax: far beyond the switch's distance (below the smallest
         // difference step, 1e-8 eps), small enough that the new mode is linear across it.
         let sigma = 1e-2 * eps * ymax / speed;
         let (mut near, mut far) = (0.0f64, 0.0f64);
         for (s, out) in [(1e-2 * sigma, &mut near), (sigma, &mut far)] {
-            for i in 0..m {
-                self.yp[i] = self.y0[i] + s * self.f0[i];
-            }
-            Self::rhs(
-                &mut self.ws,
-                &mut self.stats,
-                &mut self.lam_tmp,
-                sys,
-                t,
-                &self.yp,
-                &mut self.fm,
-                true,
-            )?;
+            self.rhs_along_motion(sys, t, s, false)?;
             *out = (0..m).fold(0.0f64, |a, i| a.max((self.fm[i] - self.f0[i]).abs()));
         }
         // `fm` holds f(y_s); `yp` holds y_s. A smooth (or kinked) f changes ~100 times less
@@ -738,7 +734,11 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
         let fixed = self.settings.fixed_step.is_some();
         if self.rhs_stale {
             // New inputs: f0 (the linearization point, and the base of the Jacobian's one-sided
-            // differences, which a stale f0 turned into "kinks" in every column) again.
+            // differences, which a stale f0 turned into "kinks" in every column) again. A kept
+            // `A` stays usable (the forcing `w`, taken again below from the new right-hand
+            // side, keeps the order for any `A`); a fresh one's `w = f_t` belonged to the old
+            // inputs, so it counts as kept now. (A fresh Jacobian at every communication point
+            // cost the 1-ms slider-crank 2000 Jacobians in 2 s instead of 101.)
             self.y0[..n].copy_from_slice(&self.state.q);
             self.y0[n..].copy_from_slice(&self.state.v);
             Self::rhs(
@@ -752,7 +752,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
                 false,
             )?;
             self.rhs_stale = false;
-            self.jac_ready = false;
+            self.jac_fresh = false;
         }
         if !self.jac_ready {
             self.y0[..n].copy_from_slice(&self.state.q);
@@ -808,6 +808,13 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
                         self.core
                             .local_error(&self.jac, &self.vres, h, &mut self.lerr)
                             .map_err(|what| IntegrateError::NonFinite { t, what })?;
+                        // The step is projected onto the constraints before it is accepted,
+                        // which removes the error's normal part (to first order): measure what
+                        // stays. On a kinematically driven mechanism that is nothing, where the
+                        // unprojected estimate held the driven motion's whole curvature (a
+                        // fully driven slider-crank's start-up stalled at 4e-8 s steps).
+                        let (lq, lv) = self.lerr.split_at_mut(n);
+                        self.ws.project_tangent(sys, t1, &self.y1[..n], [lq, lv])?;
                         // Error per unit step (39).
                         weighted_rms_norm(
                             &self.lerr,
