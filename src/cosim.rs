@@ -1042,19 +1042,15 @@ impl<E: Engine> Simulation<E> {
                         // moves the driven velocities (projected, multistep methods
                         // restarted, as for an input's jump).
                         self.st.engine.set_motion_right_limit_at(t);
-                        <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
-                        if multistep {
-                            let r = restart_on_jump(
-                                integ,
-                                &mut self.st.engine,
-                                &settings,
-                                &mut self.st.stats_base,
-                            );
-                            match r {
-                                Ok(true) => self.st.events.reset(),
-                                Ok(false) => {}
-                                Err(e) => break Err(CosimError::Integrate(e)),
-                            }
+                        let r = continue_after_change(
+                            integ,
+                            &mut self.st.engine,
+                            &settings,
+                            &mut self.st.stats_base,
+                            &mut self.st.events,
+                        );
+                        if let Err(e) = r {
+                            break Err(CosimError::Integrate(e));
                         }
                     }
                     if let (true, StepOutcome::Event(event)) = (self.early_return, out) {
@@ -1079,22 +1075,18 @@ impl<E: Engine> Simulation<E> {
                             }
                         }
                         base.copy_from_slice(&signals.segments);
-                        <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
                         // The importer's samples may start a motion the state does not have
                         // yet (an input that moves from its first sample on): a jump, as at a
                         // communication point.
-                        if multistep {
-                            let r = restart_on_jump(
-                                integ,
-                                &mut self.st.engine,
-                                &settings,
-                                &mut self.st.stats_base,
-                            );
-                            match r {
-                                Ok(true) => self.st.events.reset(),
-                                Ok(false) => {}
-                                Err(e) => break Err(CosimError::Integrate(e)),
-                            }
+                        let r = continue_after_change(
+                            integ,
+                            &mut self.st.engine,
+                            &settings,
+                            &mut self.st.stats_base,
+                            &mut self.st.events,
+                        );
+                        if let Err(e) = r {
+                            break Err(CosimError::Integrate(e));
                         }
                         t_n = t;
                         stage_samples.retain(|&(ts, _)| ts > t);
@@ -1838,6 +1830,23 @@ fn restart_on_jump<E: Engine>(
         Some(xn) => restart_after_jump(integ, e, s, &xn, base).map(|()| true),
         None => Ok(false),
     }
+}
+
+/// The right-hand side changed at the accepted time (new input segments, a motion's
+/// breakpoint): the method's carried derivatives are stale, and a multistep method restarts
+/// if the change moved the driven positions or velocities beyond the tolerance.
+fn continue_after_change<E: Engine>(
+    integ: &mut AnyIntegrator,
+    e: &mut E,
+    s: &Settings,
+    base: &mut Stats,
+    events: &mut EventLocator,
+) -> Result<(), IntegrateError> {
+    <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
+    if s.method.is_multistep() && restart_on_jump(integ, e, s, base)? {
+        events.reset();
+    }
+    Ok(())
 }
 
 /// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the
