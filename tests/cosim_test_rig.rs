@@ -167,20 +167,9 @@ fn local_linearization_runs_the_sampled_slider_crank() {
     use common::closed_form::slider_crank;
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/slider_crank.toml");
     let spec = Arc::new(mbsfmu::mbs::load_model(&f).unwrap());
-    let table = Arc::new(VariableTable::from_spec(&spec));
-    let mut sim = Simulation::new(
-        spec.clone(),
-        table.clone(),
-        System::new(spec.clone()).unwrap(),
-    );
+    let (mut sim, table) =
+        common::cosim::simulation(&spec, mbsfmu::integrate::Method::LocalLinearization);
     let vr = |n: &str| table.by_name(n).unwrap().value_reference;
-    let ll = mbsfmu::integrate::Method::ALL
-        .iter()
-        .position(|m| *m == mbsfmu::integrate::Method::LocalLinearization)
-        .unwrap() as i64
-        + 1;
-    sim.set_integer(vr("solver.integrator"), ll, SetPhase::Setup)
-        .unwrap();
     sim.setup_experiment(Some(1e-5), 0.0, None).unwrap();
     sim.initialize().unwrap();
     let out = |n: &str| spec.outputs.iter().position(|o| o.name == n).unwrap();

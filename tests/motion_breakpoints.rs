@@ -9,10 +9,9 @@
 mod common;
 
 use common::closed_form::slider_crank::{inverse_dynamics, Params};
-use mbsfmu::cosim::{Advance, SetPhase, Simulation};
-use mbsfmu::description::VariableTable;
+use common::cosim::{set_real, simulation};
+use mbsfmu::cosim::Advance;
 use mbsfmu::integrate::Method;
-use mbsfmu::mbs::system::System;
 use std::f64::consts::PI;
 use std::sync::Arc;
 
@@ -51,18 +50,8 @@ fn run(formulation: &str, start: f64, method: Method) -> (f64, f64, u64) {
     let path = dir.join(format!("sc_{formulation}_{start}.toml"));
     std::fs::write(&path, model(formulation, start)).unwrap();
     let spec = Arc::new(mbsfmu::mbs::load_model(&path).unwrap());
-    let table = Arc::new(VariableTable::from_spec(&spec));
-    let mut sim = Simulation::new(
-        spec.clone(),
-        table.clone(),
-        System::new(spec.clone()).unwrap(),
-    );
-    let vr = |n: &str| table.by_name(n).unwrap().value_reference;
-    let item = Method::ALL.iter().position(|m| *m == method).unwrap() as i64 + 1;
-    sim.set_integer(vr("solver.integrator"), item, SetPhase::Setup)
-        .unwrap();
-    sim.set_real(vr("solver.atol"), 1e-9, SetPhase::Setup)
-        .unwrap();
+    let (mut sim, table) = simulation(&spec, method);
+    set_real(&mut sim, &table, "solver.atol", 1e-9);
     sim.setup_experiment(Some(1e-7), 0.0, None).unwrap();
     sim.initialize().unwrap();
     let out = |name: &str| spec.outputs.iter().position(|o| o.name == name).unwrap();

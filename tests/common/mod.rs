@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod closed_form;
+pub mod cosim;
 pub mod elements;
