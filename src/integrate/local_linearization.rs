@@ -351,7 +351,17 @@ impl LocalLinearization {
     ) -> Result<(), IntegrateError> {
         self.yp.copy_from_slice(&self.y0);
         self.yp[k] += d;
-        let out = if plus { &mut self.fp } else { &mut self.fm };
+        self.rhs_at_yp(sys, t, plus)
+    }
+
+    /// `f(t, yp)` into `fp` (`into_fp`) or `fm`, counted with the Jacobian's right-hand sides.
+    fn rhs_at_yp<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        into_fp: bool,
+    ) -> Result<(), IntegrateError> {
+        let out = if into_fp { &mut self.fp } else { &mut self.fm };
         Self::rhs(
             &mut self.ws,
             &mut self.stats,
@@ -384,17 +394,7 @@ impl LocalLinearization {
         for ((p, y), f) in self.yp.iter_mut().zip(&self.y0).zip(&self.f0) {
             *p = y + s * f;
         }
-        let out = if into_fp { &mut self.fp } else { &mut self.fm };
-        Self::rhs(
-            &mut self.ws,
-            &mut self.stats,
-            &mut self.lam_tmp,
-            sys,
-            t,
-            &self.yp,
-            out,
-            true,
-        )
+        self.rhs_at_yp(sys, t, into_fp)
     }
 
     /// `y` lies on a force kink (columns `kinks`, both one-sided differences in `jac`/`jalt`):
