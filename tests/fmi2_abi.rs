@@ -1512,3 +1512,67 @@ fn contact_stick_state_travels_with_the_serialized_fmu_state() {
     other.free_state(s2);
     inst.free_state(s);
 }
+
+/// `resources/resolved_model.bin`, which `mbsfmu export` packs next to `model.toml` so that
+/// an instantiation skips parsing it, is what the FMU reads: a resolved model of the same
+/// files but with another mass (written here on purpose) changes the motion. A damaged file is
+/// ignored and `model.toml` read instead: the same outputs as without the file, to the bit.
+#[test]
+fn the_resolved_model_file_is_read_and_a_damaged_one_is_ignored() {
+    let f = lib();
+    let run = |r: &Resources| -> Vec<f64> {
+        let inst = Inst::new(&f, r);
+        inst.init(None);
+        let mut out = Vec::new();
+        for k in 0..50 {
+            let t = k as f64 * 0.01;
+            assert_eq!(inst.set(vr("u"), 0.01 * (5.0 * t).sin()), OK);
+            assert_eq!(inst.step(t, 0.01), OK);
+            out.push(inst.get(vr("x")).1);
+        }
+        out
+    };
+    let plain = run(&Resources::oscillator("resolved"));
+    assert!(
+        plain.iter().any(|x| x.abs() > 1e-4),
+        "the base moves the mass"
+    );
+
+    let packed = Resources::oscillator("resolved");
+    packed.write_resolved(None);
+    assert_eq!(run(&packed), plain);
+
+    let damaged = Resources::oscillator("resolved");
+    let mut bytes = damaged.write_resolved(None);
+    let n = bytes.len();
+    bytes[n / 2..].iter_mut().for_each(|b| *b = 0xff);
+    std::fs::write(
+        damaged.resources.join(mbsfmu::mbs::resolved::FILE_NAME),
+        &bytes,
+    )
+    .unwrap();
+    assert_eq!(run(&damaged), plain);
+
+    let heavier = Resources::oscillator("resolved");
+    let model = heavier.resources.join("model.toml");
+    let mut spec = mbsfmu::mbs::load_model(&model).unwrap();
+    let m = spec.parameters.iter_mut().find(|p| p.name == "m").unwrap();
+    m.value *= 4.0;
+    let spec = mbsfmu::mbs::load_model_with_parameters(
+        spec.source_text.as_deref().unwrap(),
+        &model,
+        &spec.parameters.iter().map(|p| p.value).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    heavier.write_resolved(Some(&spec));
+    let moved = run(&heavier);
+    let diff = moved
+        .iter()
+        .zip(&plain)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        diff > 1e-4,
+        "the resolved model is not what the FMU read (max difference {diff})"
+    );
+}

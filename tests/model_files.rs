@@ -919,3 +919,94 @@ fn toml_1_1_inline_table_over_lines_reads_as_its_1_0_spelling() {
     got.source_text = None;
     assert!(want == got);
 }
+
+/// `mbsfmu export` packs the resolved model (`resources/resolved_model.bin`) so that an FMU
+/// instantiation need not parse the TOML. Read where the FMU is unpacked (another folder than
+/// the one it was written from), it must be the model that resolving the packed `model.toml`
+/// there gives (paths, warnings and all), for every model file of the repository that packs;
+/// and the token it carries is the one of the packed files. A damaged or truncated file, or
+/// one of another build, is refused, never misread.
+#[test]
+fn the_packed_resolved_model_is_the_model_resolved_where_the_fmu_is_unpacked() {
+    use mbsfmu::mbs::resolved;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["models", "tests", "benches"] {
+        toml_files(&root.join(dir), &mut files);
+    }
+    let unpacked = std::env::temp_dir().join(format!("mbsfmu-resolved-{}", std::process::id()));
+    // A model with a warning (a body nothing holds): warnings carry the model file's path.
+    let source = unpacked.with_extension("src");
+    std::fs::create_dir_all(&source).unwrap();
+    let mut warned =
+        std::fs::read_to_string(models_dir().join("double_pendulum_stiff.toml")).unwrap();
+    warned.push_str("\n[[bodies]]\nname = \"loose\"\nmass = 1.0\ninertia = [1.0, 1.0, 1.0]\nposition = [0.0, 1.0, 0.0]\n");
+    std::fs::write(source.join("warned.toml"), warned).unwrap();
+    files.push(source.join("warned.toml"));
+    let (mut packed, mut with_tables, mut with_warnings) = (0, 0, 0);
+    for path in &files {
+        let Ok(spec) = load_model(path) else { continue };
+        // Files that reference tables outside their folder do not pack (export refuses them).
+        let Ok((resources, token)) =
+            mbsfmu::description::package::packed_resources(&spec, path, None)
+        else {
+            continue;
+        };
+        let res = unpacked.join("resources");
+        let _ = std::fs::remove_dir_all(&unpacked);
+        for (p, bytes) in &resources {
+            let f = res.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, bytes).unwrap();
+        }
+        let model = res.join("model.toml");
+        let text = std::fs::read_to_string(&model).unwrap();
+        let direct = mbsfmu::mbs::load_model_str(&text, &model).unwrap();
+        let bin = &resources
+            .iter()
+            .find(|(p, _)| p == resolved::FILE_NAME)
+            .unwrap_or_else(|| panic!("{}: no resolved model packed", path.display()))
+            .1;
+        let (read, read_token) = resolved::decode(bin, &model)
+            .unwrap_or_else(|| panic!("{}: the resolved model does not read", path.display()));
+        assert!(
+            read == direct,
+            "{}: the resolved model differs",
+            path.display()
+        );
+        assert_eq!(read_token, token, "{}", path.display());
+        let now = mbsfmu::description::token::model_token_of(&model, &read.source_files).unwrap();
+        assert_eq!(
+            now,
+            token,
+            "{}: token of the unpacked files",
+            path.display()
+        );
+        packed += 1;
+        with_tables += usize::from(direct.source_files.len() > 1);
+        with_warnings += usize::from(!direct.warnings.is_empty());
+        // Every truncation and a flipped byte in every position of the header: refused or,
+        // for a flip inside the payload, read without a panic.
+        if packed == 1 {
+            for n in 0..bin.len() {
+                assert!(resolved::decode(&bin[..n], &model).is_none());
+            }
+            for i in 0..bin.len() {
+                let mut b = bin.clone();
+                b[i] ^= 0x5a;
+                let r = resolved::decode(&b, &model);
+                if i < 8 + 4 + resolved::BUILD.len() {
+                    assert!(r.is_none(), "a damaged header at byte {i} is read");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&unpacked);
+    let _ = std::fs::remove_dir_all(&source);
+    assert!(packed >= 15, "only {packed} of {} files pack", files.len());
+    assert!(
+        with_tables >= 3,
+        "only {with_tables} models with table files"
+    );
+    assert!(with_warnings >= 1, "no model with warnings");
+}

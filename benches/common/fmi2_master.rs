@@ -97,7 +97,12 @@ impl Unpacked {
         let model = res.join("model.toml");
         std::fs::write(&model, text).unwrap();
         let spec = mbsfmu::mbs::load_model(&model).expect("model loads");
-        let token = mbsfmu::description::token::model_token_of(&model, &spec.source_files).unwrap();
+        // resources/ as `mbsfmu export` lays it out (the resolved model next to model.toml).
+        let (files, token) =
+            mbsfmu::description::package::packed_resources(&spec, &model, None).unwrap();
+        for (p, bytes) in &files {
+            std::fs::write(res.join(p), bytes).unwrap();
+        }
         let table = mbsfmu::description::VariableTable::from_spec(&spec);
         Unpacked {
             uri: CString::new(format!("file://{}/", res.display())).unwrap(),

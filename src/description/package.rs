@@ -133,6 +133,9 @@ pub fn collect_resources(
         if rel == MODEL_RESOURCE {
             return Err(PackageError::Read { file: f, reason: "a referenced file may not be named model.toml next to the model (the model itself is packed under that name)".into() });
         }
+        if rel == crate::mbs::resolved::FILE_NAME {
+            return Err(PackageError::Read { file: f, reason: format!("a referenced file may not be named {rel} next to the model (the packager writes the resolved model under that name)") });
+        }
         if !files.iter().any(|(p, _)| *p == rel) {
             files.push((rel, read(&c)?));
         }
@@ -202,12 +205,19 @@ fn extension_of(p: &Path) -> String {
         .unwrap_or_else(|| "so".into())
 }
 
-/// Build the FMU in memory. Returns the zip bytes and what went into it.
-pub fn build_fmu(
+/// A file of the FMU: path inside its folder, content.
+pub type PackedFile = (String, Vec<u8>);
+
+/// Everything `resources/` holds, by path, and the model token: the model as `model.toml`
+/// (`model_text` in place of the file's content when given), the files it references, and
+/// the resolved model (src/mbs/resolved.rs), resolved from the packed text as the runtime
+/// would resolve it (none when that text does not resolve). Benchmarks that unpack a model
+/// by hand use this too.
+pub fn packed_resources(
     spec: &ModelSpec,
     model_file: &Path,
-    opts: &PackageOptions,
-) -> Result<(Vec<u8>, Packed), PackageError> {
+    model_text: Option<&String>,
+) -> Result<(Vec<PackedFile>, String), PackageError> {
     let mut resources = collect_resources(spec, model_file)?;
     // The runtime recomputes this from resources/model.toml and the files its loader reads
     // (same contents, same order), so the token is computed by the same function.
@@ -216,7 +226,7 @@ pub fn build_fmu(
         .iter()
         .map(|f| resolve(f, model_file))
         .collect();
-    let token = match &opts.model_text {
+    let token = match model_text {
         None => model_token_of(model_file, &sources).map_err(|(file, e)| PackageError::Read {
             file,
             reason: e.to_string(),
@@ -232,6 +242,36 @@ pub fn build_fmu(
             super::token::model_token(contents.iter().map(|c| c.as_slice()))
         }
     };
+    // A packed text that does not resolve (only a spec built in code, as in tests, next to a
+    // placeholder file) gets no resolved model: the runtime then reads model.toml, as it must.
+    let packed = &resources
+        .iter()
+        .find(|(p, _)| p == MODEL_RESOURCE)
+        .expect("packed")
+        .1;
+    let resolved = std::str::from_utf8(packed)
+        .ok()
+        .and_then(|text| crate::mbs::load_model_str(text, model_file).ok());
+    if let Some(r) = resolved {
+        let bytes = crate::mbs::resolved::encode(&r, model_file, &token).map_err(|reason| {
+            PackageError::Read {
+                file: model_file.to_path_buf(),
+                reason,
+            }
+        })?;
+        resources.push((crate::mbs::resolved::FILE_NAME.into(), bytes));
+        resources.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    Ok((resources, token))
+}
+
+/// Build the FMU in memory. Returns the zip bytes and what went into it.
+pub fn build_fmu(
+    spec: &ModelSpec,
+    model_file: &Path,
+    opts: &PackageOptions,
+) -> Result<(Vec<u8>, Packed), PackageError> {
+    let (resources, token) = packed_resources(spec, model_file, opts.model_text.as_ref())?;
     let table = VariableTable::from_spec(spec);
     let mut seen = std::collections::HashSet::new();
     if let Some(v) = table
@@ -632,9 +672,16 @@ pub fn documentation_html(
     h.push_str("<h2>Packed model files</h2>\n<ul>\n");
     for (p, c) in resources {
         h.push_str(&format!(
-            "<li><code>resources/{}</code> ({} bytes)</li>\n",
+            "<li><code>resources/{}</code> ({} bytes){}</li>\n",
             esc(p),
-            c.len()
+            c.len(),
+            if p == crate::mbs::resolved::FILE_NAME {
+                ": the model as resolved from <code>model.toml</code> by the packager, read at \
+                 instantiation instead of parsing it (ignored, and <code>model.toml</code> read, \
+                 when it does not match the files or this binary)"
+            } else {
+                ""
+            }
         ));
     }
     h.push_str(

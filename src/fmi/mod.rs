@@ -197,7 +197,9 @@ pub(crate) struct LoadedModel {
 
 /// Load `model.toml` (and what it references) from the resources folder and compute its
 /// token as the packager did (`description::token::model_token_of`: the model file and its
-/// referenced files, in loader order).
+/// referenced files, in loader order). The model itself comes from the packager's
+/// `resolved_model.bin` when that file belongs to these files and this build
+/// ([`read_resolved`]), else from parsing `model.toml`.
 ///
 /// Models loaded before in this process are kept by resource folder ([`MODEL_CACHE`]): an
 /// importer that instantiates the same FMU again (parameter sweeps, restarts, one instance per
@@ -241,13 +243,20 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
         }
         .to_string()
     })?;
-    let spec = Arc::new(crate::mbs::load_model_str(&text, &model_file).map_err(|e| e.to_string())?);
-    let token = crate::description::token::model_token_of_read(
-        &model_file,
-        text.as_bytes(),
-        &spec.source_files,
-    )
-    .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
+    let (spec, token) = match read_resolved(resource_dir, &model_file, &text) {
+        Some(st) => st,
+        None => {
+            let spec = crate::mbs::load_model_str(&text, &model_file).map_err(|e| e.to_string())?;
+            let token = crate::description::token::model_token_of_read(
+                &model_file,
+                text.as_bytes(),
+                &spec.source_files,
+            )
+            .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
+            (spec, token)
+        }
+    };
+    let spec = Arc::new(spec);
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = crate::mbs::system::System::new(spec.clone()).map_err(|e| e.to_string())?;
     let model = LoadedModel {
@@ -264,6 +273,25 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
         cache.push((resource_dir.to_path_buf(), model.clone()));
     }
     Ok(model)
+}
+
+/// The model from `resources/resolved_model.bin` with its token, when that file was written
+/// by this build for exactly the files in `resources/` (src/mbs/resolved.rs); `None` sends
+/// the caller to `model.toml`.
+fn read_resolved(
+    resource_dir: &Path,
+    model_file: &Path,
+    text: &str,
+) -> Option<(ModelSpec, String)> {
+    let bytes = std::fs::read(resource_dir.join(crate::mbs::resolved::FILE_NAME)).ok()?;
+    let (spec, token) = crate::mbs::resolved::decode(&bytes, model_file)?;
+    let now = crate::description::token::model_token_of_read(
+        model_file,
+        text.as_bytes(),
+        &spec.source_files,
+    )
+    .ok()?;
+    (now == token).then_some((spec, token))
 }
 
 /// Resource folders and their loaded models, oldest first (see [`load_model`]).

@@ -15,6 +15,7 @@ pub mod loader;
 pub mod math;
 pub mod model_file;
 pub mod motion;
+pub mod resolved;
 pub mod spec;
 pub mod statics;
 pub mod stops;

@@ -178,6 +178,21 @@ impl Resources {
         }
     }
 
+    /// Writes `resources/resolved_model.bin` as `mbsfmu export` packs it, from `spec` (the
+    /// model resolved from `model.toml`, or another one, to show which the FMU reads).
+    pub fn write_resolved(&self, spec: Option<&mbsfmu::mbs::ModelSpec>) -> Vec<u8> {
+        let model = self.resources.join("model.toml");
+        let loaded = mbsfmu::mbs::load_model(&model).expect("model loads");
+        let bytes = mbsfmu::mbs::resolved::encode(spec.unwrap_or(&loaded), &model, &self.token)
+            .expect("encodes");
+        std::fs::write(
+            self.resources.join(mbsfmu::mbs::resolved::FILE_NAME),
+            &bytes,
+        )
+        .unwrap();
+        bytes
+    }
+
     /// FMI 2 `file:` URI with percent-encoding.
     pub fn uri(&self) -> String {
         let s = self.resources.to_str().unwrap();
