@@ -178,6 +178,17 @@ pub(super) fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
 }
 
 pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError> {
+    initial_state_with(sys, t0, true)
+}
+
+/// [`initial_state`]; without `multipliers` the state's `λ` is left empty (the joint
+/// formulation reads only positions and velocities off it: the absolute saddle point it would
+/// solve is a tenth of a small model's initialization).
+pub fn initial_state_with(
+    sys: &mut System,
+    t0: f64,
+    multipliers: bool,
+) -> Result<MechState, ModelError> {
     let (mut q, mut v) = sys.initial_guess();
     // Angle branches start at the file's geometry and follow assembly (never re-wrapped after it).
     let (q_given, v_given) = (q.clone(), v.clone());
@@ -199,7 +210,11 @@ pub fn initial_state(sys: &mut System, t0: f64) -> Result<MechState, ModelError>
         v.iter_mut().for_each(|x| *x = 0.0);
     }
     project_velocities(sys, t0, &q, &mut v)?;
-    let (_, lambda) = sys.accelerations(t0, &q, &v)?;
+    let lambda = if multipliers {
+        sys.accelerations(t0, &q, &v)?.1
+    } else {
+        Vec::new()
+    };
     let mut phi = vec![0.0; sys.n_c()];
     sys.constraints(t0, &q, &mut phi);
     let maxdiff = |a: &[f64], b: &[f64]| {

@@ -84,8 +84,11 @@ struct Workspace {
     /// The poses depend only on the node values and the moving frames' positions: the key
     /// of the poses in `kin` (a BDF residual asks for `M` and `Ψ` at the same state).
     pose_key: Option<(Vec<f64>, Vec<Vector3<f64>>)>,
-    /// The inertias depend on the poses and the bodies' mass data (parameters may change it).
-    inertia_key: Option<Vec<(f64, nalgebra::Matrix3<f64>)>>,
+    /// The inertias depend on the poses and the bodies' mass data (parameters may change it):
+    /// the mass data they were computed with, valid while `inertia_valid` (cleared when the
+    /// poses change; the vector is reused).
+    inertia_key: Vec<(f64, nalgebra::Matrix3<f64>)>,
+    inertia_valid: bool,
     /// Which elements are read off tree joint coordinates (built at first use, also after a
     /// restored FMU state: not serialized).
     fast: FastPaths,
@@ -417,11 +420,13 @@ impl JointModel {
         });
         if !same_pose {
             ws.kin.positions(&self.nodes);
-            ws.pose_key = Some((
-                ws.kin.x.clone(),
-                ws.kin.frame.iter().map(|f| f[0]).collect(),
-            ));
-            ws.inertia_key = None;
+            // The key's vectors are reused (no allocation per evaluation).
+            let (x, fr) = ws.pose_key.get_or_insert_with(Default::default);
+            x.clear();
+            x.extend_from_slice(&ws.kin.x);
+            fr.clear();
+            fr.extend(ws.kin.frame.iter().map(|f| f[0]));
+            ws.inertia_valid = false;
         }
         let with_vel = !matches!(rates, Rates::None);
         if with_vel {
@@ -452,15 +457,20 @@ impl JointModel {
                 (sys.bodies[b].mass, sys.bodies[b].inertia)
             })
         };
-        let same = self
-            .ws
-            .inertia_key
-            .as_ref()
-            .is_some_and(|k| self.nodes.iter().zip(k).all(|(n, mj)| mass(n) == *mj));
-        if same {
+        let ws = &mut self.ws;
+        if ws.inertia_valid
+            && ws.inertia_key.len() == self.nodes.len()
+            && self
+                .nodes
+                .iter()
+                .zip(&ws.inertia_key)
+                .all(|(n, mj)| mass(n) == *mj)
+        {
             return;
         }
-        self.ws.inertia_key = Some(self.nodes.iter().map(mass).collect());
+        ws.inertia_key.clear();
+        ws.inertia_key.extend(self.nodes.iter().map(mass));
+        ws.inertia_valid = true;
         for (i, node) in self.nodes.iter().enumerate() {
             let Some(b) = node.body else {
                 // The massless node of a free body's translations.
@@ -630,6 +640,9 @@ impl JointModel {
     }
 
     pub fn constraints(&mut self, sys: &System, t: f64, q: &[f64], phi: &mut [f64]) {
+        if self.active.is_empty() {
+            return; // a tree: no rows, and no kinematics to load for them
+        }
         self.load(sys, t, q, Rates::None);
         for (k, &a) in self.active.iter().enumerate() {
             phi[k] = match self.rows[a] {
@@ -644,6 +657,9 @@ impl JointModel {
     }
 
     pub fn constraint_jacobian(&mut self, sys: &System, t: f64, q: &[f64], jac: &mut DMatrix<f64>) {
+        if self.active.is_empty() {
+            return; // a tree: no rows, and no kinematics to load for them
+        }
         self.load(sys, t, q, Rates::None);
         jac.fill(0.0);
         let mut bgs = [BodyGrad::ZERO; 4];
@@ -675,6 +691,9 @@ impl JointModel {
         q: &[f64],
         phi_t: &mut [f64],
     ) {
+        if self.active.is_empty() {
+            return;
+        }
         self.load(sys, t, q, Rates::Rheonomic);
         for (k, &a) in self.active.iter().enumerate() {
             let JRow::Element(r) = self.rows[a] else {
@@ -695,6 +714,9 @@ impl JointModel {
         v: &[f64],
         gamma: &mut [f64],
     ) {
+        if self.active.is_empty() {
+            return;
+        }
         self.load(sys, t, q, Rates::Full(v));
         let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
@@ -1042,7 +1064,7 @@ impl JointModel {
     /// Gauss–Newton on the loop constraints; redundant loop rows are dropped; velocities
     /// projected.
     pub fn initial_state(&mut self, sys: &mut System, t0: f64) -> Result<MechState, ModelError> {
-        let xa = super::assembly::initial_state(sys, t0)?;
+        let xa = super::assembly::initial_state_with(sys, t0, false)?;
         let (mut q, mut v) = self.coordinates_of(sys, t0, &xa.q, &xa.v);
         let (q_given, v_given) = (q.clone(), v.clone());
         let nq = self.n_q();
