@@ -15,7 +15,9 @@
 //!   - otherwise the least-squares line through the last [`HISTORY`] samples (a step, noise),
 //!     limited to the samples' range, with a Fritsch–Carlson bound on the end slope so the
 //!     segment does not overshoot;
-//!   - blended in between, so the segment depends continuously on the samples.
+//!   - blended in between, so the segment depends continuously on the samples;
+//!   - with three samples, the newest judged against the line through the two before (the
+//!     start-up ends there); with fewer, the newest sample, approached flat.
 //!
 //!   Only when the carried-over slope would still carry the segment outside the samples'
 //!   range (a step right after a fast ramp) is the slope at the communication point limited,
