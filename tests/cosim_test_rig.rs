@@ -188,9 +188,9 @@ fn local_linearization_runs_the_sampled_slider_crank() {
             "local linearization at t = {t}: {r:?}"
         );
         let tc = (k + 1) as f64 * h;
-        // The reconstruction's start-up (its own, any integrator's) ends at 4 ms: before
-        // that the driven motion is not yet the ramp (measured up to 1.3e-5 m and 1.1e2 N·m
-        // off the closed form at 2–4 ms, with this fix; the torque follows the start-up's θ̈).
+        // The reconstruction's start-up (its own, any integrator's) ends at 3 ms (4 ms before
+        // the smooth mode trusted a trend from three samples): before that the driven motion
+        // is not yet the ramp (the torque follows the start-up's θ̈).
         if tc >= 5e-3 - 1e-12 {
             let o = sim.outputs().unwrap().to_vec();
             let th = w * tc;

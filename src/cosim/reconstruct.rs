@@ -15,7 +15,9 @@
 //!   - otherwise the least-squares line through the last [`HISTORY`] samples (a step, noise),
 //!     limited to the samples' range, with a Fritsch–Carlson bound on the end slope so the
 //!     segment does not overshoot;
-//!   - blended in between, so the segment depends continuously on the samples.
+//!   - blended in between, so the segment depends continuously on the samples;
+//!   - with three samples, the newest judged against the line through the two before (the
+//!     start-up ends there); with fewer, the newest sample, approached flat.
 //!
 //!   Only when the carried-over slope would still carry the segment outside the samples'
 //!   range (a step right after a fast ramp) is the slope at the communication point limited,
@@ -226,17 +228,15 @@ fn smooth_segment(
 }
 
 /// Weights of the smooth target (1: smooth, 0: rough): from the newest sample's misfit, and
-/// from the window's mean misfit.
+/// from the window's mean misfit. With three samples the newest is judged against the line
+/// through the two before it (its misfit is the second difference, `ü H²`, on a smooth signal;
+/// as large as the increments on a step or on noise), so a smooth signal is trusted one
+/// sample earlier: the start-up, from rest to the signal's trend, ends at the third sample
+/// instead of the fourth (the chain of paper 003 at H = 0.05 s: the suspension's `ü` jumped
+/// by up to 30 m/s² at four communication points before, three now; docs/benchmarks.md).
+/// With fewer samples nothing can be judged: rough.
 fn smoothness(history: &[(f64, f64)]) -> (f64, f64) {
     let n = history.len();
-    if n < 4 {
-        return (0.0, 0.0);
-    }
-    let misfit = |j: usize| {
-        let q = through_samples(&history[j - 3..j], history[j - 1].0, history[j - 1].1);
-        (history[j].1 - q.eval(history[j].0)[0]).abs()
-    };
-    let increment = |j: usize| (history[j].1 - history[j - 1].1).abs();
     let weight = |num: f64, den: f64, smooth: f64, rough: f64| {
         if num == 0.0 {
             1.0
@@ -246,6 +246,21 @@ fn smoothness(history: &[(f64, f64)]) -> (f64, f64) {
             ((rough - num / den) / (rough - smooth)).clamp(0.0, 1.0)
         }
     };
+    if n == 3 {
+        let line = through_samples(&history[..2], history[1].0, history[1].1);
+        let misfit = (history[2].1 - line.eval(history[2].0)[0]).abs();
+        let increments = (history[2].1 - history[1].1).abs() + (history[1].1 - history[0].1).abs();
+        let w = weight(misfit, increments, NOW_SMOOTH, NOW_ROUGH);
+        return (w, w);
+    }
+    if n < 4 {
+        return (0.0, 0.0);
+    }
+    let misfit = |j: usize| {
+        let q = through_samples(&history[j - 3..j], history[j - 1].0, history[j - 1].1);
+        (history[j].1 - q.eval(history[j].0)[0]).abs()
+    };
+    let increment = |j: usize| (history[j].1 - history[j - 1].1).abs();
     let now = weight(
         misfit(n - 1),
         (n - 3..n).map(increment).sum(),
@@ -428,6 +443,50 @@ mod tests {
             // It gets there.
             assert!((r.last().unwrap().1 - 0.02).abs() < 1e-15, "{mode:?}");
         }
+    }
+
+    /// A step at the second, third or fourth sample (before the smoothness can be judged
+    /// from a quadratic) stays between its levels too.
+    #[test]
+    fn an_early_step_stays_between_its_levels() {
+        for at in [1, 2, 3] {
+            let r = drive(Reconstruction::Smooth, 2e-3, 20, 20, |k| {
+                if k >= at {
+                    0.02
+                } else {
+                    0.0
+                }
+            });
+            let (lo, hi) = r
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                    (a.min(p.1), b.max(p.1))
+                });
+            assert!(
+                lo >= -1e-15 && hi <= 0.02 + 1e-15,
+                "step at {at}: [{lo}, {hi}]"
+            );
+        }
+    }
+
+    /// The start-up ends at the third sample: a ramp's third sample lies on the line through
+    /// the first two, so the segment from it reaches the ramp's value and slope at the end of
+    /// its step (before: one step late, with zero slope, until the fourth sample).
+    #[test]
+    fn smooth_mode_trusts_a_ramp_from_the_third_sample() {
+        let (h, slope) = (0.05, 0.1);
+        let mut inp = InputState::new(0.0);
+        for k in 0..3 {
+            let t = k as f64 * h;
+            inp.value = slope * t;
+            inp.record(t, inp.value);
+            let seg = inp.segment(Reconstruction::Smooth, t, h);
+            inp.committed = Some(seg);
+        }
+        let seg = inp.committed.unwrap();
+        let [u, du, _] = seg.eval(3.0 * h);
+        assert!((u - slope * 3.0 * h).abs() < 1e-15, "u {u}");
+        assert!((du - slope).abs() < 1e-13, "u' {du}");
     }
 
     #[test]
