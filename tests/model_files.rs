@@ -985,8 +985,8 @@ fn the_packed_resolved_model_is_the_model_resolved_where_the_fmu_is_unpacked() {
         packed += 1;
         with_tables += usize::from(direct.source_files.len() > 1);
         with_warnings += usize::from(!direct.warnings.is_empty());
-        // Every truncation and a flipped byte in every position of the header: refused or,
-        // for a flip inside the payload, read without a panic.
+        // Every truncation and a damaged byte at every position are refused (a damaged
+        // payload could otherwise decode into another model).
         if packed == 1 {
             for n in 0..bin.len() {
                 assert!(resolved::decode(&bin[..n], &model).is_none());
@@ -994,11 +994,28 @@ fn the_packed_resolved_model_is_the_model_resolved_where_the_fmu_is_unpacked() {
             for i in 0..bin.len() {
                 let mut b = bin.clone();
                 b[i] ^= 0x5a;
-                let r = resolved::decode(&b, &model);
-                if i < 8 + 4 + resolved::BUILD.len() {
-                    assert!(r.is_none(), "a damaged header at byte {i} is read");
-                }
+                assert!(
+                    resolved::decode(&b, &model).is_none(),
+                    "a damaged byte {i} is read"
+                );
             }
+            // A sound file written by another build (its layout of the model may differ).
+            let mut body = bin[12..].to_vec();
+            body[4] ^= 0x01;
+            let mut other = bin[..8].to_vec();
+            other.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+            other.extend_from_slice(&body);
+            assert!(
+                resolved::decode(&other, &model).is_none(),
+                "another build's file is read"
+            );
+            let mut same = bin[..8].to_vec();
+            same.extend_from_slice(&crc32fast::hash(&bin[12..]).to_le_bytes());
+            same.extend_from_slice(&bin[12..]);
+            assert!(
+                resolved::decode(&same, &model).is_some(),
+                "the test's layout is wrong"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&unpacked);

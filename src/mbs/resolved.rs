@@ -28,27 +28,36 @@ pub const BUILD: &str = env!("MBSFMU_SOURCE_HASH");
 pub fn encode(spec: &ModelSpec, model_file: &Path, token: &str) -> Result<Vec<u8>, String> {
     let mut relative = spec.clone();
     rebase(&mut relative, model_file, Path::new("model.toml"));
-    let mut out = Vec::with_capacity(4096);
-    out.extend_from_slice(MAGIC);
+    let mut body = Vec::with_capacity(4096);
     for s in [BUILD, token] {
-        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-        out.extend_from_slice(s.as_bytes());
+        body.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        body.extend_from_slice(s.as_bytes());
     }
-    postcard::to_io(&relative, &mut out).map_err(|e| format!("cannot encode the model: {e}"))?;
+    postcard::to_io(&relative, &mut body).map_err(|e| format!("cannot encode the model: {e}"))?;
+    let mut out = Vec::with_capacity(body.len() + 12);
+    out.extend_from_slice(MAGIC);
+    // A damaged file could still decode into a (wrong) model: the checksum refuses it.
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
     Ok(out)
 }
 
 /// The model in `bytes`, with its paths as loaded from `model_file`, and the token the file
-/// was written for; `None` for a file of another build or a damaged one. The caller checks
-/// the token against the files (it needs the model's file list to compute it).
+/// was written for; `None` for a file of another build or a damaged one (a CRC-32 over all
+/// but the magic). The caller checks the token against the files (it needs the model's file
+/// list to compute it).
 pub fn decode(bytes: &[u8], model_file: &Path) -> Option<(ModelSpec, String)> {
     let rest = bytes.strip_prefix(MAGIC)?;
-    let (build, rest) = take_str(rest)?;
+    let (crc, body) = rest.split_first_chunk::<4>()?;
+    if crc32fast::hash(body) != u32::from_le_bytes(*crc) {
+        return None;
+    }
+    let (build, rest) = take_str(body)?;
     if build != BUILD {
         return None;
     }
-    let (token, rest) = take_str(rest)?;
-    let mut spec: ModelSpec = postcard::from_bytes(rest).ok()?;
+    let (token, payload) = take_str(rest)?;
+    let mut spec: ModelSpec = postcard::from_bytes(payload).ok()?;
     rebase(&mut spec, Path::new("model.toml"), model_file);
     Some((spec, token.to_string()))
 }
