@@ -2,29 +2,11 @@
 //! Only the sparse strategies' pattern widening (a rare event) may allocate, so they are not
 //! part of this check.
 
+mod alloc_count;
+
 use mbsfmu::integrate::bdf::Bdf;
 use mbsfmu::integrate::test_systems::CartesianChain;
 use mbsfmu::integrate::{InputKink, Integrator, JacobianStrategy, Settings};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 #[test]
 fn no_allocation_per_step() {
@@ -49,7 +31,7 @@ fn no_allocation_per_step() {
         }
         // The re-anchoring workspace is sized on first use.
         bdf.inputs_changed(&mut sys, InputKink::UNKNOWN).unwrap();
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = alloc_count::allocations();
         let stats_before = *bdf.stats();
         let mut t_comm = bdf.state().t;
         // Communication points of very different spacing: clipping changes h (and α), which
@@ -63,7 +45,7 @@ fn no_allocation_per_step() {
                 bdf.step(&mut sys, t_comm).unwrap();
             }
         }
-        let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+        let allocs = alloc_count::allocations() - before;
         assert_eq!(
             bdf.reanchors(),
             601,

@@ -2,33 +2,15 @@
 //! allocator): the integrator backup is serialized into a buffer kept between steps. BDF on the
 //! bouncing balls in free flight (no contact before t = 0.285 s).
 
+mod alloc_count;
+
 use mbsfmu::integrate::any::AnyIntegrator;
 use mbsfmu::integrate::events::{EventLocator, StepOutcome};
 use mbsfmu::integrate::system::Mechanical;
 use mbsfmu::integrate::{Integrator, Method, Settings};
 use mbsfmu::mbs::system::System;
-use std::alloc::{GlobalAlloc, Layout, System as SysAlloc};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { SysAlloc.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { SysAlloc.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 #[test]
 fn no_allocation_per_step_without_events() {
@@ -49,12 +31,12 @@ fn no_allocation_per_step_without_events() {
     for _ in 0..20 {
         loc.step(&mut integ, &mut sys, 0.25).unwrap();
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = alloc_count::allocations();
     for _ in 0..50 {
         let out = loc.step(&mut integ, &mut sys, 0.25).unwrap();
         assert!(matches!(out, StepOutcome::Step(_)));
     }
-    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    let n = alloc_count::allocations() - before;
     let t = Integrator::<System>::state(&integ).t;
     assert!(t < 0.25, "still in free flight: t = {t}");
     assert_eq!(n, 0, "{n} allocations in 50 steps");

@@ -1,33 +1,14 @@
 //! The sparse saddle-point path of the half-implicit integrator: same results as the dense
-//! path, and no allocation per step (counting global allocator; one test in this binary so no
-//! other test thread allocates concurrently).
+//! path, and no allocation per step (counting global allocator, per thread).
+
+mod alloc_count;
 
 use mbsfmu::integrate::half_implicit::HalfImplicit;
 use mbsfmu::integrate::sparse::SaddleSolver;
 use mbsfmu::integrate::test_systems::CartesianChain;
 use mbsfmu::integrate::{Integrator, MechState, Mechanical, MultibodySystem, Settings};
 use mbsfmu::mbs::system::System;
-use std::alloc::{GlobalAlloc, Layout};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn settings() -> Settings {
     Settings {
@@ -112,7 +93,7 @@ fn sparse_path_matches_dense_and_does_not_allocate_per_step() {
     for _ in 0..20 {
         hi.step(&mut long, 1e3).unwrap();
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = alloc_count::allocations();
     let steps_before = Integrator::<CartesianChain>::stats(&hi).steps;
     let mut t_comm = Integrator::<CartesianChain>::state(&hi).t;
     for i in 0..200 {
@@ -121,7 +102,7 @@ fn sparse_path_matches_dense_and_does_not_allocate_per_step() {
             hi.step(&mut long, t_comm).unwrap();
         }
     }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let allocs = alloc_count::allocations() - before;
     let steps = Integrator::<CartesianChain>::stats(&hi).steps - steps_before;
     assert!(steps > 100, "{steps} steps");
     assert_eq!(allocs, 0, "{allocs} allocations in {steps} steps");
@@ -136,12 +117,12 @@ fn sparse_path_matches_dense_and_does_not_allocate_per_step() {
     for _ in 0..20 {
         hi.step(&mut sys, 1e3).unwrap();
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = alloc_count::allocations();
     let steps_before = Integrator::<System>::stats(&hi).steps;
     for _ in 0..200 {
         hi.step(&mut sys, 1e3).unwrap();
     }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let allocs = alloc_count::allocations() - before;
     let steps = Integrator::<System>::stats(&hi).steps - steps_before;
     assert_eq!(allocs, 0, "engine: {allocs} allocations in {steps} steps");
 
