@@ -1428,9 +1428,7 @@ impl Mechanical for System {
         }
     }
     fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
-        if self.joint.is_some() {
-            return None;
-        }
+        // Both formulations (the joint one answers in joint coordinates, `joint/sparse.rs`).
         Some(self)
     }
     fn n_c(&self) -> usize {

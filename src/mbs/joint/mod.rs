@@ -31,6 +31,7 @@ pub mod crba;
 mod derivatives;
 pub mod kinematics;
 pub mod rnea;
+mod sparse;
 mod tires;
 pub mod tree;
 
@@ -98,6 +99,12 @@ struct Workspace {
     psi: Vec<f64>,
     /// The mass matrix of `accelerations` (factored in place).
     m: DMatrix<f64>,
+    /// The sparse structure's patterns (`sparse.rs`; `j_pat` is rebuilt when the active rows
+    /// change) and the dense matrices its values are gathered from.
+    m_pat: Vec<(usize, usize)>,
+    j_pat: Vec<(usize, usize)>,
+    m_sparse: DMatrix<f64>,
+    j_sparse: DMatrix<f64>,
 }
 
 /// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
@@ -1067,6 +1074,7 @@ impl JointModel {
         let (keep, drop) = super::assembly::independent_rows(&jac);
         let dropped: Vec<String> = drop.iter().map(|&i| self.row_label(sys, i)).collect();
         self.active = keep;
+        self.ws.j_pat.clear();
         if sys.spec().initialization == Initialization::Static {
             v.iter_mut().for_each(|x| *x = 0.0);
         }
