@@ -1428,7 +1428,13 @@ impl Mechanical for System {
         }
     }
     fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
-        // Both formulations (the joint one answers in joint coordinates, `joint/sparse.rs`).
+        // The joint formulation answers in joint coordinates (`joint/sparse.rs`), when its
+        // mass matrix falls into blocks.
+        if let Some(j) = self.joint.as_mut() {
+            if !j.has_sparse_structure() {
+                return None;
+            }
+        }
         Some(self)
     }
     fn n_c(&self) -> usize {

@@ -105,6 +105,8 @@ struct Workspace {
     j_pat: Vec<(usize, usize)>,
     m_sparse: DMatrix<f64>,
     j_sparse: DMatrix<f64>,
+    /// Whether `M` falls into more than one block (`sparse.rs`, `has_sparse_structure`).
+    forest: Option<bool>,
 }
 
 /// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
