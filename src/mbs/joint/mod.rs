@@ -563,9 +563,16 @@ impl JointModel {
     // ----- the equations -----
 
     pub fn mass_matrix(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
+        m.fill(0.0);
+        self.mass_matrix_entries(sys, t, q, m);
+    }
+
+    /// [`JointModel::mass_matrix`] into a matrix whose entries off the coordinates' root paths
+    /// are already zero (not zeroed again).
+    fn mass_matrix_entries(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
         self.load(sys, t, q, Rates::None);
         self.inertias(sys);
-        crba::mass_matrix(&self.nodes, &self.ws.kin.s, &self.ws.i6, &mut self.ws.ic, m);
+        crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.i6, &mut self.ws.ic, m);
         for k in 0..self.euler.len() {
             let (a, c) = (self.euler[k].1, self.euler[k].2);
             let (e, _) = self.euler_of(k, q, None);

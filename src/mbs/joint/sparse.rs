@@ -121,7 +121,8 @@ impl JointModel {
         if m.nrows() != self.n_free {
             m = DMatrix::zeros(self.n_free, self.n_free);
         }
-        self.mass_matrix(sys, t, q, &mut m);
+        // Only the pattern's entries are ever written into this matrix.
+        self.mass_matrix_entries(sys, t, q, &mut m);
         for (v, &(r, c)) in vals.iter_mut().zip(&self.ws.m_pat) {
             *v = m[(r, c)];
         }
@@ -161,7 +162,10 @@ impl JointModel {
         }
         let mut jac = self.take_jac_scratch();
         self.load(sys, t, q, Rates::Rheonomic);
-        jac.fill(0.0);
+        // Only the pattern's entries are ever written (and summed into) here.
+        for &(r, c) in &self.ws.j_pat {
+            jac[(r, c)] = 0.0;
+        }
         let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
