@@ -17,9 +17,11 @@
 //! Using the consistent `q̈` in the history term matters: with the Chung–Hulbert weighting
 //! and projected accelerations, HHT dropped to first order on the constrained chain.
 //!
-//! (index-3 augmented Lagrangian with penalty `p`: at convergence `Φ = 0` exactly and `λ* = λ`).
-//! The Newton matrix, multiplied by `βh²/(1−α_m)`, is
-//! `T = M + c[γh C + βh²(K + p Φqᵀ Φq)]`, `c = (1−α_f)/(1−α_m)`, `K = −Q_q + ∂(Φqᵀλ)/∂q + ∂(Ma)/∂q`,
+//! (index-3 augmented Lagrangian with penalty `p`, one per constraint row: at convergence `Φ = 0`
+//! exactly and `λ* = λ`). `M` is `M(q_{n+1})` in both inertia terms (the equations hold at
+//! `t_{n+1}`). The Newton matrix, multiplied by `βh²/(1−α_m)`, is
+//! `T = M + c[γh C + βh²(K + Φqᵀ P Φq)]`, `c = (1−α_f)/(1−α_m)`, `P = diag(p)`,
+//! `K = −Q_q + ∂(Φqᵀλ)/∂q + ∂(M(a + r))/∂q / c` (`r` the history term),
 //! `C = −Q_v`; it is formed once per step (modified Newton, refreshed when convergence is slow).
 //! After convergence the velocities are projected onto `Φq v + Φt = 0` and the accelerations
 //! onto `Φq a = γ`. Paper 001 projects in the `W`-metric, `W = M + γhC + βh²K` (the Newton
@@ -166,6 +168,13 @@ pub struct Newmark {
     y_new: Vec<f64>,
     err: Vec<f64>,
     initialized: bool,
+    /// Penalty per constraint row of the current step (`penalty`; recomputed every step).
+    #[serde(skip)]
+    pen_rows: Vec<f64>,
+    #[serde(skip)]
+    pen_cols: Vec<usize>,
+    #[serde(skip)]
+    a_eff: Vec<f64>,
 }
 
 impl Newmark {
@@ -225,6 +234,9 @@ impl Newmark {
             y_new: vec![0.0; 2 * nq],
             err: vec![0.0; 2 * nq],
             initialized: false,
+            pen_rows: vec![0.0; n_c],
+            pen_cols: Vec::with_capacity(n_q),
+            a_eff: vec![0.0; n_q],
         }
     }
 
@@ -245,50 +257,72 @@ impl Newmark {
         }
     }
 
-    /// `r = M (α_m a_n − α_f q̈_n)` at the current state (the history term of the weighted
-    /// equilibrium).
-    fn weighted_history<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S) {
-        let nq = self.nq;
+    /// `r = (α_m a_n − α_f q̈_n) / (1 − α_m)` from the current state: the history term of the
+    /// weighted equilibrium, multiplied by `M(q_{n+1})` in the residual. The equations of
+    /// motion hold at `t_{n+1}`, so the mass matrix there multiplies the whole
+    /// `(1−α_m) a_{n+1} + α_m a_n − α_f q̈_n = (1−α_f) q̈_{n+1}`; with `M(q_n)` on the history
+    /// part (as before) the error `(M_{n+1} − M_n)(α_m a_n − α_f q̈_n)` is first order in `h`,
+    /// harmless where `M` barely changes (absolute coordinates) but not in joint coordinates,
+    /// where it moves with every relative rotation (spherical chain: HHT and generalized-α
+    /// failed their error test step after step).
+    fn history(&mut self) {
         let NewmarkParams {
             alpha_m, alpha_f, ..
         } = self.par;
-        self.r_prev.fill(0.0);
-        if alpha_m == 0.0 && alpha_f == 0.0 {
-            return;
-        }
-        sys.mass_matrix(self.state.t, &self.state.q, &mut self.m);
-        for i in 0..nq {
-            let mut s = 0.0;
-            for j in 0..nq {
-                s += self.m[(i, j)] * (alpha_m * self.a[j] - alpha_f * self.qdd[j]);
-            }
-            self.r_prev[i] = s;
+        for i in 0..self.nq {
+            self.r_prev[i] = (alpha_m * self.a[i] - alpha_f * self.qdd[i]) / (1.0 - alpha_m);
         }
     }
 
-    /// Penalty `p` so that `cβh² p ‖ΦqΦqᵀ‖ ≈ PENALTY_RATIO ‖M‖` (from the current `m`, `jac`).
-    fn penalty(&self, h: f64) -> f64 {
+    /// Penalties per constraint row, `p_k = PENALTY_RATIO m_k / (cβh² ‖Φq_k‖²)` with `m_k =
+    /// Φq_k M Φq_kᵀ / ‖Φq_k‖²`, the mass along the row's own direction (from the current `m`,
+    /// `jac`), into `pen_rows`; returns the largest. Per row because the Newton matrix's
+    /// constraint-Hessian term moves with the multipliers, and the multiplier update
+    /// `λ* += p_k Φ_k` turns the quadratic remainder of a Newton step into a force `p_k Φ_k Φ_qq`:
+    /// one penalty scaled by the largest diagonal of `M` (in joint coordinates the root's
+    /// composite inertia) made that force, on an Euler-parameter block (`Φ_qq = I`), larger
+    /// than the small inertia about a bar's axis, and the iteration diverged (spherical chain,
+    /// HHT and generalized-α). Along its own direction an Euler normalization row sees only
+    /// the `c e eᵀ` mass; a position row the masses it moves.
+    fn penalty(&mut self, h: f64) -> f64 {
         let c = (1.0 - self.par.alpha_f) / (1.0 - self.par.alpha_m);
         let mmax = (0..self.nq)
             .fold(0.0f64, |x, i| x.max(self.m[(i, i)].abs()))
             .max(1e-300);
-        let mut jmax = 0.0f64;
+        let scale = PENALTY_RATIO / (c * self.par.beta * h * h);
+        self.pen_rows.resize(self.nc, 0.0);
+        self.pen_cols.clear();
+        let mut pmax = 0.0f64;
         for k in 0..self.nc {
-            let s: f64 = (0..self.nq)
-                .map(|j| self.jac[(k, j)] * self.jac[(k, j)])
-                .sum();
-            jmax = jmax.max(s);
+            self.pen_cols.clear();
+            let mut g2 = 0.0;
+            for j in 0..self.nq {
+                let g = self.jac[(k, j)];
+                if g != 0.0 {
+                    self.pen_cols.push(j);
+                    g2 += g * g;
+                }
+            }
+            let mut mk = 0.0;
+            for &i in &self.pen_cols {
+                for &j in &self.pen_cols {
+                    mk += self.jac[(k, i)] * self.m[(i, j)] * self.jac[(k, j)];
+                }
+            }
+            let g2 = g2.max(1e-300);
+            let mk = (mk / g2).max(1e-12 * mmax);
+            self.pen_rows[k] = scale * mk / g2;
+            pmax = pmax.max(self.pen_rows[k]);
         }
-        PENALTY_RATIO * mmax / (c * self.par.beta * h * h * jmax.max(1e-300))
+        pmax
     }
 
-    /// Form and factor `T` at `q1`, `v1`, `a1`, `λ = lam1`.
+    /// Form and factor `T` at `q1`, `v1`, `a1`, `λ = lam1` (penalties `pen_rows`).
     fn form_matrix<S: MultibodySystem + ?Sized>(
         &mut self,
         sys: &mut S,
         t1: f64,
         h: f64,
-        p: f64,
     ) -> Result<(), IntegrateError> {
         let (nq, nc) = (self.nq, self.nc);
         let NewmarkParams {
@@ -302,7 +336,12 @@ impl Newmark {
         sys.force_jacobians(t1, &self.q1, &self.v1, &mut self.dfdq, &mut self.dfdv);
         self.stats.jac_evals += 1;
         let bh2 = beta * h * h;
-        sys.mass_times_accel_jacobian(t1, &self.q1, &self.a1, &mut self.tmp);
+        // ∂(M (a1 + r))/∂q: the residual's inertia term is `βh² M(q1) (a1 + r)`.
+        self.a_eff.resize(nq, 0.0);
+        for i in 0..nq {
+            self.a_eff[i] = self.a1[i] + self.r_prev[i];
+        }
+        sys.mass_times_accel_jacobian(t1, &self.q1, &self.a_eff, &mut self.tmp);
         let a = &mut self.t_mat.a;
         // In place (no temporaries): T = M + βh² ∂(Ma)/∂q − cβh² Q_q − cγh Q_v + ….
         for j in 0..nq {
@@ -321,12 +360,12 @@ impl Newmark {
                     a[(i, j)] += c * bh2 * self.tmp[(i, j)];
                 }
             }
-            let s = c * bh2 * p;
+            let s = c * bh2;
             for i in 0..nq {
                 for j in 0..nq {
                     let mut x = 0.0;
                     for k in 0..nc {
-                        x += self.jac[(k, i)] * self.jac[(k, j)];
+                        x += self.jac[(k, i)] * self.pen_rows[k] * self.jac[(k, j)];
                     }
                     a[(i, j)] += s * x;
                 }
@@ -367,6 +406,7 @@ impl Newmark {
         let bh2 = beta * h * h;
         let fixed = self.settings.fixed_step.is_some();
         let phi_tol = dense::projection_tol(&self.settings);
+        self.history();
         // Predictor: constant acceleration.
         for i in 0..nq {
             self.q1[i] = self.qhat[i] + bh2 * self.a[i];
@@ -380,7 +420,7 @@ impl Newmark {
         }
         let p = if nc > 0 { self.penalty(h) } else { 0.0 };
         self.pen = p;
-        self.form_matrix(sys, t1, h, p)?;
+        self.form_matrix(sys, t1, h)?;
         let mut since_refresh = 0;
         for _ in 0..MAX_ITERS {
             // R̃ = M (q1 − q̂) + cβh² (Φqᵀ λ̄ − Q) + βh²/(1−α_m) r_n, λ̄ = λ* + pΦ.
@@ -391,19 +431,19 @@ impl Newmark {
                 sys.constraints(t1, &self.q1, &mut self.phi);
                 sys.constraint_jacobian(t1, &self.q1, &mut self.jac);
                 for k in 0..nc {
-                    self.lam1[k] = self.lam_star[k] + p * self.phi[k];
+                    self.lam1[k] = self.lam_star[k] + self.pen_rows[k] * self.phi[k];
                 }
             }
             for i in 0..nq {
                 let mut s = 0.0;
                 for j in 0..nq {
-                    s += self.m[(i, j)] * (self.q1[j] - self.qhat[j]);
+                    s += self.m[(i, j)] * (self.q1[j] - self.qhat[j] + bh2 * self.r_prev[j]);
                 }
                 let mut g = -self.f[i];
                 for k in 0..nc {
                     g += self.jac[(k, i)] * self.lam1[k];
                 }
-                s += c * bh2 * g + bh2 / (1.0 - alpha_m) * self.r_prev[i];
+                s += c * bh2 * g;
                 self.res[i] = -s;
             }
             if !dense::all_finite(&self.res) {
@@ -416,7 +456,7 @@ impl Newmark {
             if nc > 0 {
                 sys.constraints(t1, &self.q1, &mut self.phi);
                 for k in 0..nc {
-                    self.lam_star[k] += p * self.phi[k];
+                    self.lam_star[k] += self.pen_rows[k] * self.phi[k];
                 }
             }
             let dq = dense::inf_norm(&self.res);
@@ -432,7 +472,7 @@ impl Newmark {
             }
             since_refresh += 1;
             if since_refresh >= REFRESH_AFTER {
-                self.form_matrix(sys, t1, h, p)?;
+                self.form_matrix(sys, t1, h)?;
                 since_refresh = 0;
             }
         }
@@ -470,7 +510,6 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Newmark {
         self.a.copy_from_slice(&self.qdd);
         self.h_prev = 0.0;
         self.stats.f_evals += 1;
-        self.weighted_history(sys);
         self.y_old[..n].copy_from_slice(&x.q);
         self.y_old[n..].copy_from_slice(&x.v);
         self.y_new[..n].copy_from_slice(&x.v);
@@ -599,7 +638,6 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Newmark {
             self.h_prev = h;
             self.qdd.copy_from_slice(&self.a1);
             self.state.lambda.copy_from_slice(&self.lam1);
-            self.weighted_history(sys);
             self.stats.steps += 1;
             if fixed {
                 self.h = h_try;

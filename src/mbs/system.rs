@@ -1428,8 +1428,12 @@ impl Mechanical for System {
         }
     }
     fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
-        if self.joint.is_some() {
-            return None;
+        // The joint formulation answers in joint coordinates (`joint/sparse.rs`), when its
+        // mass matrix falls into blocks.
+        if let Some(j) = self.joint.as_mut() {
+            if !j.has_sparse_structure() {
+                return None;
+            }
         }
         Some(self)
     }

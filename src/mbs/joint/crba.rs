@@ -17,6 +17,19 @@ pub fn mass_matrix(
     m: &mut DMatrix<f64>,
 ) {
     m.fill(0.0);
+    mass_matrix_entries(nodes, s, i6, ic, m);
+}
+
+/// [`mass_matrix`] without zeroing `m` first: writes (overwrites) exactly the entries of
+/// coordinates on one root path and leaves the others as they are (the sparse fills keep a
+/// matrix whose other entries stay zero).
+pub fn mass_matrix_entries(
+    nodes: &[Node],
+    s: &[Sv],
+    i6: &[Matrix6<f64>],
+    ic: &mut [Matrix6<f64>],
+    m: &mut DMatrix<f64>,
+) {
     ic.copy_from_slice(i6);
     for i in (0..nodes.len()).rev() {
         if let Parent::Node(p) = nodes[i].parent {

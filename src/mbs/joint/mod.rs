@@ -31,6 +31,7 @@ pub mod crba;
 mod derivatives;
 pub mod kinematics;
 pub mod rnea;
+mod sparse;
 mod tires;
 pub mod tree;
 
@@ -101,6 +102,14 @@ struct Workspace {
     psi: Vec<f64>,
     /// The mass matrix of `accelerations` (factored in place).
     m: DMatrix<f64>,
+    /// The sparse structure's patterns (`sparse.rs`; `j_pat` is rebuilt when the active rows
+    /// change) and the dense matrices its values are gathered from.
+    m_pat: Vec<(usize, usize)>,
+    j_pat: Vec<(usize, usize)>,
+    m_sparse: DMatrix<f64>,
+    j_sparse: DMatrix<f64>,
+    /// Whether `M` falls into more than one block (`sparse.rs`, `has_sparse_structure`).
+    forest: Option<bool>,
 }
 
 /// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
@@ -564,9 +573,16 @@ impl JointModel {
     // ----- the equations -----
 
     pub fn mass_matrix(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
+        m.fill(0.0);
+        self.mass_matrix_entries(sys, t, q, m);
+    }
+
+    /// [`JointModel::mass_matrix`] into a matrix whose entries off the coordinates' root paths
+    /// are already zero (not zeroed again).
+    fn mass_matrix_entries(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
         self.load(sys, t, q, Rates::None);
         self.inertias(sys);
-        crba::mass_matrix(&self.nodes, &self.ws.kin.s, &self.ws.i6, &mut self.ws.ic, m);
+        crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.i6, &mut self.ws.ic, m);
         for k in 0..self.euler.len() {
             let (a, c) = (self.euler[k].1, self.euler[k].2);
             let (e, _) = self.euler_of(k, q, None);
@@ -1089,6 +1105,7 @@ impl JointModel {
         let (keep, drop) = super::assembly::independent_rows(&jac);
         let dropped: Vec<String> = drop.iter().map(|&i| self.row_label(sys, i)).collect();
         self.active = keep;
+        self.ws.j_pat.clear();
         if sys.spec().initialization == Initialization::Static {
             v.iter_mut().for_each(|x| *x = 0.0);
         }

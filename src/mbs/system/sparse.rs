@@ -1,7 +1,8 @@
 //! The engine's sparse structure: `M` is block diagonal (3 diagonal entries per body plus a
 //! 4×4 block per rigid body), each constraint row touches the columns of the one or two bodies
 //! its scalar coordinate involves. Patterns are taken from the same row evaluation as the
-//! values, so fills and patterns cannot disagree.
+//! values, so fills and patterns cannot disagree. With `formulation = "joint"` every method
+//! answers in joint coordinates (`mbs::joint`, `sparse.rs` there).
 
 use super::{RowGrad, System};
 use crate::integrate::sparse::SparseStructure;
@@ -10,6 +11,9 @@ use nalgebra::Vector4;
 
 impl SparseStructure for System {
     fn mass_pattern(&mut self) -> Vec<(usize, usize)> {
+        if let Some(j) = self.joint.as_mut() {
+            return j.mass_pattern();
+        }
         let mut out = Vec::with_capacity(19 * self.bodies.len());
         for b in 0..self.bodies.len() {
             let o = self.layout.offsets[b];
@@ -28,6 +32,9 @@ impl SparseStructure for System {
     }
 
     fn constraint_jacobian_pattern(&mut self) -> Vec<(usize, usize)> {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_jacobian_pattern(s));
+        }
         // Which columns a row touches depends only on which bodies its coordinate involves,
         // not on the state: evaluate once at the model's initial coordinates.
         let q = self.q0.clone();
@@ -43,6 +50,9 @@ impl SparseStructure for System {
     }
 
     fn mass_matrix_values(&mut self, _t: f64, q: &[f64], vals: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.mass_matrix_values(s, _t, q, vals));
+        }
         let mut n = 0;
         for b in 0..self.bodies.len() {
             let o = self.layout.offsets[b];
@@ -62,6 +72,9 @@ impl SparseStructure for System {
     }
 
     fn constraint_jacobian_values(&mut self, t: f64, q: &[f64], vals: &mut [f64]) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_jacobian_values(s, t, q, vals));
+        }
         self.load(t, q, None);
         let mut n = 0;
         for &i in &self.active {
@@ -79,6 +92,9 @@ impl SparseStructure for System {
         jac_vals: &mut [f64],
         phi_t: &mut [f64],
     ) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_values(s, t, q, phi, jac_vals, phi_t));
+        }
         // One `row_eval` per row gives value, gradient and time derivative together.
         self.load(t, q, None);
         let mut n = 0;
