@@ -649,22 +649,28 @@ impl JacobianStore {
                     self.u_j[c] = channel_value(sys, t, c, orders);
                 }
                 if self.strategy.extended() && self.nu > 0 {
-                    self.judge_excitation_term();
-                    // Measured on the engine's 64-link chain (term judged off): computing d_u
-                    // at every full evaluation tripled its cost (2 excitations).
+                    // The second derivatives are taken here, at the new full evaluation, and
+                    // the judge predicts the change from the previous one backwards with them
+                    // (the same first-order Taylor step). So the first full evaluation, which
+                    // has nothing to be judged against, computes none while the term is judged
+                    // (a short run that keeps its one matrix never pays for them: a third of
+                    // the residuals of the joint pendulum chain's run). Measured on the
+                    // engine's 64-link chain (term judged off): computing d_u at every full
+                    // evaluation tripled its cost (2 excitations).
                     let needed = !self.auto_excitation_term
-                        || self.excitation_term
-                        || self.off_in_row < 2
-                        || self.fulls_since_du + 1 >= DU_EVERY;
+                        || (self.has_full
+                            && (self.excitation_term
+                                || self.off_in_row < 2
+                                || self.fulls_since_du + 1 >= DU_EVERY));
+                    self.d_u_valid = false;
                     if needed {
-                        self.d_u_valid = false;
                         self.excitation_derivatives(dense, ggl, sys, t, y, g0)?;
                         self.d_u_valid = true;
                         self.fulls_since_du = 0;
                     } else {
-                        self.d_u_valid = false;
                         self.fulls_since_du += 1;
                     }
+                    self.judge_excitation_term();
                 }
                 Ok(())
             }
@@ -787,7 +793,8 @@ impl JacobianStore {
 
     /// Whether the excitation term of (26) earns its place, judged at each full evaluation: it
     /// must predict the change of `G` since the previous full evaluation clearly better than no term
-    /// (the plain partitioned update (24)). The Taylor step behind (26) assumes `y` stays put
+    /// (the plain partitioned update (24)); the prediction uses the second derivatives taken at
+    /// this evaluation (`d_u_valid`), read backwards to the previous one. The Taylor step behind (26) assumes `y` stays put
     /// while `u` moves; in absolute coordinates the bodies follow a moving support, the
     /// Jacobian depends on relative positions and the term then predicts a change that does not
     /// happen (measured on the Cartesian pendulum chain: twice the full evaluations of (24)).
