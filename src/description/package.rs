@@ -356,8 +356,11 @@ pub fn build_fmu(
     }
 
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    // Deflate at its highest level: the library dominates the FMU and compresses about 1 %
+    // smaller than at the default level, for well under a second more per export.
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated)
+        .compression_level(Some(9))
         .unix_permissions(0o644);
     let zerr = |e: zip::result::ZipError| PackageError::Zip(e.to_string());
     let mut names = Vec::new();
