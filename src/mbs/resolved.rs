@@ -1,6 +1,6 @@
 //! The resolved model in binary form: `resources/resolved_model.bin`, written by the packager
 //! next to `model.toml` so that an FMU instantiation reads the model instead of parsing and
-//! resolving its TOML (about three quarters of a cold `fmi2Instantiate` of a small model).
+//! resolving its TOML (about two thirds of a cold `fmi2Instantiate` of a small model).
 //!
 //! The file is a cache, never the truth: it is used only when it was written by a build of
 //! the same sources as the running library ([`BUILD`]) and for the very files in `resources/`
