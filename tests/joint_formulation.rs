@@ -1476,6 +1476,42 @@ fn constraint_hessians_are_the_derivatives_of_g_and_m() {
     }
 }
 
+/// The gallery models and the hand-built trees and loops that the joint formulation's tests
+/// run over (built by [`joint_case`]).
+const JOINT_CASES: [&str; 13] = [
+    "bouncing_balls.toml",
+    "double_pendulum_stiff.toml",
+    "four_link.toml",
+    "quarter_car_rig.toml",
+    "slider_crank.toml",
+    "pendulum_chain.toml",
+    "spherical_chain.toml",
+    "suspension_corner.toml",
+    "revolute chain N = 8",
+    "spatial loop",
+    "free flap",
+    "universal, cylindrical and planar joints",
+    "the same reversed",
+];
+
+/// One of [`JOINT_CASES`] in joint coordinates.
+fn joint_case(file: &str) -> System {
+    match file {
+        "revolute chain N = 8" => System::new(Arc::new(revolute_chain_spec(8, 1e-12))).unwrap(),
+        "free flap" => free_flap_in("joint", FLAP_TETHER),
+        "universal, cylindrical and planar joints" => cut_kinds_in("joint"),
+        "the same reversed" => reversed_kinds_in("joint"),
+        "spatial loop" => {
+            let text = spatial_arm_text("joint")
+                + "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
+                   body2 = \"c\"\npoint1 = [0.3, 0.5, 0.2]\npoint2 = [1.0, 0.3, -0.6]\n";
+            let spec = mbsfmu::mbs::load_model_str(&text, Path::new("loop.toml")).unwrap();
+            System::new(Arc::new(spec)).unwrap()
+        }
+        _ => model(file, "joint", ""),
+    }
+}
+
 /// Every integrator on every gallery model (the models'
 /// inputs held at their start values, as tests/models_integrate.rs does for the absolute
 /// formulation), plus the revolute chain and the spatial arm closed by a tether (a loop with
@@ -1484,39 +1520,9 @@ fn constraint_hessians_are_the_derivatives_of_g_and_m() {
 #[test]
 fn every_integrator_runs_on_every_supported_gallery_model_in_joint_coordinates() {
     let mut failures = Vec::new();
-    let make = |file: &str| -> System {
-        match file {
-            "revolute chain N = 8" => System::new(Arc::new(revolute_chain_spec(8, 1e-12))).unwrap(),
-            "free flap" => free_flap_in("joint", FLAP_TETHER),
-            "universal, cylindrical and planar joints" => cut_kinds_in("joint"),
-            "the same reversed" => reversed_kinds_in("joint"),
-            "spatial loop" => {
-                let text = spatial_arm_text("joint")
-                    + "\n[[joints]]\nname = \"tether\"\ntype = \"distance\"\nbody1 = \"ground\"\n\
-                       body2 = \"c\"\npoint1 = [0.3, 0.5, 0.2]\npoint2 = [1.0, 0.3, -0.6]\n";
-                let spec = mbsfmu::mbs::load_model_str(&text, Path::new("loop.toml")).unwrap();
-                System::new(Arc::new(spec)).unwrap()
-            }
-            _ => model(file, "joint", ""),
-        }
-    };
-    for file in [
-        "bouncing_balls.toml",
-        "double_pendulum_stiff.toml",
-        "four_link.toml",
-        "quarter_car_rig.toml",
-        "slider_crank.toml",
-        "pendulum_chain.toml",
-        "spherical_chain.toml",
-        "suspension_corner.toml",
-        "revolute chain N = 8",
-        "spatial loop",
-        "free flap",
-        "universal, cylindrical and planar joints",
-        "the same reversed",
-    ] {
+    for file in JOINT_CASES {
         for method in Method::ALL {
-            let mut sys = make(file);
+            let mut sys = joint_case(file);
             let t0 = sys.spec().experiment.start;
             let x0 = sys.initial_state(t0).unwrap();
             let (nq, nc) = (sys.n_q(), sys.n_c());
@@ -1949,7 +1955,7 @@ fn fast_paths_give_the_same_runs_as_the_general_path() {
 }
 
 /// The joint formulation's sparse structure (what BDF's residual and the half-implicit
-/// method's sparse path use, reported for forests of trees only): on every gallery model and the synthetic trees, at a generic
+/// method's sparse path use, reported for forests of trees only): on every case of `JOINT_CASES` (gallery models, hand-built trees and a loop), at a generic
 /// state (assembled, then every coordinate perturbed) with the inputs moving, the fills
 /// scattered on their patterns equal the dense `M` and `G` bit for bit, the one-pass
 /// `constraint_values` equals the separate `Φ`, `G` and `Φ_t` calls bit for bit, and each
@@ -1958,25 +1964,8 @@ fn fast_paths_give_the_same_runs_as_the_general_path() {
 fn sparse_fills_equal_the_dense_methods_in_joint_coordinates() {
     use mbsfmu::integrate::sparse::SparseStructure;
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    for file in [
-        "bouncing_balls.toml",
-        "double_pendulum_stiff.toml",
-        "four_link.toml",
-        "quarter_car_rig.toml",
-        "slider_crank.toml",
-        "pendulum_chain.toml",
-        "spherical_chain.toml",
-        "suspension_corner.toml",
-        "free flap",
-        "universal, cylindrical and planar joints",
-        "the same reversed",
-    ] {
-        let mut sys = match file {
-            "free flap" => free_flap_in("joint", FLAP_TETHER),
-            "universal, cylindrical and planar joints" => cut_kinds_in("joint"),
-            "the same reversed" => reversed_kinds_in("joint"),
-            _ => model(file, "joint", ""),
-        };
+    for file in JOINT_CASES {
+        let mut sys = joint_case(file);
         excite(&mut sys);
         let x = sys.initial_state(0.0).unwrap();
         let (nq, nc) = (sys.n_q(), sys.n_c());
