@@ -16,8 +16,8 @@
 //! docs/benchmarks.md); `BENCH_QUICK=1` runs 2 s of each case; `BENCH_METHODS=bdf,sdirk` and
 //! `BENCH_CASES=chain,slider` select (and then print instead of writing the docs).
 //! `BENCH_CORNER_REFERENCE=1` gives the corner an error column (against the same rig loop run
-//! by dopri5 at rtol 1e-10, computed first); `BENCH_CORNER_FORMULATION=joint` runs the corner
-//! in joint coordinates.
+//! by dopri5 at rtol 1e-10, computed first); `BENCH_CORNER_FORMULATION=absolute` (or `joint`)
+//! runs the corner in that formulation instead of the model file's (the default, joint).
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -116,14 +116,14 @@ fn corner_reference(f: &Fmi2Binding, case: &Case) -> Reference {
 fn cases(quick: bool) -> Vec<Case> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let corner = root.join("models/suspension_corner.toml");
-    // `BENCH_CORNER_FORMULATION=joint`: the corner in joint coordinates.
-    let joint = std::env::var("BENCH_CORNER_FORMULATION").is_ok_and(|v| v == "joint");
+    // `BENCH_CORNER_FORMULATION=absolute|joint`: the corner in that formulation (unset: the
+    // model file's, i.e. the default, joint).
+    let formulation = std::env::var("BENCH_CORNER_FORMULATION").ok();
     let (corner_model, corner_input) = if corner.is_file() {
         let text = std::fs::read_to_string(&corner).unwrap();
-        let text = if joint {
-            text.replacen("[model]\n", "[model]\nformulation = \"joint\"\n", 1)
-        } else {
-            text
+        let text = match formulation {
+            Some(f) => text.replacen("[model]\n", &format!("[model]\nformulation = \"{f}\"\n"), 1),
+            None => text,
         };
         (text, "post_z")
     } else {

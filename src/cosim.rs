@@ -939,6 +939,27 @@ impl<E: Engine> Simulation<E> {
         // Built-in motions continue from t0 by their right limits; a ramp starting at t0 (a
         // step landed on it) is a rate jump like an input's.
         self.st.engine.set_motion_right_limit_at(t0);
+        if intermediate.is_some() && !continued {
+            // The importer answers inside the step, so a value that jumps from the last
+            // segment's is a step of the signal at t0, not a trend: hold it there
+            // and let the stage answers give the rates after it. Smoothing through the
+            // samples just before t0 turns the jump into rates of jump / spacing (a slope of
+            // 2.4e4 rad/s and a second derivative of 1.3e9 rad/s² were seen on the
+            // slider-crank's 0.1 rad step), which the joint formulation's equations, where a
+            // driven coordinate's `ü` is a force, take literally.
+            let segments = &mut self.st.engine.inputs_mut().segments;
+            for (inp, seg) in self.st.inputs.iter_mut().zip(segments.iter_mut()) {
+                // A value jump, not an interpolation error of the last step's stage segment.
+                let jumps = inp.committed.is_some_and(|c| {
+                    let (a, b) = (c.eval(t0)[0], seg.eval(t0)[0]);
+                    (a - b).abs() > 1e-6 * (1.0 + b.abs())
+                });
+                if jumps {
+                    *seg = InputSegment::constant(t0, seg.eval(t0)[0]);
+                    inp.history.retain(|&(th, _)| th >= t0);
+                }
+            }
+        }
         let at_breakpoint = self.st.engine.has_motion_breakpoint_at(t0);
         let jumped = match &self.st.x {
             Some(x) if multistep && !self.st.reinit && (!continued || at_breakpoint) => {

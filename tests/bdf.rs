@@ -658,6 +658,8 @@ fn engine_chain_text_is_the_model_file() {
     // The texts differ in formatting; what they resolve to must not.
     file.source_text = None;
     generated.source_text = None;
+    // The generator names the absolute formulation; the file takes the default.
+    generated.formulation = file.formulation;
     assert_eq!(generated, file);
     // The sine variant: no inputs, the same bodies and joints, two excitations.
     let sine = engine_chain(16);

@@ -290,9 +290,11 @@ fn force_jacobians_match_differences_of_the_forces() {
     use nalgebra::DMatrix;
     let two = |joint: bool| {
         let mut text = TWO_BALLS.to_string();
-        if joint {
-            text = text.replace("[model]\n", "[model]\nformulation = \"joint\"\n");
-        }
+        text = text.replacen(
+            "[model]\n",
+            &format!("[model]\nformulation = \"{}\"\n", formulation(joint)),
+            1,
+        );
         let spec = mbsfmu::mbs::load_model_str(&text, Path::new("two_balls.toml")).unwrap();
         System::new(Arc::new(spec)).unwrap()
     };

@@ -36,6 +36,20 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// `path`'s model written into `dir` with `[model] formulation` set (the default is joint; the
+/// tests say which formulation they check).
+fn in_formulation(dir: &Path, path: &Path, formulation: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(path).unwrap().replacen(
+        "[model]\n",
+        &format!("[model]\nformulation = \"{formulation}\"\n"),
+        1,
+    );
+    let stem = path.file_stem().unwrap().to_string_lossy();
+    let variant = dir.join(format!("{stem}_{formulation}.toml"));
+    std::fs::write(&variant, text).unwrap();
+    variant
+}
+
 /// The FMU's output/input Jacobian (`Simulation::output_input_jacobian`) at a few states
 /// along a run with moving inputs (empty without inputs).
 fn jacobians(path: &Path) -> Vec<nalgebra::DMatrix<f64>> {
@@ -91,12 +105,13 @@ use rules_model::RULES;
 
 #[test]
 fn declared_dependencies_equal_the_measured_ones_on_every_gallery_model() {
-    let dir = std::env::temp_dir().join(format!("mbsfmu-deps-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("absolute");
     let rules = dir.join("rules.toml");
     std::fs::write(&rules, RULES).unwrap();
     let mut failures = Vec::new();
     for path in models().into_iter().chain([rules]) {
+        // In absolute coordinates; the joint formulation has its own test below.
+        let path = in_formulation(&dir, &path, "absolute");
         let spec = mbsfmu::mbs::load_model(&path).unwrap();
         let declared: BTreeSet<(usize, usize)> = output_dependencies(&spec)
             .iter()
@@ -210,17 +225,13 @@ fn joint_and_absolute_formulations_give_the_same_output_input_derivatives() {
             continue;
         }
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        let joint = dir.join(format!("{stem}_joint.toml"));
-        std::fs::write(
-            &joint,
-            text.replacen("[model]\n", "[model]\nformulation = \"joint\"\n", 1),
-        )
-        .unwrap();
+        let joint = in_formulation(&dir, &path, "joint");
+        let absolute = in_formulation(&dir, &path, "absolute");
         let spec = Arc::new(mbsfmu::mbs::load_model(&joint).unwrap());
         if System::new(spec.clone()).is_err() {
             continue;
         }
-        let (ja, jj) = (jacobians(&path), jacobians(&joint));
+        let (ja, jj) = (jacobians(&absolute), jacobians(&joint));
         for (k, (a, j)) in ja.iter().zip(&jj).enumerate() {
             let scale = a.amax().max(1e-300);
             let dev = (a - j).amax() / scale;

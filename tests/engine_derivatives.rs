@@ -354,7 +354,8 @@ fn kitchen_sink() -> ModelSpec {
         description: String::new(),
         gravity: [c(0.0), c(-9.81), c(1.0)],
         initialization: Initialization::Consistent,
-        formulation: Default::default(),
+        // The absolute formulation's equations (joint: tests/joint_formulation.rs).
+        formulation: mbsfmu::mbs::spec::Formulation::Absolute,
         experiment: ExperimentSpec::default(),
         solver: Default::default(),
         parameters: vec![],

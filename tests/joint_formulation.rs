@@ -438,10 +438,55 @@ fn formulation_key_is_checked() {
         .to_string();
     assert!(e.contains("formulation") && e.contains("minimal"), "{e}");
     let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
-    assert_eq!(
-        spec.formulation,
-        Formulation::Absolute,
-        "absolute stays the default"
+    assert_eq!(spec.formulation, Formulation::Joint, "joint is the default");
+    // A fully prescribed model (its one tree coordinate driven) has nothing to integrate in
+    // joint coordinates: unless the file names a formulation it stays in absolute ones, and
+    // naming joint gives an error that says what to do.
+    let driven = r#"
+[model]
+name = "driven_bar"
+gravity = [0.0, -9.81, 0.0]
+
+[[bodies]]
+name = "bar"
+mass = 2.0
+inertia = [0.1, 0.1, 0.1]
+position = [0.5, 0.0, 0.0]
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "bar"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[drivers]]
+name = "turn"
+joint = "pivot"
+motion = { type = "sine", amplitude = 0.1, frequency = 1.0 }
+"#;
+    let spec = mbsfmu::mbs::load_model_str(driven, &path).unwrap();
+    assert_eq!(spec.formulation, Formulation::Absolute);
+    let mut sys = System::new(Arc::new(spec)).unwrap();
+    let x = sys.initial_state(0.0).unwrap();
+    assert_eq!(sys.n_q(), 7);
+    let w = 0.1 * 2.0 * std::f64::consts::PI;
+    assert!(
+        (x.v[1] - 0.5 * w).abs() < 1e-9,
+        "the bar's centre moves with the driver: {:?}",
+        x.v
+    );
+    let named = driven.replacen("[model]\n", "[model]\nformulation = \"joint\"\n", 1);
+    let spec = mbsfmu::mbs::load_model_str(&named, &path).unwrap();
+    assert_eq!(spec.formulation, Formulation::Joint);
+    let Err(e) = System::new(Arc::new(spec)) else {
+        panic!("a fully driven model in joint coordinates must be refused");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("every joint coordinate") && e.contains("absolute"),
+        "{e}"
     );
 }
 

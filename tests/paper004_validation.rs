@@ -51,7 +51,9 @@ fn model_text(file: &str, drop: impl Fn(&str) -> bool, extra: &str) -> String {
 
 fn system(file: &str, drop: impl Fn(&str) -> bool, extra: &str) -> System {
     let text = model_text(file, drop, extra);
-    let spec = mbsfmu::mbs::load_model_str(&text, Path::new(file)).unwrap();
+    let mut spec = mbsfmu::mbs::load_model_str(&text, Path::new(file)).unwrap();
+    // Paper 004's setting: absolute coordinates, every joint a set of constraints.
+    spec.formulation = mbsfmu::mbs::spec::Formulation::Absolute;
     System::new(Arc::new(spec)).unwrap()
 }
 

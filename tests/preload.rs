@@ -85,7 +85,10 @@ fn perturbed(eps: f64) -> (Vec<f64>, f64, f64) {
             "\n[[drivers]]\nname = \"hold\"\njoint = \"chassis_guide\"\nmotion = 0.0\n\n\
              [[drivers]]\nname = \"turn\"\njoint = \"lower_pivot\"\nmotion = {eps:e}\n"
         );
-    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("corner.toml")).unwrap());
+    let mut spec = mbsfmu::mbs::load_model_str(&text, Path::new("corner.toml")).unwrap();
+    // Absolute coordinates: the body heights are read off the state.
+    spec.formulation = mbsfmu::mbs::spec::Formulation::Absolute;
+    let spec = Arc::new(spec);
     let mut sys = System::new(spec.clone()).unwrap();
     let x = sys.initial_state(0.0).unwrap();
     let z: Vec<f64> = sys.layout().offsets.iter().map(|&o| x.q[o + 2]).collect();

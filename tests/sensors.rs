@@ -431,7 +431,10 @@ axis = [0.3, 0.2, 1.0]
             ));
         }
     }
-    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("top.toml")).unwrap());
+    let mut spec = mbsfmu::mbs::load_model_str(&text, Path::new("top.toml")).unwrap();
+    // Absolute coordinates: the top's orientation is read off the state.
+    spec.formulation = mbsfmu::mbs::spec::Formulation::Absolute;
+    let spec = Arc::new(spec);
     let mut sys = System::new(spec.clone()).unwrap();
     let x0 = sys.initial_state(0.0).unwrap();
     let settings = Settings {

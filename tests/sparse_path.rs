@@ -48,7 +48,9 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
 
 fn spherical_chain() -> (System, MechState) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/spherical_chain.toml");
-    let spec = mbsfmu::mbs::load_model(std::path::Path::new(path)).unwrap();
+    let mut spec = mbsfmu::mbs::load_model(std::path::Path::new(path)).unwrap();
+    // The absolute formulation's sparse saddle-point path (n_q + n_c = 88).
+    spec.formulation = mbsfmu::mbs::spec::Formulation::Absolute;
     let mut sys = System::new(Arc::new(spec)).unwrap();
     let x0 = sys.initial_state(0.0).unwrap();
     (sys, x0)

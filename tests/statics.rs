@@ -80,7 +80,10 @@ fn corner(v: &Variant) -> ModelSpec {
         b["inertia"] = Value::Array(inertia);
     }
     let text = toml::to_string(&doc).unwrap();
-    mbsfmu::mbs::load_model_str(&text, &path).unwrap()
+    let mut spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+    // Absolute coordinates: the tests read the bodies' positions off the state.
+    spec.formulation = mbsfmu::mbs::spec::Formulation::Absolute;
+    spec
 }
 
 /// Translational coordinates of every body (centres of mass).

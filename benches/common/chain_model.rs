@@ -5,13 +5,14 @@
 
 use std::fmt::Write as _;
 
-/// `models/pendulum_chain.toml` for `n` particles; `sine`: the suspension as built-in motions
-/// (paper 003's excitation), else fed by the inputs `susp_x`, `susp_y` as in the file.
+/// `models/pendulum_chain.toml` for `n` particles in absolute coordinates (written out: the
+/// file itself takes the default, joint); `sine`: the suspension as built-in motions (paper
+/// 003's excitation), else fed by the inputs `susp_x`, `susp_y` as in the file.
 pub fn chain_model_text(n: usize, sine: bool) -> String {
     let mut s = String::new();
     writeln!(
         s,
-        "[model]\nname = \"pendulum_chain\"\n\
+        "[model]\nname = \"pendulum_chain\"\nformulation = \"absolute\"\n\
          description = \"Chain of {n} pendulums (1 kg, 1 m rods) hanging from a moving suspension point (paper 003)\"\n\
          gravity = [0.0, -9.81, 0.0]\n\n\
          [experiment]\nstart = 0.0\nstop = 200.0\ntolerance = 1e-4\nstep = 0.1\n\n\

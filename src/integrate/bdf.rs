@@ -278,6 +278,7 @@ impl Bdf {
         // Keep the policy's thresholds (they may have been tuned through `policy_mut`).
         let policy = self.jac.policy.clone();
         self.jac = JacobianStore::new(self.settings.jacobian, nq, nc, sys.n_excitations());
+        self.jac.size_channels_for(sys);
         self.jac.policy = policy;
         self.d = DMatrix::zeros(ny, MAX_ORDER + 3);
         self.d_new = DMatrix::zeros(ny, MAX_ORDER + 1);
@@ -1070,10 +1071,13 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
         let strategy_changed = settings.jacobian != self.settings.jacobian;
         self.settings = settings;
         if strategy_changed {
-            let nu = self.jac.n_excitations();
+            let (nu, orders) = (self.jac.n_excitations(), self.jac.orders());
             let mut policy = self.jac.policy.clone();
             policy.reset();
             self.jac = JacobianStore::new(settings.jacobian, self.nq, self.nc, nu);
+            if settings.jacobian.extended() && nu > 0 {
+                self.jac.size_channels(orders);
+            }
             self.jac.policy = policy;
         }
     }

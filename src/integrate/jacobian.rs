@@ -523,13 +523,22 @@ impl JacobianStore {
     }
 
     /// Jet members per excitation in the channels (1 until sized otherwise).
-    fn orders(&self) -> usize {
+    pub(crate) fn orders(&self) -> usize {
         self.u_j.len().checked_div(self.nu).unwrap_or(1).max(1)
     }
 
+    /// Size the channel storage for the system's jet members per excitation, when the
+    /// integrator allocates: a state saved mid-run then has the layout of a freshly initialized
+    /// one (the FMU's structural check of a restored state compares the two).
+    pub fn size_channels_for<S: Excitations + ?Sized>(&mut self, sys: &S) {
+        if self.strategy.extended() && self.nu > 0 {
+            self.size_channels(sys.excitation_orders().clamp(1, 3));
+        }
+    }
+
     /// Size the channel storage for `orders` jet members per excitation (once; a system does
-    /// not change its orders). Sized lazily so that a store's layout does not change.
-    fn size_channels(&mut self, orders: usize) {
+    /// not change its orders).
+    pub(crate) fn size_channels(&mut self, orders: usize) {
         let n = self.nu * orders;
         if self.u_j.len() == n && self.d_u.len() == n {
             return;

@@ -1043,7 +1043,7 @@ impl<'a> Resolver<'a> {
             },
         };
         let formulation = match &model.formulation {
-            None => Formulation::Absolute,
+            None => Formulation::Joint,
             Some(s) => match s.get_ref().as_str() {
                 "absolute" => Formulation::Absolute,
                 "joint" => Formulation::Joint,
@@ -1205,7 +1205,7 @@ impl<'a> Resolver<'a> {
         }
         let mut warnings = self.warnings(raw);
         warnings.extend(extra_warnings);
-        Ok(ModelSpec {
+        let mut spec = ModelSpec {
             name: model.name.get_ref().clone(),
             description: model.description.clone().unwrap_or_default(),
             gravity,
@@ -1224,7 +1224,13 @@ impl<'a> Resolver<'a> {
             source_text: None,
             outputs,
             source_files: std::mem::take(&mut self.source_files),
-        })
+        };
+        // The default is joint coordinates, except for a fully prescribed model (every tree
+        // coordinate driven), which only the absolute formulation integrates.
+        if model.formulation.is_none() && !super::joint::has_free_coordinate(&spec) {
+            spec.formulation = Formulation::Absolute;
+        }
+        Ok(spec)
     }
 
     fn experiment(&mut self, raw: &RawFile) -> Res<ExperimentSpec> {

@@ -1337,7 +1337,10 @@ impl System {
             return Ok(());
         }
         let path = self.spec.source_files.first().cloned().unwrap_or_default();
-        let spec = super::loader::load_model_with_parameters(&text, &path, &self.params)?;
+        let mut spec = super::loader::load_model_with_parameters(&text, &path, &self.params)?;
+        // Parameters do not choose the formulation; keep the one this system was built in
+        // (a caller may have set it on the resolved model).
+        spec.formulation = self.spec.formulation;
         let params = spec.default_parameters();
         let mut fresh = System::with_parameters(Arc::new(spec), params)?;
         fresh.inputs = self.inputs.clone();

@@ -21,9 +21,12 @@ pub fn system(file: &str, joint: bool, edits: &[(&str, &str)]) -> System {
         assert!(text.contains(a), "{a}");
         text = text.replace(a, b);
     }
-    if joint {
-        text = text.replace("[model]\n", "[model]\nformulation = \"joint\"\n");
-    }
+    // Always explicit: the default formulation is joint, and the tests compare both.
+    text = text.replacen(
+        "[model]\n",
+        &format!("[model]\nformulation = \"{}\"\n", formulation(joint)),
+        1,
+    );
     let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap_or_else(|e| panic!("{e}"));
     System::new(Arc::new(spec)).unwrap()
 }

@@ -1,6 +1,6 @@
 """The joint-coordinate formulation through the FMU (FMI 2 and FMI 3, fmpy's `simulate_fmu`):
-every gallery model, with `formulation = "joint"` added to its [model] section, against the
-same independent references and tolerances as the absolute formulation
+every gallery model, with `formulation = "joint"` (the default) written into its [model]
+section, against the same independent references and tolerances as the absolute formulation
 (test_fmpy_references.py; the spherical chain against tests/data/spherical_chain.csv as
 tests/spherical_chain_reference.rs; the suspension corner against the hand calculations of
 test_fmpy_corner_parameters.py). Run: python -m pytest -q -s tests/python/test_fmpy_joint.py
@@ -21,7 +21,7 @@ from test_fmpy_references import (
     signal,
     simulate,
 )
-from test_fmpy_validate import export, tools  # noqa: F401  (fixture)
+from test_fmpy_validate import export, in_formulation, tools  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)
@@ -30,11 +30,8 @@ def need_fmpy():
 
 
 def joint_model(name, tmp_path):
-    text = (MODELS / name).read_text()
-    assert "[model]\n" in text
-    path = tmp_path / name
-    path.write_text(text.replace("[model]\n", '[model]\nformulation = "joint"\n', 1))
-    return path
+    # Explicit although joint is the default: this file checks the joint formulation.
+    return in_formulation(MODELS / name, "joint", tmp_path)
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -227,7 +224,10 @@ def test_suspension_corner_joint(tools, version, tmp_path):  # noqa: F811
         assert abs(shifted[name][0] - base[name][0] - 0.035) < 1e-9, name
     # Moving post: both formulations' FMUs under the same sampled input.
     (tmp_path / "abs").mkdir()
-    absolute = export(tools, MODELS / "suspension_corner.toml", version, tmp_path / "abs")
+    absolute = export(
+        tools, in_formulation(MODELS / "suspension_corner.toml", "absolute", tmp_path / "abs"),
+        version, tmp_path / "abs",
+    )
     dt, stop = 0.005, 1.0
     t = np.arange(0.0, stop + dt / 2, dt)
     sig = signal(t, post_z=0.01 * np.sin(2 * np.pi * 2.0 * t) ** 3)

@@ -1,5 +1,6 @@
-"""Outputs of the exported FMUs, simulated by fmpy's own `simulate_fmu` (FMI 2 and FMI 3),
-against the independent references of tools/references (minimal coordinates solved by scipy,
+"""Outputs of the exported FMUs in the absolute formulation (`formulation = "absolute"` added;
+test_fmpy_joint.py runs the same checks in joint coordinates, the default), simulated by fmpy's
+own `simulate_fmu` (FMI 2 and FMI 3), against the independent references of tools/references (minimal coordinates solved by scipy,
 or closed form; README there).
 
 fmpy passes the FMU's default tolerance unless told otherwise, and the importer's tolerance
@@ -27,7 +28,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_fmpy_validate import ROOT, export, tools  # noqa: F401  (fixture)
+from test_fmpy_validate import ROOT, export, in_formulation, tools  # noqa: F401  (fixture)
 
 sys.path.insert(0, str(ROOT / "tools" / "references"))
 
@@ -36,6 +37,12 @@ import pendulum_chain as pc  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 MODELS = ROOT / "models"
+
+
+def absolute(model, tmp_path):
+    """These tests check the absolute formulation (the tolerances below were measured there);
+    test_fmpy_joint.py runs the same models in joint coordinates, the default."""
+    return in_formulation(model, "absolute", tmp_path)
 
 
 def reference(name):
@@ -98,7 +105,7 @@ def test_double_pendulum_stiff(tools, version, tmp_path):  # noqa: F811
     FMU at rtol 1e-8: measured 3.9e-9 rad (and 9e-6 rad at the model's default 1e-6). The
     model's theta2 output starts at -pi/12, the reference's at 23 pi/12 (README): compared
     modulo 2 pi."""
-    fmu = export(tools, MODELS / "double_pendulum_stiff.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "double_pendulum_stiff.toml", tmp_path), version, tmp_path)
     ref = reference("double_pendulum_stiff.csv")
     r = simulate(fmu, 2.0, 0.01, 1e-8, outputs=["theta1", "theta2"])
     assert r["time"][-1] == pytest.approx(2.0)
@@ -123,7 +130,7 @@ def test_slider_crank_constant_rate(tools, version, tmp_path):  # noqa: F811
     smooth reconstruction continues value and slope, so it takes the crank up to speed over its
     start-up (four samples before the trend is trusted, then a step to reach it), hence the
     comparison from t = 6 H (over the start-up: 1.3e-3 m, 23 N m)."""
-    fmu = export(tools, MODELS / "slider_crank.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "slider_crank.toml", tmp_path), version, tmp_path)
     ref = reference("slider_crank.csv")
     dt = 0.01
     r = simulate(fmu, 8.0, dt, 1e-8, crank_signal(8.0, dt, "crank_angle", "constant", 2 * np.pi),
@@ -143,7 +150,7 @@ def test_slider_crank_smooth_start(tools, version, tmp_path):  # noqa: F811
     samples every 10 ms, compared from t = 0. The reconstruction's O(H) error in the crank
     acceleration shows in the torque: measured 2.0e-6 m in slider_x and 9.9e-3 N m in the
     torque (range 0.88 N m), the largest during the ramp where the input is not quadratic."""
-    fmu = export(tools, MODELS / "slider_crank.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "slider_crank.toml", tmp_path), version, tmp_path)
     ref = reference("slider_crank_smooth.csv")
     dt = 0.01
     r = simulate(fmu, 8.0, dt, 1e-8, crank_signal(8.0, dt, "crank_angle", "smooth", 2 * np.pi),
@@ -161,7 +168,7 @@ def test_four_link(tools, version, tmp_path):  # noqa: F811
     From t = 6 H: the smooth reconstruction's start-up takes the heavy rotor from rest to speed
     over the first steps, as for the slider-crank (over the start-up 7.2e-3 rad and 1e7 N m: the
     reference starts at full speed, an infinite torque)."""
-    fmu = export(tools, MODELS / "four_link.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "four_link.toml", tmp_path), version, tmp_path)
     ref = reference("four_link.csv")
     dt = 0.01
     r = simulate(fmu, 8.0, dt, 1e-8, crank_signal(8.0, dt, "rotor_angle", "constant", np.pi),
@@ -183,7 +190,7 @@ def test_quarter_car_rig(tools, version, tmp_path):  # noqa: F811
     start-up: a transient of 3.3e-4 m in the wheel that the damping removes, the chassis mode
     (damping ratio 0.3, 8 rad/s) last. After 1.5 s see the printed figures (stamp force = 10 kg
     times the error of the reconstructed stamp acceleration, O(H^2) with the cubic target)."""
-    fmu = export(tools, MODELS / "quarter_car_rig.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "quarter_car_rig.toml", tmp_path), version, tmp_path)
     ref = reference("quarter_car.csv")
     dt, stop = 0.005, 3.0
     t = np.arange(0.0, stop + dt / 2, dt)
@@ -238,7 +245,7 @@ def test_pendulum_chain_moving_suspension(tools, version, tmp_path):  # noqa: F8
     undamped chain keeps."""
     from scipy.integrate import solve_ivp
 
-    fmu = export(tools, MODELS / "pendulum_chain.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "pendulum_chain.toml", tmp_path), version, tmp_path)
     dt, stop, n = 0.1, 10.0, 16
     t = np.arange(0.0, stop + dt / 2, dt)
     chain = RestingStartChain(n)
@@ -263,7 +270,7 @@ def test_bouncing_balls(tools, version, tmp_path):  # noqa: F811
     """No inputs. y1, y2 against the piecewise-exact solution up to 2 s (the motion is chaotic:
     beyond a few seconds any two accurate solutions part). Output every 1 ms, FMU at rtol 1e-8:
     measured 1.4e-6 m up to 2 s (6.2e-7 m up to 1 s)."""
-    fmu = export(tools, MODELS / "bouncing_balls.toml", version, tmp_path)
+    fmu = export(tools, absolute(MODELS / "bouncing_balls.toml", tmp_path), version, tmp_path)
     ref = reference("bouncing_balls.csv")
     r = simulate(fmu, 2.0, 0.001, 1e-8, outputs=["y1", "y2"])
     assert r["time"][-1] == pytest.approx(2.0)

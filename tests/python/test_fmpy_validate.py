@@ -53,6 +53,16 @@ def test_models_exist():
     assert all(m.stat().st_size > 0 for m in MODELS)
 
 
+def in_formulation(model, formulation, tmp_path):
+    """`model` with `[model] formulation` set (the default is "joint"), written into `tmp_path`
+    under its own name."""
+    text = model.read_text()
+    assert "[model]\n" in text and "formulation =" not in text, model
+    path = tmp_path / model.name
+    path.write_text(text.replace("[model]\n", f'[model]\nformulation = "{formulation}"\n', 1))
+    return path
+
+
 def export(tools, model, version, tmp_path):
     mbsfmu, library = tools
     check = subprocess.run([str(mbsfmu), "check", str(model)], capture_output=True, text=True)

@@ -37,7 +37,7 @@ pub mod tree;
 
 use super::kin::{eval_coord, Coord, CoordVal, Snapshot};
 use super::math::{e_mat, unwrap_near};
-use super::spec::{DriverTarget, Initialization};
+use super::spec::{DriverTarget, Initialization, ModelSpec};
 use super::system::{AssemblyReport, Law, RowKind, RowOwner, System};
 use super::ModelError;
 use crate::integrate::MechState;
@@ -110,6 +110,10 @@ struct Workspace {
     j_sparse: DMatrix<f64>,
     /// Whether `M` falls into more than one block (`sparse.rs`, `has_sparse_structure`).
     forest: Option<bool>,
+    /// The absolute state of the last [`JointModel::fill_absolute`] (kept: per-step callers
+    /// such as the event functions do not allocate).
+    abs_q: Vec<f64>,
+    abs_v: Vec<f64>,
 }
 
 /// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
@@ -191,6 +195,28 @@ impl BodyGrad {
     };
 }
 
+/// The driver that eliminates tree node `n`'s coordinate: a driver on its joint, when the
+/// joint has one degree of freedom.
+fn eliminating_driver(spec: &ModelSpec, n: &tree::Node) -> Option<usize> {
+    if n.kind == tree::NodeKind::Fixed || n.kind.n_dof() != 1 {
+        return None;
+    }
+    spec.drivers
+        .iter()
+        .position(|d| matches!(d.target, DriverTarget::JointCoordinate(j) if Some(j) == n.joint))
+}
+
+/// Whether the joint formulation leaves `spec` a coordinate to integrate (it refuses a model
+/// whose every tree coordinate is driven; the loader then keeps such a model, when the file
+/// does not name a formulation, in absolute coordinates).
+pub fn has_free_coordinate(spec: &ModelSpec) -> bool {
+    spec.bodies.is_empty()
+        || tree::spanning_tree(spec)
+            .nodes
+            .iter()
+            .any(|n| n.kind != tree::NodeKind::Fixed && eliminating_driver(spec, n).is_none())
+}
+
 impl JointModel {
     /// The tree of `sys`'s model (every model has one; the `Result` keeps room for elements a
     /// later tree rule cannot take).
@@ -206,11 +232,8 @@ impl JointModel {
             if n.kind == tree::NodeKind::Fixed {
                 continue;
             }
-            let driver = spec.drivers.iter().position(
-                |d| matches!(d.target, DriverTarget::JointCoordinate(j) if Some(j) == n.joint),
-            );
-            n.coord = match driver {
-                Some(d) if n.kind.n_dof() == 1 => {
+            n.coord = match eliminating_driver(spec, n) {
+                Some(d) => {
                     let slot = sys.rows.iter().find_map(|r| match (&r.kind, r.owner) {
                         (
                             RowKind::Coord {
@@ -912,9 +935,17 @@ impl JointModel {
         q: &[f64],
         v: Option<&[f64]>,
     ) -> (Vec<f64>, Vec<f64>) {
+        self.fill_absolute(sys, t, q, v);
+        (self.ws.abs_q.clone(), self.ws.abs_v.clone())
+    }
+
+    /// [`Self::to_absolute`] into `ws.abs_q`, `ws.abs_v` (no allocation once sized).
+    fn fill_absolute(&mut self, sys: &System, t: f64, q: &[f64], v: Option<&[f64]>) {
         self.load(sys, t, q, v.map_or(Rates::None, Rates::Full));
         let layout = sys.layout();
-        let (mut qa, mut va) = (vec![0.0; layout.n_q], vec![0.0; layout.n_q]);
+        let (qa, va) = (&mut self.ws.abs_q, &mut self.ws.abs_v);
+        qa.resize(layout.n_q, 0.0);
+        va.resize(layout.n_q, 0.0);
         let s = &self.ws.snap;
         for b in 0..layout.offsets.len() {
             let o = layout.offsets[b];
@@ -925,7 +956,6 @@ impl JointModel {
                 va[o + 3..o + 7].copy_from_slice(s.pd[b].as_slice());
             }
         }
-        (qa, va)
     }
 
     /// Joint coordinates and rates of an absolute state (tree joints only).
@@ -1270,8 +1300,10 @@ impl JointModel {
     }
 
     pub fn event_functions(&mut self, sys: &mut System, t: f64, q: &[f64], g: &mut [f64]) {
-        let (qa, _) = self.to_absolute(sys, t, q, None);
+        self.fill_absolute(sys, t, q, None);
+        let qa = std::mem::take(&mut self.ws.abs_q);
         crate::integrate::events::EventFunctions::event_functions(sys, t, &qa, g);
+        self.ws.abs_q = qa;
     }
 
     /// Angle branches (and, with friction, the normal forces from the absolute reactions) at

@@ -136,7 +136,7 @@ impl JointModel {
         q: &[f64],
         vals: &mut [f64],
     ) {
-        if self.ws.j_pat.is_empty() {
+        if self.ws.j_pat.is_empty() && !self.active.is_empty() {
             self.constraint_jacobian_pattern(sys);
         }
         let mut jac = self.take_jac_scratch();
@@ -157,7 +157,7 @@ impl JointModel {
         jac_vals: &mut [f64],
         phi_t: &mut [f64],
     ) {
-        if self.ws.j_pat.is_empty() {
+        if self.ws.j_pat.is_empty() && !self.active.is_empty() {
             self.constraint_jacobian_pattern(sys);
         }
         let mut jac = self.take_jac_scratch();

@@ -147,7 +147,9 @@ mod tests {
             if path.extension().and_then(|s| s.to_str()) != Some("toml") {
                 continue;
             }
-            let spec = load_model(&path).unwrap();
+            // The absolute formulation's structure (joint: tests/joint_formulation.rs).
+            let mut spec = load_model(&path).unwrap();
+            spec.formulation = crate::mbs::spec::Formulation::Absolute;
             let mut sys = System::new(Arc::new(spec)).unwrap();
             let x = sys.initial_state(0.0).unwrap();
             let (nq, nc) = (sys.n_q(), sys.n_c());
@@ -213,7 +215,9 @@ mod tests {
         use crate::integrate::test_systems::saddle_point_solve;
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/spherical_chain.toml");
-        let mut sys = System::new(Arc::new(load_model(&path).unwrap())).unwrap();
+        let mut spec = load_model(&path).unwrap();
+        spec.formulation = crate::mbs::spec::Formulation::Absolute;
+        let mut sys = System::new(Arc::new(spec)).unwrap();
         let x = sys.initial_state(0.0).unwrap();
         assert!(SaddleSolver::Auto.use_sparse(sys.n_q() + sys.n_c(), true));
         let v: Vec<f64> =
