@@ -132,10 +132,10 @@ fn second_derivative_inputs_refresh_the_carried_right_hand_side() {
 /// dynamics, so the method re-anchors it at each communication point to the new right-hand
 /// side's `a`, `ȧ`, `ä` (`Integrator::inputs_changed`, src/integrate/reanchor.rs) instead of
 /// restarting. Checked against the exact solution; one restart at the start (the rig starts
-/// at rest, the first segment with the sine's slope), none at the kinks; measured 676 steps,
-/// 5 rejected, 1 Jacobian, errors 3.1e-8 and 1.9e-8 m (663, 3, 1 before session 10's
-/// six-evaluation re-anchoring; 543, 0 and 13 before `a⃛` was re-anchored too: the same
-/// errors, about 2e-8 m), bounded at 10 rejections.
+/// at rest, the first segment with the sine's slope), none at the kinks; measured 639 steps,
+/// 0 rejected, 1 Jacobian, errors 4.0e-8 and 1.7e-8 m (session 10: 676, 5, 1 with the
+/// six-evaluation re-anchoring before order 5's `a⁗` was zeroed; 663, 3, 1 before; 543, 0
+/// and 13 before `a⃛` was re-anchored too: errors about 2e-8 m), bounded at 10 rejections.
 #[test]
 fn bdf_reanchors_its_history_at_second_derivative_kinks() {
     let (ec, ew, st) = run_with("bdf", 0.002, 1.0, 2);

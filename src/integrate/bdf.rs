@@ -520,6 +520,10 @@ impl Bdf {
                 &work.adot,
                 &work.addot,
                 if third.is_some() { &work.adddot } else { none },
+                // At order 5 the velocities' fifth derivative: the old history's is the
+                // backward difference across the last steps and their kinks, not the new
+                // segment's; zero (one order lower there) is the better guess.
+                if k >= 5 { &work.a4 } else { none },
             ],
             rtol,
             atol,
