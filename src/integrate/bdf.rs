@@ -472,7 +472,7 @@ impl Bdf {
     /// Re-anchor the history to the right-hand side that changed at the current point with
     /// the state (new input segments at a communication point; see [`super::reanchor`]), when
     /// the kink can matter at the current step size and tolerance. Costs one LU of the
-    /// saddle-point matrix and five evaluations of forces, `M`, `Φ_q`, `γ` (nine when the next
+    /// saddle-point matrix and four evaluations of forces, `M`, `Φ_q`, `γ` (six when the next
     /// order is 4 or 5 and `a⃛` is re-anchored too); allocates only the first time.
     fn reanchor<S: MultibodySystem + ?Sized>(
         &mut self,
@@ -497,7 +497,7 @@ impl Bdf {
         // here (a singular saddle-point matrix, values not finite), the step's own Newton
         // iteration and error test decide as before.
         // `a⃛` enters the history from order 4 on (the velocities' fourth derivative), from
-        // third differences at `±h/4`, `±h/2`: their truncation error (`δ²` times the fifth
+        // third differences at `±h/4`: their truncation error (`δ²` times the fifth
         // derivative) stays below the order-4 terms it corrects, and their round-off is
         // `ε |r| / δ³` (at `δ = 0.02 h`, the first passes' increment, it swamped the `a⃛` of
         // smooth motions: more steps on the smooth rig test).
@@ -521,6 +521,10 @@ impl Bdf {
                 &work.adot,
                 &work.addot,
                 if third.is_some() { &work.adddot } else { none },
+                // At order 5 the velocities' fifth derivative: the old history's is the
+                // backward difference across the last steps and their kinks, not the new
+                // segment's; zero (one order lower there) is the better guess.
+                if k >= 5 { &work.a4 } else { none },
             ],
             rtol,
             atol,
