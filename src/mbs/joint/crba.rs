@@ -3,17 +3,18 @@
 //! (see [`super::kinematics`]) add without transforms. Only the state coordinates' rows and
 //! columns are formed (driven and fixed joints carry no column).
 
-use super::kinematics::Sv;
+use super::kinematics::{Inertia, Sv};
 use super::tree::{Node, NodeCoord, Parent};
-use nalgebra::{DMatrix, Matrix6};
+use nalgebra::DMatrix;
 
-/// `m` (n_free × n_free) from the motion subspaces `s` (per dof) and body spatial inertias `i6`;
+/// `m` (n_free × n_free) from the motion subspaces `s` (per dof) and body spatial inertias `i6`
+/// (compact, [`Inertia`]);
 /// `ic` is scratch of the same length.
 pub fn mass_matrix(
     nodes: &[Node],
     s: &[Sv],
-    i6: &[Matrix6<f64>],
-    ic: &mut [Matrix6<f64>],
+    i6: &[Inertia],
+    ic: &mut [Inertia],
     m: &mut DMatrix<f64>,
 ) {
     m.fill(0.0);
@@ -26,8 +27,8 @@ pub fn mass_matrix(
 pub fn mass_matrix_entries(
     nodes: &[Node],
     s: &[Sv],
-    i6: &[Matrix6<f64>],
-    ic: &mut [Matrix6<f64>],
+    i6: &[Inertia],
+    ic: &mut [Inertia],
     m: &mut DMatrix<f64>,
 ) {
     ic.copy_from_slice(i6);
@@ -42,7 +43,7 @@ pub fn mass_matrix_entries(
             continue;
         };
         for (k, dk) in nodes[i].dofs().enumerate() {
-            let f = ic[i] * s[dk];
+            let f = ic[i].mul(&s[dk]);
             for (l, dl) in nodes[i].dofs().enumerate() {
                 m[(a + k, a + l)] = s[dl].dot(&f);
             }
