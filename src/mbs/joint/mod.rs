@@ -82,7 +82,7 @@ struct Workspace {
     /// 6 × 6 matrices for the Jacobians.
     ib: Vec<Inertia>,
     i6: Vec<Matrix6<f64>>,
-    /// Composite inertias (CRBA scratch).
+    /// Composite inertias (each node's subtree), with `ib`.
     ic: Vec<Inertia>,
     f: Vec<Sv>,
     w: Vec<Sv>,
@@ -482,7 +482,7 @@ impl JointModel {
         }
     }
 
-    /// Body spatial inertias at the current poses.
+    /// Body spatial inertias at the current poses, and the composite inertias of the CRBA.
     fn inertias(&mut self, sys: &System) {
         let mass = |n: &Node| {
             n.body.map_or((0.0, nalgebra::Matrix3::zeros()), |b| {
@@ -520,6 +520,7 @@ impl JointModel {
             self.ws.ib[i] = ib;
             self.ws.i6[i] = ib.matrix();
         }
+        crba::composite_inertias(&self.nodes, &self.ws.ib, &mut self.ws.ic);
     }
 
     /// Split an element gradient into its bodies' `(∂/∂r, ∂/∂e)` parts.
@@ -613,7 +614,7 @@ impl JointModel {
 
     /// The mass matrix's entries from the loaded poses and inertias (any rates).
     fn mass_matrix_loaded(&mut self, q: &[f64], m: &mut DMatrix<f64>) {
-        crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.ib, &mut self.ws.ic, m);
+        crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.ic, m);
         for k in 0..self.euler.len() {
             let (a, c) = (self.euler[k].1, self.euler[k].2);
             let (e, _) = self.euler_of(k, q, None);
@@ -1403,49 +1404,51 @@ impl JointModel {
 /// The `c` of a spherical node's `c e eᵀ` mass term: `4/3` of the trace of the child body's
 /// rotational inertia about the joint point (the scale of its `4 Eᵀ J E` block), 1 if zero.
 /// Solve `M x = b` in place (`b` becomes `x`) for a symmetric positive definite `M` (its
-/// lower triangle read) by `M = L D Lᵀ`, overwriting `M`; false if `M` is not positive definite.
-/// Written out rather than nalgebra's `Cholesky`: for a small tree its generic code costs
-/// more than the arithmetic, and `L D Lᵀ` takes one division per column and no square root
-/// (nalgebra's 2 × 2 Cholesky solve is a dependent chain of 2 square roots and 6 divisions).
-///
-/// Storage after the factorization: `L` (unit diagonal) below the diagonal, `1 / D` on it,
-/// and `U = L D` (what the later columns subtract) above it, `U_ij` at `(j, i)`.
+/// lower triangle read) by `M = L D Lᵀ`, overwriting `M`; false if `M` is not positive
+/// definite. Written out rather than nalgebra's `Cholesky`: for a small tree its generic code
+/// costs more than the arithmetic, and `L D Lᵀ` has no square roots and one division per
+/// column in its dependent chain (nalgebra's 2 × 2 Cholesky solve is a chain of 2 square
+/// roots and 6 divisions). After the factorization `L` (unit diagonal) is below the diagonal
+/// and `D` on it. Column-oriented like nalgebra's (contiguous column updates).
 fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
     let n = b.len();
     debug_assert_eq!(m.shape(), (n, n));
-    // Column-major: entry (i, j) at `a[i + j n]`.
+    // Column-major: column j is `a[j n..(j + 1) n]`.
     let a = m.as_mut_slice();
     for j in 0..n {
-        // Column j of `L D`, left-looking: M_ij − Σ_k (L D)_ik L_jk over the earlier columns.
-        for i in j..n {
-            let mut c = a[i + j * n];
-            for k in 0..j {
-                c -= a[k + i * n] * a[j + k * n];
+        let (done, rest) = a.split_at_mut(j * n);
+        let col = &mut rest[..n];
+        // Column j of `L D` (rows j..n): M_ij − Σ_k L_ik (D_k L_jk) over the earlier columns.
+        for k in 0..j {
+            let ck = &done[k * n..(k + 1) * n];
+            let w = ck[j] * ck[k];
+            for (x, y) in col[j..].iter_mut().zip(&ck[j..]) {
+                *x -= w * y;
             }
-            a[j + i * n] = c;
         }
-        let d = a[j + j * n];
+        let d = col[j];
         if !(d > 0.0 && d.is_finite()) {
             return false;
         }
         let r = 1.0 / d;
-        a[j + j * n] = r;
-        for i in j + 1..n {
-            a[i + j * n] = a[j + i * n] * r;
+        for x in &mut col[j + 1..] {
+            *x *= r;
         }
     }
     // L y = b, z = D⁻¹ y, Lᵀ x = z.
     for j in 0..n {
         let bj = b[j];
-        for i in j + 1..n {
-            b[i] -= a[i + j * n] * bj;
+        let col = &a[j * n..(j + 1) * n];
+        for (x, l) in b[j + 1..].iter_mut().zip(&col[j + 1..]) {
+            *x -= l * bj;
         }
     }
     for j in 0..n {
-        b[j] *= a[j + j * n];
+        b[j] /= a[j + j * n];
     }
     for j in (0..n).rev() {
-        let dot: f64 = (j + 1..n).map(|i| a[i + j * n] * b[i]).sum();
+        let col = &a[j * n..(j + 1) * n];
+        let dot: f64 = col[j + 1..].iter().zip(&b[j + 1..]).map(|(l, x)| l * x).sum();
         b[j] -= dot;
     }
     true

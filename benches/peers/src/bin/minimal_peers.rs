@@ -151,10 +151,22 @@ fn joint_per_call(
     let alloc = per_call(reps, || {
         std::hint::black_box(sys.accelerations(t, q, v).unwrap());
     });
+    // The same state every call lets the poses and inertias be reused (as when a BDF
+    // residual asks for `M` and `Ψ` at one state); alternating two states recomputes them
+    // every call (as along a trajectory).
+    let q2: Vec<f64> = q.iter().map(|x| x + 1e-3).collect();
+    let mut flip = false;
+    let fresh = per_call(reps, || {
+        flip = !flip;
+        let qq = if flip { &q2[..] } else { q };
+        sys.accelerations_into(t, qq, v, &mut a, &mut l).unwrap();
+        std::hint::black_box((&a, &l));
+    });
     eprintln!(
         "eval: {name}: accelerations_into {:.3} ({:.3}–{:.3}) µs, accelerations (allocating) \
+         {:.3} ({:.3}–{:.3}) µs, accelerations_into at alternating states (poses recomputed) \
          {:.3} ({:.3}–{:.3}) µs",
-        into.0, into.1, into.2, alloc.0, alloc.1, alloc.2
+        into.0, into.1, into.2, alloc.0, alloc.1, alloc.2, fresh.0, fresh.1, fresh.2
     );
     into
 }
