@@ -8,7 +8,7 @@
 //! [`super::rnea`] simply add up the tree.
 
 use super::super::math::{e_mat, rot};
-use super::tree::{Node, NodeKind, Parent};
+use super::tree::{Node, NodeCoord, NodeKind, Parent};
 use nalgebra::{Matrix3, Matrix6, Quaternion, UnitQuaternion, Vector3, Vector4, Vector6};
 
 /// A spatial vector `[angular; linear]` (world frame, at the origin).
@@ -320,8 +320,12 @@ impl Kin {
             // Ṡ = V_parent ×ₘ S for a joint axis fixed in the parent (`V ×ₘ S ẋ` is the same,
             // `S ẋ ×ₘ S ẋ = 0`); a multi-coordinate node's later axes also move with its
             // earlier coordinates, and a spherical node's with its own parameters.
-            self.acc[i] =
-                ap + self.s_times(n, &self.xdd) + crm(&v, &sxd) + self.node_bias(n, &self.xd);
+            // Only a driven node has a coordinate acceleration here (the state's are zero).
+            let sxdd = match n.coord {
+                NodeCoord::Driven(_) => self.s_times(n, &self.xdd),
+                _ => Sv::zeros(),
+            };
+            self.acc[i] = ap + sxdd + crm(&v, &sxd) + self.node_bias(n, &self.xd);
         }
     }
 
