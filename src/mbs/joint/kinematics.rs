@@ -77,7 +77,10 @@ impl Inertia {
     #[inline]
     pub fn mul(&self, v: &Sv) -> Sv {
         let (w, u) = (ang(v), lin(v));
-        sv(&(self.j * w + self.h.cross(&u)), &(self.m * u - self.h.cross(&w)))
+        sv(
+            &(self.j * w + self.h.cross(&u)),
+            &(self.m * u - self.h.cross(&w)),
+        )
     }
 
     /// The 6 × 6 matrix (for the Jacobians' tangents, which multiply it by many vectors).

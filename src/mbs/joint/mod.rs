@@ -1448,7 +1448,11 @@ fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
     }
     for j in (0..n).rev() {
         let col = &a[j * n..(j + 1) * n];
-        let dot: f64 = col[j + 1..].iter().zip(&b[j + 1..]).map(|(l, x)| l * x).sum();
+        let dot: f64 = col[j + 1..]
+            .iter()
+            .zip(&b[j + 1..])
+            .map(|(l, x)| l * x)
+            .sum();
         b[j] -= dot;
     }
     true
