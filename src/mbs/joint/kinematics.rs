@@ -45,8 +45,8 @@ pub fn crf(v: &Sv, f: &Sv) -> Sv {
 
 /// A spatial inertia at the world origin by its ten numbers: mass `m`, first moment `h = m c`
 /// (`c` the centre of mass) and rotational inertia `j` about the origin, `I = [j, [h]×;
-/// [h]×ᵀ, m 1]`. Products with it take 30 multiplications instead of the 36 of the full 6 × 6
-/// matrix and no zeros: the recursions of [`super::crba`] and [`super::rnea`] spend most of
+/// [h]×ᵀ, m 1]`. Products with it take 24 multiplications instead of the 36 of the full 6 × 6
+/// matrix (no zeros): the recursions of [`super::crba`] and [`super::rnea`] spend most of
 /// a small tree's evaluation in them. Sums of inertias (composite bodies) stay in this form.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Inertia {

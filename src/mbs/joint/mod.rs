@@ -1468,3 +1468,44 @@ fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalF
         1.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ldlt_solve;
+    use nalgebra::{DMatrix, DVector};
+
+    /// Against nalgebra's LU on symmetric positive definite matrices of sizes 1 to 12 (a
+    /// deterministic pseudo-random `A Aᵀ + I`), and `false` for indefinite and singular ones.
+    #[test]
+    fn ldlt_solve_matches_lu_and_refuses_indefinite() {
+        let mut seed = 12345u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        for n in 1..=12 {
+            let a = DMatrix::from_fn(n, n, |_, _| rnd());
+            let m = &a * a.transpose() + DMatrix::identity(n, n);
+            let b: Vec<f64> = (0..n).map(|_| rnd()).collect();
+            let want = m
+                .clone()
+                .lu()
+                .solve(&DVector::from_column_slice(&b))
+                .unwrap();
+            let mut x = b.clone();
+            assert!(ldlt_solve(&mut m.clone(), &mut x));
+            for i in 0..n {
+                assert!(
+                    (x[i] - want[i]).abs() <= 1e-12 * (1.0 + want[i].abs()),
+                    "n = {n}"
+                );
+            }
+        }
+        let indefinite = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+        assert!(!ldlt_solve(&mut indefinite.clone(), &mut [1.0, 1.0]));
+        let singular = DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 1.0, 1.0]);
+        assert!(!ldlt_solve(&mut singular.clone(), &mut [1.0, 1.0]));
+    }
+}
