@@ -69,7 +69,9 @@ pub fn quat_axis_angle(axis: &Vector3<f64>, angle: f64) -> Vector4<f64> {
 /// Wrap an angle into (−π, π].
 pub fn wrap_pi(x: f64) -> f64 {
     let two_pi = 2.0 * std::f64::consts::PI;
-    let mut y = x % two_pi;
+    // `x % 2π` is `x` itself below 2π in magnitude (exactly): skip the library call there,
+    // the usual case (it showed in the profile of a double pendulum's evaluation).
+    let mut y = if x.abs() < two_pi { x } else { x % two_pi };
     if y <= -std::f64::consts::PI {
         y += two_pi;
     } else if y > std::f64::consts::PI {

@@ -1829,6 +1829,26 @@ impl System {
         Ok((x, lambda))
     }
 
+    /// [`System::accelerations`] into `a` (`n_q`) and `lambda` (`n_c`), for callers in a loop:
+    /// the joint formulation of a tree allocates nothing; the absolute formulation copies
+    /// from `accelerations`' vectors.
+    pub fn accelerations_into(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        a: &mut [f64],
+        lambda: &mut [f64],
+    ) -> Result<(), ModelError> {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.accelerations_into(s, t, q, v, a, lambda));
+        }
+        let (x, l) = self.accelerations(t, q, v)?;
+        a.copy_from_slice(&x);
+        lambda.copy_from_slice(&l);
+        Ok(())
+    }
+
     pub fn n_outputs(&self) -> usize {
         self.spec.outputs.len()
     }

@@ -3,46 +3,39 @@
 //! (see [`super::kinematics`]) add without transforms. Only the state coordinates' rows and
 //! columns are formed (driven and fixed joints carry no column).
 
-use super::kinematics::Sv;
+use super::kinematics::{Inertia, Sv};
 use super::tree::{Node, NodeCoord, Parent};
-use nalgebra::{DMatrix, Matrix6};
+use nalgebra::DMatrix;
 
-/// `m` (n_free × n_free) from the motion subspaces `s` (per dof) and body spatial inertias `i6`;
-/// `ic` is scratch of the same length.
-pub fn mass_matrix(
-    nodes: &[Node],
-    s: &[Sv],
-    i6: &[Matrix6<f64>],
-    ic: &mut [Matrix6<f64>],
-    m: &mut DMatrix<f64>,
-) {
-    m.fill(0.0);
-    mass_matrix_entries(nodes, s, i6, ic, m);
-}
-
-/// [`mass_matrix`] without zeroing `m` first: writes (overwrites) exactly the entries of
-/// coordinates on one root path and leaves the others as they are (the sparse fills keep a
-/// matrix whose other entries stay zero).
-pub fn mass_matrix_entries(
-    nodes: &[Node],
-    s: &[Sv],
-    i6: &[Matrix6<f64>],
-    ic: &mut [Matrix6<f64>],
-    m: &mut DMatrix<f64>,
-) {
-    ic.copy_from_slice(i6);
+/// The composite inertias `ic` (each node's subtree) from the bodies' `ib`. They depend on the
+/// poses only: the caller keeps them with the body inertias.
+pub fn composite_inertias(nodes: &[Node], ib: &[Inertia], ic: &mut [Inertia]) {
+    ic.copy_from_slice(ib);
     for i in (0..nodes.len()).rev() {
         if let Parent::Node(p) = nodes[i].parent {
             let c = ic[i];
             ic[p] += c;
         }
     }
+}
+
+/// `m` (n_free × n_free) from the motion subspaces `s` (per dof) and the composite inertias
+/// `ic` ([`composite_inertias`]).
+pub fn mass_matrix(nodes: &[Node], s: &[Sv], ic: &[Inertia], m: &mut DMatrix<f64>) {
+    m.fill(0.0);
+    mass_matrix_entries(nodes, s, ic, m);
+}
+
+/// [`mass_matrix`] without zeroing `m` first: writes (overwrites) exactly the entries of
+/// coordinates on one root path and leaves the others as they are (the sparse fills keep a
+/// matrix whose other entries stay zero).
+pub fn mass_matrix_entries(nodes: &[Node], s: &[Sv], ic: &[Inertia], m: &mut DMatrix<f64>) {
     for i in 0..nodes.len() {
         let NodeCoord::Free(a) = nodes[i].coord else {
             continue;
         };
         for (k, dk) in nodes[i].dofs().enumerate() {
-            let f = ic[i] * s[dk];
+            let f = ic[i].mul(&s[dk]);
             for (l, dl) in nodes[i].dofs().enumerate() {
                 m[(a + k, a + l)] = s[dl].dot(&f);
             }

@@ -41,7 +41,7 @@ use super::spec::{DriverTarget, Initialization, ModelSpec};
 use super::system::{AssemblyReport, Law, RowKind, RowOwner, System};
 use super::ModelError;
 use crate::integrate::MechState;
-use kinematics::{sv, Kin, Sv};
+use kinematics::{sv, Inertia, Kin, Sv};
 use nalgebra::{DMatrix, DVector, Matrix6, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
 use tree::{Node, NodeCoord, Parent};
@@ -78,8 +78,12 @@ pub struct JointModel {
 struct Workspace {
     kin: Kin,
     snap: Snapshot,
+    /// Body spatial inertias (at the poses of `pose_key`): compact for the recursions, as
+    /// 6 × 6 matrices for the Jacobians.
+    ib: Vec<Inertia>,
     i6: Vec<Matrix6<f64>>,
-    ic: Vec<Matrix6<f64>>,
+    /// Composite inertias (each node's subtree), with `ib`.
+    ic: Vec<Inertia>,
     f: Vec<Sv>,
     w: Vec<Sv>,
     /// The poses depend only on the node values and the moving frames' positions: the key
@@ -130,6 +134,8 @@ struct FastPaths {
     slots: Vec<Option<usize>>,
     /// Per driver: the dof it eliminates (a driven tree joint).
     drivers: Vec<Option<usize>>,
+    /// Every force term is in `terms` (none reads the element layer's snapshot).
+    all_terms: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -349,6 +355,7 @@ impl JointModel {
             terms: vec![None; sys.terms.len()],
             slots: vec![None; sys.angle_coords.len()],
             drivers: vec![None; sys.spec().drivers.len()],
+            all_terms: false,
         };
         for node in &self.nodes {
             let Some(j) = node.joint else { continue };
@@ -391,19 +398,30 @@ impl JointModel {
                 }
             }
         }
+        fast.all_terms = fast.terms.iter().all(Option::is_some);
         self.ws.fast = fast;
     }
 
     /// Run the recursion at `(t, q)` with the given rates and fill the element layer's
     /// snapshot.
     fn load(&mut self, sys: &System, t: f64, q: &[f64], rates: Rates) {
+        self.load_tree(sys, t, q, rates);
+        self.fill_snapshot(!matches!(rates, Rates::None));
+    }
+
+    /// [`JointModel::load`] without the element layer's snapshot: the recursion alone, which
+    /// is all the mass matrix and the fast-path forces read (the snapshot's rates cost a
+    /// matrix product per body). The snapshot then still describes an earlier state: only
+    /// callers that read nothing of it use this.
+    fn load_tree(&mut self, sys: &System, t: f64, q: &[f64], rates: Rates) {
         let (n, nf) = (self.nodes.len(), sys.frame_motions.len());
         let ws = &mut self.ws;
         if ws.kin.vel.len() != n || ws.kin.x.len() != self.n_dof || ws.kin.frame.len() != nf {
             ws.kin.resize(n, self.n_dof, nf);
             ws.snap.resize(sys.spec().bodies.len(), nf);
+            ws.ib.resize(n, Inertia::ZERO);
             ws.i6.resize(n, Matrix6::zeros());
-            ws.ic.resize(n, Matrix6::zeros());
+            ws.ic.resize(n, Inertia::ZERO);
             ws.f.resize(n, Sv::zeros());
             ws.w.resize(n, Sv::zeros());
         }
@@ -416,14 +434,6 @@ impl JointModel {
                 }
             }
             ws.kin.frame[f] = st;
-            ws.snap.frame[f] = st;
-        }
-        if matches!(rates, Rates::None) {
-            // No velocities: the moving frames' rates must not leak into `rate`.
-            for f in 0..nf {
-                ws.snap.frame[f][1] = Vector3::zeros();
-                ws.snap.frame[f][2] = Vector3::zeros();
-            }
         }
         for node in &self.nodes {
             let d = node.dof;
@@ -460,9 +470,22 @@ impl JointModel {
             fr.extend(ws.kin.frame.iter().map(|f| f[0]));
             ws.inertia_valid = false;
         }
-        let with_vel = !matches!(rates, Rates::None);
-        if with_vel {
+        if !matches!(rates, Rates::None) {
             ws.kin.motion(&self.nodes);
+        }
+    }
+
+    /// The element layer's snapshot (bodies' poses and velocities) from the recursion of the
+    /// last [`JointModel::load_tree`] (`with_vel` as its rates were given).
+    fn fill_snapshot(&mut self, with_vel: bool) {
+        let ws = &mut self.ws;
+        for (sf, kf) in ws.snap.frame.iter_mut().zip(&ws.kin.frame) {
+            // No velocities: the moving frames' rates must not leak into `rate`.
+            *sf = if with_vel {
+                *kf
+            } else {
+                [kf[0], Vector3::zeros(), Vector3::zeros()]
+            };
         }
         for (i, node) in self.nodes.iter().enumerate() {
             let Some(b) = node.body else {
@@ -482,7 +505,7 @@ impl JointModel {
         }
     }
 
-    /// Body spatial inertias at the current poses.
+    /// Body spatial inertias at the current poses, and the composite inertias of the CRBA.
     fn inertias(&mut self, sys: &System) {
         let mass = |n: &Node| {
             n.body.map_or((0.0, nalgebra::Matrix3::zeros()), |b| {
@@ -506,17 +529,21 @@ impl JointModel {
         for (i, node) in self.nodes.iter().enumerate() {
             let Some(b) = node.body else {
                 // The massless node of a free body's translations.
+                self.ws.ib[i] = Inertia::ZERO;
                 self.ws.i6[i] = Matrix6::zeros();
                 continue;
             };
             let bd = &sys.bodies[b];
             let a = self.ws.kin.rot[i];
-            self.ws.i6[i] = kinematics::spatial_inertia(
+            let ib = Inertia::of_body(
                 bd.mass,
                 &self.ws.kin.com[i],
                 &(a * bd.inertia * a.transpose()),
             );
+            self.ws.ib[i] = ib;
+            self.ws.i6[i] = ib.matrix();
         }
+        crba::composite_inertias(&self.nodes, &self.ws.ib, &mut self.ws.ic);
     }
 
     /// Split an element gradient into its bodies' `(∂/∂r, ∂/∂e)` parts.
@@ -603,9 +630,14 @@ impl JointModel {
     /// [`JointModel::mass_matrix`] into a matrix whose entries off the coordinates' root paths
     /// are already zero (not zeroed again).
     fn mass_matrix_entries(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
-        self.load(sys, t, q, Rates::None);
+        self.load_tree(sys, t, q, Rates::None);
         self.inertias(sys);
-        crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.i6, &mut self.ws.ic, m);
+        self.mass_matrix_loaded(q, m);
+    }
+
+    /// The mass matrix's entries from the loaded poses and inertias (any rates).
+    fn mass_matrix_loaded(&mut self, q: &[f64], m: &mut DMatrix<f64>) {
+        crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.ic, m);
         for k in 0..self.euler.len() {
             let (a, c) = (self.euler[k].1, self.euler[k].2);
             let (e, _) = self.euler_of(k, q, None);
@@ -630,9 +662,20 @@ impl JointModel {
         f: &mut [f64],
         fast: bool,
     ) {
-        self.load(sys, t, q, Rates::Full(v));
+        self.load_tree(sys, t, q, Rates::Full(v));
         self.inertias(sys);
+        self.forces_loaded(sys, t, f, fast);
+    }
+
+    /// [`JointModel::forces_with`] from the recursion loaded with the state's rates and the
+    /// inertias. The element layer's snapshot is filled only when an element reads it (and
+    /// then left filled for the callers that linearize the elements, `fast` off).
+    fn forces_loaded(&mut self, sys: &System, t: f64, f: &mut [f64], fast: bool) {
         self.ensure_fast(sys);
+        let all_fast = fast && self.ws.fast.all_terms;
+        if !all_fast || !sys.tires.is_empty() || !sys.contact_friction.is_empty() {
+            self.fill_snapshot(true);
+        }
         self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
         self.ws.direct.clear();
         let mut bgs = [BodyGrad::ZERO; 4];
@@ -668,7 +711,7 @@ impl JointModel {
             &ws.kin.vel,
             &ws.kin.acc,
             &sys.gravity,
-            &ws.i6,
+            &ws.ib,
             &ws.w,
             &mut ws.f,
             f,
@@ -785,7 +828,8 @@ impl JointModel {
         }
     }
 
-    /// `[M Gᵀ; G 0] [p̈; λ] = [Ψ; γ]`, dense.
+    /// `[M Gᵀ; G 0] [p̈; λ] = [Ψ; γ]`, dense; [`JointModel::accelerations_into`] into new
+    /// vectors.
     pub fn accelerations(
         &mut self,
         sys: &System,
@@ -793,27 +837,49 @@ impl JointModel {
         q: &[f64],
         v: &[f64],
     ) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        let (mut a, mut lambda) = (vec![0.0; self.n_q()], vec![0.0; self.n_c()]);
+        self.accelerations_into(sys, t, q, v, &mut a, &mut lambda)?;
+        Ok((a, lambda))
+    }
+
+    /// `[M Gᵀ; G 0] [p̈; λ] = [Ψ; γ]` into `acc` (`n_q`) and `lambda` (`n_c`). A tree (no
+    /// loop rows) allocates nothing: one forward pass serves `M` and `Ψ`, and `M p̈ = Ψ` is
+    /// solved by `L D Lᵀ` in the workspace (its cost matters for small trees, where the
+    /// whole evaluation is a few hundred flops).
+    pub fn accelerations_into(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        acc: &mut [f64],
+        lambda: &mut [f64],
+    ) -> Result<(), ModelError> {
         let (nq, nc) = (self.n_q(), self.n_c());
         if nq == 0 {
             // Every degree of freedom driven: nothing to solve for (nalgebra refuses views of
             // an empty matrix). Outputs still follow the drivers.
-            return Ok((Vec::new(), vec![0.0; nc]));
+            lambda.fill(0.0);
+            return Ok(());
         }
         if nc == 0 {
-            // No loop rows: `M p̈ = Ψ` with `M` symmetric positive definite, by Cholesky in
-            // the workspace's matrix (no allocation but the results); LU below if it fails.
             let mut m = std::mem::take(&mut self.ws.m);
             if m.shape() != (nq, nq) {
                 m = DMatrix::zeros(nq, nq);
             }
-            self.mass_matrix(sys, t, q, &mut m);
-            let mut a = vec![0.0; nq];
-            self.forces(sys, t, q, v, &mut a);
-            if let Some(ch) = nalgebra::linalg::Cholesky::new(m) {
-                ch.solve_mut(&mut nalgebra::DVectorViewMut::from_slice(&mut a, nq));
-                self.ws.m = ch.unpack();
-                return Ok((a, Vec::new()));
+            self.load_tree(sys, t, q, Rates::Full(v));
+            self.inertias(sys);
+            // The CRBA writes the entries of coordinates on one root path only.
+            m.fill(0.0);
+            self.mass_matrix_loaded(q, &mut m);
+            let fast = !self.ws.general_only;
+            self.forces_loaded(sys, t, acc, fast);
+            let ok = ldlt_solve(&mut m, acc);
+            self.ws.m = m;
+            if ok {
+                return Ok(());
             }
+            // Not positive definite (a massless chain): the LU below says so.
         }
         let mut m = DMatrix::zeros(nq, nq);
         let mut g = DMatrix::zeros(nc, nq);
@@ -832,10 +898,9 @@ impl JointModel {
                  constraints or a massless chain)"
             ))
         })?;
-        Ok((
-            x.rows(0, nq).iter().copied().collect(),
-            x.rows(nq, nc).iter().copied().collect(),
-        ))
+        acc.copy_from_slice(&x.as_slice()[..nq]);
+        lambda.copy_from_slice(&x.as_slice()[nq..]);
+        Ok(())
     }
 
     // ----- Jacobians of the implicit methods -----
@@ -1283,7 +1348,7 @@ impl JointModel {
             &ws.kin.vel,
             &ws.acc_full,
             &sys.gravity,
-            &ws.i6,
+            &ws.ib,
             &ws.w,
             &mut ws.f,
             &mut psi[..nq],
@@ -1370,6 +1435,61 @@ impl JointModel {
 
 /// The `c` of a spherical node's `c e eᵀ` mass term: `4/3` of the trace of the child body's
 /// rotational inertia about the joint point (the scale of its `4 Eᵀ J E` block), 1 if zero.
+/// Solve `M x = b` in place (`b` becomes `x`) for a symmetric positive definite `M` (its
+/// lower triangle read) by `M = L D Lᵀ`, overwriting `M`; false if `M` is not positive
+/// definite. Written out rather than nalgebra's `Cholesky`: for a small tree its generic code
+/// costs more than the arithmetic, and `L D Lᵀ` has no square roots and one division per
+/// column in its dependent chain (nalgebra's 2 × 2 Cholesky solve is a chain of 2 square
+/// roots and 6 divisions). After the factorization `L` (unit diagonal) is below the diagonal
+/// and `D` on it. Column-oriented like nalgebra's (contiguous column updates).
+fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
+    let n = b.len();
+    debug_assert_eq!(m.shape(), (n, n));
+    // Column-major: column j is `a[j n..(j + 1) n]`.
+    let a = m.as_mut_slice();
+    for j in 0..n {
+        let (done, rest) = a.split_at_mut(j * n);
+        let col = &mut rest[..n];
+        // Column j of `L D` (rows j..n): M_ij − Σ_k L_ik (D_k L_jk) over the earlier columns.
+        for k in 0..j {
+            let ck = &done[k * n..(k + 1) * n];
+            let w = ck[j] * ck[k];
+            for (x, y) in col[j..].iter_mut().zip(&ck[j..]) {
+                *x -= w * y;
+            }
+        }
+        let d = col[j];
+        if !(d > 0.0 && d.is_finite()) {
+            return false;
+        }
+        let r = 1.0 / d;
+        for x in &mut col[j + 1..] {
+            *x *= r;
+        }
+    }
+    // L y = b, z = D⁻¹ y, Lᵀ x = z.
+    for j in 0..n {
+        let bj = b[j];
+        let col = &a[j * n..(j + 1) * n];
+        for (x, l) in b[j + 1..].iter_mut().zip(&col[j + 1..]) {
+            *x -= l * bj;
+        }
+    }
+    for j in 0..n {
+        b[j] /= a[j + j * n];
+    }
+    for j in (0..n).rev() {
+        let col = &a[j * n..(j + 1) * n];
+        let dot: f64 = col[j + 1..]
+            .iter()
+            .zip(&b[j + 1..])
+            .map(|(l, x)| l * x)
+            .sum();
+        b[j] -= dot;
+    }
+    true
+}
+
 fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalFrame) -> f64 {
     let bd = &sys.bodies[body];
     let d = child_frame.origin;
@@ -1378,5 +1498,46 @@ fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalF
         c
     } else {
         1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ldlt_solve;
+    use nalgebra::{DMatrix, DVector};
+
+    /// Against nalgebra's LU on symmetric positive definite matrices of sizes 1 to 12 (a
+    /// deterministic pseudo-random `A Aᵀ + I`), and `false` for indefinite and singular ones.
+    #[test]
+    fn ldlt_solve_matches_lu_and_refuses_indefinite() {
+        let mut seed = 12345u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        for n in 1..=12 {
+            let a = DMatrix::from_fn(n, n, |_, _| rnd());
+            let m = &a * a.transpose() + DMatrix::identity(n, n);
+            let b: Vec<f64> = (0..n).map(|_| rnd()).collect();
+            let want = m
+                .clone()
+                .lu()
+                .solve(&DVector::from_column_slice(&b))
+                .unwrap();
+            let mut x = b.clone();
+            assert!(ldlt_solve(&mut m.clone(), &mut x));
+            for i in 0..n {
+                assert!(
+                    (x[i] - want[i]).abs() <= 1e-12 * (1.0 + want[i].abs()),
+                    "n = {n}"
+                );
+            }
+        }
+        let indefinite = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+        assert!(!ldlt_solve(&mut indefinite.clone(), &mut [1.0, 1.0]));
+        let singular = DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 1.0, 1.0]);
+        assert!(!ldlt_solve(&mut singular.clone(), &mut [1.0, 1.0]));
     }
 }

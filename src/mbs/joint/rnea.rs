@@ -3,12 +3,12 @@
 //! root), the joint forces `τ = S_iᵀ f_i` needed to move the tree are `−Ψ` minus the applied
 //! forces: `Ψ = −τ(p, ṗ, u, u̇, ü) ` with the applied wrenches subtracted in the body forces.
 
-use super::kinematics::{crf, crm, euler, sv, Kin, Sv};
+use super::kinematics::{crf, crm, euler, sv, Inertia, Kin, Sv};
 use super::tree::{Node, NodeCoord, NodeKind, Parent};
 use nalgebra::{Matrix6, Vector3};
 
 /// `psi` (length n_free) from the subspaces `s` (per dof), the velocities `vel`, bias accelerations `acc`, gravity `g`,
-/// body inertias `i6` and applied wrenches `w_ext` (at the origin); `f` is scratch.
+/// body inertias `i6` (compact) and applied wrenches `w_ext` (at the origin); `f` is scratch.
 #[allow(clippy::too_many_arguments)]
 pub fn bias_forces(
     nodes: &[Node],
@@ -16,15 +16,15 @@ pub fn bias_forces(
     vel: &[Sv],
     acc: &[Sv],
     gravity: &Vector3<f64>,
-    i6: &[Matrix6<f64>],
+    i6: &[Inertia],
     w_ext: &[Sv],
     f: &mut [Sv],
     psi: &mut [f64],
 ) {
     let ag = sv(&Vector3::zeros(), &(-gravity));
     for i in 0..nodes.len() {
-        let iv = i6[i] * vel[i];
-        f[i] = i6[i] * (acc[i] + ag) + crf(&vel[i], &iv) - w_ext[i];
+        let iv = i6[i].mul(&vel[i]);
+        f[i] = i6[i].mul(&(acc[i] + ag)) + crf(&vel[i], &iv) - w_ext[i];
     }
     for i in (0..nodes.len()).rev() {
         if let NodeCoord::Free(a) = nodes[i].coord {

@@ -12,7 +12,7 @@
 //!
 //! `cargo run --release --bin minimal_peers -- [--repeats 3] [--cases dp10,dp1,slider1,
 //!  slider10,chain16] [--methods bdf,sdirk,...] [--formulations absolute,joint] [--no-peers]
-//!  [--no-exudyn] [--no-eval] [--print] [--profile-eval N]`
+//!  [--no-exudyn] [--no-eval] [--print] [--profile-eval N [--profile-only dp|chain16]]`
 //! (needs `cargo build --release --lib` in the root for libmbsfmu.so, or `MBSFMU_LIB`).
 
 #![allow(clippy::needless_range_loop)]
@@ -132,12 +132,51 @@ fn per_call(reps: usize, mut f: impl FnMut()) -> (f64, f64, f64) {
     median_min_max(&xs)
 }
 
+/// [`per_call`] of `System::accelerations_into` (the table's number); prints the allocating
+/// `System::accelerations` alongside (what the table measured before session 10).
+fn joint_per_call(
+    sys: &mut System,
+    reps: usize,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+    name: &str,
+) -> (f64, f64, f64) {
+    let (a0, l0) = sys.accelerations(t, q, v).unwrap();
+    let (mut a, mut l) = (a0, l0);
+    let into = per_call(reps, || {
+        sys.accelerations_into(t, q, v, &mut a, &mut l).unwrap();
+        std::hint::black_box((&a, &l));
+    });
+    let alloc = per_call(reps, || {
+        std::hint::black_box(sys.accelerations(t, q, v).unwrap());
+    });
+    // The same state every call lets the poses and inertias be reused (as when a BDF
+    // residual asks for `M` and `Ψ` at one state); alternating two states recomputes them
+    // every call (as along a trajectory).
+    let q2: Vec<f64> = q.iter().map(|x| x + 1e-3).collect();
+    let mut flip = false;
+    let fresh = per_call(reps, || {
+        flip = !flip;
+        let qq = if flip { &q2[..] } else { q };
+        sys.accelerations_into(t, qq, v, &mut a, &mut l).unwrap();
+        std::hint::black_box((&a, &l));
+    });
+    eprintln!(
+        "eval: {name}: accelerations_into {:.3} ({:.3}–{:.3}) µs, accelerations (allocating) \
+         {:.3} ({:.3}–{:.3}) µs, accelerations_into at alternating states (poses recomputed) \
+         {:.3} ({:.3}–{:.3}) µs",
+        into.0, into.1, into.2, alloc.0, alloc.1, alloc.2, fresh.0, fresh.1, fresh.2
+    );
+    into
+}
+
 fn eval_cost(md: &mut String) {
     md.push_str(
         "**One evaluation of the accelerations** (thread CPU per call, median (min–max) of 9 \
          batches; C: `csrc/minimal.c` at -O2, the whole right-hand side; joint: \
-         `System::accelerations` of the joint formulation, which also returns λ and allocates \
-         its result vectors), at one state (chain: φ_k = 0.4 sin(k + 0.7), φ̇_k = 0.8 cos(1.3 k); \
+         `System::accelerations_into` of the joint formulation, which also returns λ, into the \
+         caller's vectors; before session 10 the allocating `System::accelerations`), at one state (chain: φ_k = 0.4 sin(k + 0.7), φ̇_k = 0.8 cos(1.3 k); \
          double pendulum: θ1 = 0.3, elbow 0.2, ω = (−1, 2)); both give the same accelerations \
          (max relative difference in the last column):\n\n\
          | model | C right-hand side µs | joint formulation µs | joint / C | max rel. diff. |\n\
@@ -157,10 +196,8 @@ fn eval_cost(md: &mut String) {
         });
         let q = [y[0], y[1] - y[0] - 2.0 * std::f64::consts::PI];
         let v = [y[2], y[3] - y[2]];
-        let j = per_call(50_000, || {
-            std::hint::black_box(sys.accelerations(0.0, &q, &v).unwrap());
-        });
         let (a, _) = sys.accelerations(0.0, &q, &v).unwrap();
+        let j = joint_per_call(&mut sys, 50_000, 0.0, &q, &v, "stiff double pendulum");
         let want = [yd[2], yd[3] - yd[2]];
         let diff = (0..2)
             .map(|i| (a[i] - want[i]).abs() / (1.0 + want[i].abs()))
@@ -194,10 +231,8 @@ fn eval_cost(md: &mut String) {
                 .collect()
         };
         let (q, v) = (rel(&y[..n]), rel(&y[n..]));
-        let j = per_call(5_000, || {
-            std::hint::black_box(sys.accelerations(t, &q, &v).unwrap());
-        });
         let (a, _) = sys.accelerations(t, &q, &v).unwrap();
+        let j = joint_per_call(&mut sys, 5_000, t, &q, &v, &format!("chain N = {n}"));
         let want = rel(&yd[n..]);
         let diff = (0..n)
             .map(|i| (a[i] - want[i]).abs() / (1.0 + want[i].abs()))
@@ -222,22 +257,39 @@ fn eval_cost(md: &mut String) {
     }
 }
 
-/// `n` evaluations of the joint double pendulum and the joint chain N = 16 (what
-/// `perf record --call-graph dwarf` should look at).
-fn profile_eval(n: usize) {
+/// `n` evaluations of the joint double pendulum and `n / 4` of the joint chain N = 16 (what
+/// `perf record --call-graph dwarf` should look at); `only` = `dp` or `chain16` runs one of
+/// them (the chain's evaluations cost ten times the pendulum's and would hide it).
+fn profile_eval(n: usize, only: Option<&str>) {
+    if only != Some("chain16") {
+        profile_dp(n);
+    }
+    if only != Some("dp") {
+        profile_chain(n / 4);
+    }
+}
+
+fn profile_dp(n: usize) {
     let text = gallery("double_pendulum_stiff.toml", "joint");
     let spec = mbsfmu::mbs::load_model_str(&text, &root().join("models/x.toml")).unwrap();
     let mut sys = System::new(Arc::new(spec)).unwrap();
     let (q, v) = ([0.3, 0.2], [-1.0, 3.0]);
+    let (mut a, mut l) = sys.accelerations(0.0, &q, &v).unwrap();
     for _ in 0..n {
-        std::hint::black_box(sys.accelerations(0.0, &q, &v).unwrap());
+        sys.accelerations_into(0.0, &q, &v, &mut a, &mut l).unwrap();
+        std::hint::black_box((&a, &l));
     }
+}
+
+fn profile_chain(n: usize) {
     let text = revolute_chain_toml(16, false);
     let spec = mbsfmu::mbs::load_model_str(&text, &root().join("models/x.toml")).unwrap();
     let mut sys = System::new(Arc::new(spec)).unwrap();
     let q: Vec<f64> = (0..16).map(|k| 0.1 * (k as f64).sin()).collect();
-    for _ in 0..n / 4 {
-        std::hint::black_box(sys.accelerations(7.3, &q, &q).unwrap());
+    let (mut a, mut l) = sys.accelerations(7.3, &q, &q).unwrap();
+    for _ in 0..n {
+        sys.accelerations_into(7.3, &q, &q, &mut a, &mut l).unwrap();
+        std::hint::black_box((&a, &l));
     }
 }
 
@@ -597,7 +649,8 @@ fn main() {
     let print_only = flag("--print");
     if let Some(n) = opt("--profile-eval") {
         // For `perf record`: only the joint formulation's evaluations, `n` times each.
-        return profile_eval(n.parse().expect("--profile-eval N"));
+        let only = opt("--profile-only");
+        return profile_eval(n.parse().expect("--profile-eval N"), only.as_deref());
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: String = load
