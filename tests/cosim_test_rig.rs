@@ -118,7 +118,8 @@ fn second_derivative_inputs_refresh_the_carried_right_hand_side() {
     // Local linearization runs in absolute coordinates here: in joint coordinates (the
     // default) it takes about 100 steps per communication step on this model with or without
     // the second derivative (63 526 steps, 489 310 evaluations over 1 s at the same error;
-    // 505 steps in absolute coordinates), an open problem (docs/integrators.md).
+    // 505 steps in absolute coordinates), an open problem (docs/integrators.md, end of "Local
+    // linearization on driven mechanisms").
     for (method, bound, max_evals, formulation) in [
         ("local_linearization", 2e-5, 75_000, "absolute"),
         ("sdirk", 2e-5, 6_000, "absolute"),
