@@ -630,4 +630,10 @@ def test_fresh_short_run_equals_committed(name, tmp_path):
     subprocess.run([sys.executable, os.path.join(ROOT, argv[0])] + args, check=True, cwd=ROOT)
     fcols, fresh, _ = common.read_csv(str(out))
     assert fcols == cols
-    assert np.allclose(fresh, data[: k + 1], rtol=1e-9, atol=1e-9), name
+    # 1e-8, not tighter: the generators integrate at rtol 1e-12, but another numpy/scipy build
+    # or processor (libm, SIMD kernels) moves the last digits, and over 0.4 s of the table
+    # pendulum (a spline with kinks at its knots) that grew to 4.5e-9 N m on a fresh machine
+    # (numpy 2.4.6, scipy 1.17.1, AMD EPYC; the file was written on 2026-11-24). The engine is
+    # checked against these files at 1e-6 and looser, so 1e-8 still proves the file is the
+    # generator's.
+    assert np.allclose(fresh, data[: k + 1], rtol=1e-8, atol=1e-8), name
