@@ -114,6 +114,7 @@ enum Part {
     R {
         col: usize,
         sign: f64,
+        body: usize,
     },
     P {
         col: usize,
@@ -231,7 +232,11 @@ fn eval_point(
                     conv,
                     x_t: Vector3::zeros(),
                     parts: [
-                        Some(Part::R { col: o, sign }),
+                        Some(Part::R {
+                            col: o,
+                            sign,
+                            body: b,
+                        }),
                         Some(Part::P {
                             col: o + 3,
                             sign,
@@ -248,7 +253,16 @@ fn eval_point(
                     xd: sign * s.rd[b],
                     conv: Vector3::zeros(),
                     x_t: Vector3::zeros(),
-                    parts: [Some(Part::R { col: o, sign }), None, None, None],
+                    parts: [
+                        Some(Part::R {
+                            col: o,
+                            sign,
+                            body: b,
+                        }),
+                        None,
+                        None,
+                        None,
+                    ],
                 }
             }
         }
@@ -432,9 +446,9 @@ fn add_dot(f: &mut QForm, h: Option<&mut HBlocks>, c: f64, ia: usize, ib: usize)
 }
 
 /// Evaluate the quantities of `coord` into `f`, then the scalar's value and gradient. The
-/// Hessian blocks are written into `h` (set to `Some`) when `want_h` or when a quantity
-/// moves explicitly in time (`∇ξ_t` needs them); otherwise `h` is left `None` and the 1 KB
-/// of blocks are never touched.
+/// Hessian blocks are written into `h` (set to `Some`) when `want_h`, or when a quantity
+/// moves explicitly in time and `h_if_moving` (`∇ξ_t` needs them); otherwise `h` is left
+/// `None` and the 1 KB of blocks are never touched.
 #[allow(clippy::too_many_arguments)]
 fn form(
     layout: &Layout,
@@ -443,6 +457,7 @@ fn form(
     refs: &[f64],
     with_vel: bool,
     want_h: bool,
+    h_if_moving: bool,
     f: &mut QForm,
     h: &mut Option<HBlocks>,
 ) {
@@ -471,7 +486,7 @@ fn form(
             f.n = 3;
         }
     }
-    let need_h = want_h || f.qs[..f.n].iter().any(|q| q.x_t != Vector3::zeros());
+    let need_h = want_h || (h_if_moving && f.qs[..f.n].iter().any(|q| q.x_t != Vector3::zeros()));
     let mut h = if need_h {
         Some(h.insert([[Matrix3::zeros(); 4]; 4]))
     } else {
@@ -550,7 +565,6 @@ fn form(
 /// through full `3 × LOCAL` quantity Jacobians: those are mostly zeros.
 // Quantity indices address several parallel arrays (values, gradient and Hessian blocks);
 // index loops read better than zipped iterators here.
-#[allow(clippy::needless_range_loop)]
 pub fn eval_coord(
     layout: &Layout,
     s: &Snapshot,
@@ -559,7 +573,52 @@ pub fn eval_coord(
     v: Option<&[f64]>,
     hess: Option<&mut LMat>,
 ) -> CoordVal {
+    eval_coord_need(layout, s, coord, refs, v, hess, Need::ALL)
+}
+
+/// What a caller reads of a [`CoordVal`] besides `val`, `rate` and `xi_t` (always computed).
+/// A constraint value needs neither, a force law's argument no `conv`: skipping the gradient
+/// saves the `Bᵀ w` products, skipping `conv` the Hessian blocks (about a third of a joint
+/// model's residual on the suspension corner went into those for callers that never read
+/// them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// `grad` (the gradient).
+    pub grad: bool,
+    /// `conv` and `grad_t` (both need the Hessian blocks when the scalar moves).
+    pub conv: bool,
+}
+
+impl Need {
+    pub const ALL: Need = Need {
+        grad: true,
+        conv: true,
+    };
+    pub const VALUE: Need = Need {
+        grad: false,
+        conv: false,
+    };
+    pub const GRAD: Need = Need {
+        grad: true,
+        conv: false,
+    };
+}
+
+/// [`eval_coord`] computing only what `need` asks for (with `hess`, everything): the fields
+/// it names have the values [`eval_coord`] gives, bit for bit; the others are zero or
+/// meaningless.
+#[allow(clippy::needless_range_loop)]
+pub fn eval_coord_need(
+    layout: &Layout,
+    s: &Snapshot,
+    coord: &Coord,
+    refs: &[f64],
+    v: Option<&[f64]>,
+    hess: Option<&mut LMat>,
+    need: Need,
+) -> CoordVal {
     let with_vel = v.is_some();
+    let need = if hess.is_some() { Need::ALL } else { need };
     let mut f = QForm::empty();
     let mut h = None;
     form(
@@ -568,7 +627,8 @@ pub fn eval_coord(
         coord,
         refs,
         with_vel,
-        with_vel || hess.is_some(),
+        (with_vel && need.conv) || hess.is_some(),
+        need.conv,
         &mut f,
         &mut h,
     );
@@ -599,8 +659,10 @@ pub fn eval_coord(
     let (mut xi_t, mut rate, mut conv) = (0.0, 0.0, 0.0);
     for m in 0..f.n {
         let q = &f.qs[m];
-        for p in q.parts.iter().flatten() {
-            p.add_jt(s, &f.g[m], local_start(p.block().0), &mut grad);
+        if need.grad {
+            for p in q.parts.iter().flatten() {
+                p.add_jt(s, &f.g[m], local_start(p.block().0), &mut grad);
+            }
         }
         xi_t += f.g[m].dot(&q.x_t);
         rate += f.g[m].dot(&q.xd);
@@ -684,6 +746,113 @@ pub fn eval_coord(
     }
 }
 
+/// One body's share of a scalar coordinate's gradient as a wrench at the world origin:
+/// `∂ξ/∂(point) = g` at a world point `x` of the body is the force `g` with the moment `x × g`;
+/// `g` on a body-fixed direction `d` is the moment `d × g` alone. A formulation whose bodies
+/// move by spatial velocities `V = (ω, v_O)` (joint coordinates) reads the coordinate's
+/// rate as `Σ Wᵀ V` and its Jacobian row as the wrenches projected on the joint axes,
+/// without the Euler-parameter Jacobians `B` that [`eval_coord`]'s gradient goes through.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyWrench {
+    pub body: usize,
+    pub moment: Vector3<f64>,
+    pub force: Vector3<f64>,
+}
+
+/// A scalar coordinate with its gradient as body wrenches ([`eval_coord_wrenches`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CoordWrenches {
+    pub val: f64,
+    /// `ξ̇` (with velocities; else the explicit rate `ξ_t` only).
+    pub rate: f64,
+    /// As [`CoordVal::conv`] when asked for (`need_conv` and velocities), else meaningless.
+    pub conv: f64,
+    pub bodies: [BodyWrench; 4],
+    pub n: usize,
+}
+
+/// [`eval_coord`]'s value, rate and (with `need_conv`) convective term, and the gradient as
+/// one [`BodyWrench`] per body (at most four, in the order the bodies first appear). For unit
+/// Euler parameters the wrenches are the ones the gradient's `(∂ξ/∂r, ∂ξ/∂p)` give through
+/// `ṗ = ½ Eᵀ ω` (equal up to rounding).
+#[allow(clippy::needless_range_loop)]
+pub fn eval_coord_wrenches(
+    layout: &Layout,
+    s: &Snapshot,
+    coord: &Coord,
+    refs: &[f64],
+    with_vel: bool,
+    need_conv: bool,
+) -> CoordWrenches {
+    let mut f = QForm::empty();
+    let mut h = None;
+    form(
+        layout,
+        s,
+        coord,
+        refs,
+        with_vel,
+        with_vel && need_conv,
+        need_conv,
+        &mut f,
+        &mut h,
+    );
+    let zero = BodyWrench {
+        body: usize::MAX,
+        moment: Vector3::zeros(),
+        force: Vector3::zeros(),
+    };
+    let mut out = CoordWrenches {
+        val: f.val,
+        rate: 0.0,
+        conv: 0.0,
+        bodies: [zero; 4],
+        n: 0,
+    };
+    for m in 0..f.n {
+        let q = &f.qs[m];
+        let g = f.g[m];
+        for p in q.parts.iter().flatten() {
+            let (body, moment, force) = match *p {
+                Part::R { sign, body, .. } => {
+                    let gs = sign * g;
+                    (body, s.r[body].cross(&gs), gs)
+                }
+                Part::P {
+                    sign, body, local, ..
+                } => (
+                    (body),
+                    (s.a[body] * local).cross(&(sign * g)),
+                    Vector3::zeros(),
+                ),
+            };
+            let k = match out.bodies[..out.n].iter().position(|w| w.body == body) {
+                Some(k) => k,
+                None => {
+                    out.bodies[out.n].body = body;
+                    out.n += 1;
+                    out.n - 1
+                }
+            };
+            out.bodies[k].moment += moment;
+            out.bodies[k].force += force;
+        }
+        out.rate += g.dot(&q.xd);
+        out.conv += g.dot(&q.conv);
+    }
+    if let Some(h) = &h {
+        for m in 0..f.n {
+            for n in 0..f.n {
+                let hmn = &h[m][n];
+                if hmn.iter().any(|x| *x != 0.0) {
+                    out.conv += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The raw (unbranched) value of an angle coordinate, for updating its branch reference.
 pub fn raw_angle(layout: &Layout, s: &Snapshot, coord: &Coord) -> Option<f64> {
     if let Coord::Angle { x1, y1, x2, .. } = coord {
@@ -691,5 +860,137 @@ pub fn raw_angle(layout: &Layout, s: &Snapshot, coord: &Coord) -> Option<f64> {
         Some(q[1].x.dot(&q[2].x).atan2(q[0].x.dot(&q[2].x)))
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mbs::math::{e_mat, rot};
+
+    /// Two rigid bodies and a particle at general poses and rates, and a moving frame.
+    fn snapshot() -> (Layout, Snapshot) {
+        let layout = Layout::new(&[BodyKind::Rigid, BodyKind::Particle, BodyKind::Rigid]);
+        let mut s = Snapshot::default();
+        s.resize(3, 1);
+        let quats = [
+            Vector4::new(0.9, 0.3, -0.2, 0.25).normalize(),
+            Vector4::new(1.0, 0.0, 0.0, 0.0),
+            Vector4::new(0.4, -0.5, 0.6, 0.3).normalize(),
+        ];
+        let omegas = [
+            Vector3::new(0.7, -1.3, 2.1),
+            Vector3::zeros(),
+            Vector3::new(-0.4, 0.9, 0.3),
+        ];
+        for b in 0..3 {
+            let k = b as f64;
+            s.r[b] = Vector3::new(0.3 + k, -0.2 * k, 0.5 - 0.1 * k);
+            s.rd[b] = Vector3::new(0.2 - k, 0.4 * k, -0.3);
+            s.p[b] = quats[b];
+            s.a[b] = rot(&quats[b]);
+            // ṗ = ½ Eᵀ ω: rates in the tangent space of the unit sphere.
+            s.pd[b] = 0.5 * e_mat(&quats[b]).transpose() * omegas[b];
+        }
+        s.frame[0] = [
+            Vector3::new(0.1, 0.2, -0.3),
+            Vector3::new(0.5, -0.2, 0.1),
+            Vector3::new(-1.0, 0.3, 2.0),
+        ];
+        (layout, s)
+    }
+
+    fn coords() -> Vec<Coord> {
+        let (b0, b1, b2) = (BodyRef::Body(0), BodyRef::Body(1), BodyRef::Body(2));
+        let p0 = (b0, Vector3::new(0.1, -0.2, 0.3));
+        let p2 = (b2, Vector3::new(-0.3, 0.2, 0.1));
+        let d0 = QDef::Vector(b0, Vector3::new(0.0, 0.6, 0.8));
+        let d2 = QDef::Vector(b2, Vector3::new(1.0, 0.0, 0.0));
+        vec![
+            Coord::Dot(d0, QDef::Diff { from: p0, to: p2 }),
+            Coord::Combo([(0.7, d0, d2), (-1.2, QDef::Point(b1, Vector3::zeros()), d2)]),
+            Coord::HalfSq(QDef::Diff {
+                from: (BodyRef::Frame(0), Vector3::new(0.0, 0.0, 0.1)),
+                to: p0,
+            }),
+            Coord::Norm(QDef::Diff {
+                from: (b1, Vector3::zeros()),
+                to: p2,
+            }),
+            Coord::Angle {
+                x1: QDef::Vector(b0, Vector3::new(1.0, 0.0, 0.0)),
+                y1: QDef::Vector(b0, Vector3::new(0.0, 1.0, 0.0)),
+                x2: d2,
+                slot: 0,
+            },
+        ]
+    }
+
+    #[test]
+    fn needs_give_the_full_evaluation_bit_for_bit() {
+        let (layout, s) = snapshot();
+        for c in coords() {
+            for v in [None, Some(&[][..])] {
+                let full = eval_coord(&layout, &s, &c, &[0.0], v, None);
+                for need in [Need::VALUE, Need::GRAD, Need::ALL] {
+                    let part = eval_coord_need(&layout, &s, &c, &[0.0], v, None, need);
+                    assert_eq!(part.val.to_bits(), full.val.to_bits(), "{c:?}");
+                    assert_eq!(part.rate.to_bits(), full.rate.to_bits(), "{c:?}");
+                    assert_eq!(part.xi_t.to_bits(), full.xi_t.to_bits(), "{c:?}");
+                    if need.grad {
+                        assert_eq!(part.grad, full.grad, "{c:?}");
+                    }
+                    if need.conv {
+                        assert_eq!(part.conv.to_bits(), full.conv.to_bits(), "{c:?}");
+                        assert_eq!(part.grad_t, full.grad_t, "{c:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The wrenches are the gradient's `(∂ξ/∂r, ∂ξ/∂p)` mapped through `ṗ = ½ Eᵀ ω`
+    /// (moment `r × g_r + ½ E g_p`, force `g_r`), and carry the same value, rate and `conv`.
+    #[test]
+    fn wrenches_are_the_gradient_at_unit_euler_parameters() {
+        let (layout, s) = snapshot();
+        for c in coords() {
+            for with_vel in [false, true] {
+                let v = with_vel.then_some(&[][..]);
+                let cv = eval_coord(&layout, &s, &c, &[0.0], v, None);
+                let cw = eval_coord_wrenches(&layout, &s, &c, &[0.0], with_vel, true);
+                assert_eq!(cw.val.to_bits(), cv.val.to_bits());
+                assert_eq!(cw.rate.to_bits(), cv.rate.to_bits());
+                if with_vel {
+                    assert_eq!(cw.conv.to_bits(), cv.conv.to_bits(), "{c:?}");
+                }
+                // The gradient split by body.
+                let mut expect = [(Vector3::zeros(), Vector3::zeros()); 3];
+                let mut touched = [false; 3];
+                for (l, g) in cv.columns() {
+                    let b = (0..3).rev().find(|&b| layout.offsets[b] <= g).unwrap();
+                    let k = g - layout.offsets[b];
+                    touched[b] = true;
+                    let (m, f) = &mut expect[b];
+                    if k < 3 {
+                        f[k] += cv.grad[l];
+                        let mut e = Vector3::zeros();
+                        e[k] = cv.grad[l];
+                        *m += s.r[b].cross(&e);
+                    } else {
+                        let mut ge = Vector4::zeros();
+                        ge[k - 3] = cv.grad[l];
+                        *m += 0.5 * e_mat(&s.p[b]) * ge;
+                    }
+                }
+                assert_eq!(cw.n, touched.iter().filter(|t| **t).count(), "{c:?}");
+                for w in &cw.bodies[..cw.n] {
+                    let (m, f) = expect[w.body];
+                    let scale = 1.0 + m.norm() + f.norm();
+                    assert!((w.moment - m).norm() <= 1e-14 * scale, "{c:?}: {w:?} {m}");
+                    assert!((w.force - f).norm() <= 1e-14 * scale, "{c:?}: {w:?} {f}");
+                }
+            }
+        }
     }
 }

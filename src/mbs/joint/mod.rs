@@ -35,7 +35,10 @@ mod sparse;
 mod tires;
 pub mod tree;
 
-use super::kin::{eval_coord, Coord, CoordVal, Snapshot};
+use super::kin::{
+    eval_coord_need, eval_coord_wrenches, BodyWrench, Coord, CoordVal, CoordWrenches, Need,
+    Snapshot,
+};
 use super::math::{e_mat, unwrap_near};
 use super::spec::{DriverTarget, Initialization, ModelSpec};
 use super::system::{AssemblyReport, Law, RowKind, RowOwner, System};
@@ -182,6 +185,12 @@ enum Rates<'a> {
     Rheonomic,
     /// The state's rates.
     Full(&'a [f64]),
+}
+
+/// A body's wrench at the world origin as a spatial force.
+#[inline]
+fn body_wrench(w: &BodyWrench) -> Sv {
+    sv(&w.moment, &w.force)
 }
 
 /// A body's share of an element gradient: `∂ξ/∂r`, `∂ξ/∂e`.
@@ -615,9 +624,30 @@ impl JointModel {
         }
     }
 
-    fn eval(&self, sys: &System, c: &super::kin::Coord, with_vel: bool) -> CoordVal {
+    /// `c` at the snapshot with its gradient as body wrenches (no `conv`).
+    fn wrenches(&self, sys: &System, c: &super::kin::Coord, with_vel: bool) -> CoordWrenches {
+        eval_coord_wrenches(
+            sys.layout(),
+            &self.ws.snap,
+            c,
+            &sys.angle_refs,
+            with_vel,
+            false,
+        )
+    }
+
+    /// `c` at the snapshot, computing what `need` names (`val`, `rate` always).
+    fn eval(&self, sys: &System, c: &super::kin::Coord, with_vel: bool, need: Need) -> CoordVal {
         let v: Option<&[f64]> = if with_vel { Some(&[]) } else { None };
-        eval_coord(sys.layout(), &self.ws.snap, c, &sys.angle_refs, v, None)
+        eval_coord_need(
+            sys.layout(),
+            &self.ws.snap,
+            c,
+            &sys.angle_refs,
+            v,
+            None,
+            need,
+        )
     }
 
     // ----- the equations -----
@@ -678,7 +708,6 @@ impl JointModel {
         }
         self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
         self.ws.direct.clear();
-        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, term) in sys.terms.iter().enumerate() {
             if let (true, Some(tc)) = (fast, self.ws.fast.terms[k]) {
                 let x = self.ws.kin.x[tc.dof];
@@ -690,16 +719,14 @@ impl JointModel {
                 }
                 continue;
             }
-            let cv = self.eval(sys, &term.coord, true);
+            let cw = self.wrenches(sys, &term.coord, true);
             // With its preload from equilibrium, if the element has `static_preload`.
-            let (force, _, _) = sys.term_law(k, cv.val, cv.rate, t);
+            let (force, _, _) = sys.term_law(k, cw.val, cw.rate, t);
             if force == 0.0 {
                 continue;
             }
-            let nb = self.body_grads(sys, &cv, &mut bgs);
-            for bg in &bgs[..nb] {
-                let w = self.wrench(bg);
-                self.ws.w[self.body_node[bg.body]] += force * w;
+            for bw in &cw.bodies[..cw.n] {
+                self.ws.w[self.body_node[bw.body]] += force * body_wrench(bw);
             }
         }
         self.add_tire_wrenches(sys, t);
@@ -731,7 +758,7 @@ impl JointModel {
                 JRow::Element(r) => {
                     let (c, offset, motion) = Self::row_coord(sys, r);
                     let u = motion.map_or(0.0, |m| sys.motion(m, t)[0]);
-                    self.eval(sys, c, false).val - offset - u
+                    self.eval(sys, c, false, Need::VALUE).val - offset - u
                 }
                 JRow::Norm(n) => 0.5 * (self.euler_of(n, q, None).0.norm_squared() - 1.0),
             };
@@ -744,7 +771,6 @@ impl JointModel {
         }
         self.load(sys, t, q, Rates::None);
         jac.fill(0.0);
-        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
@@ -757,11 +783,9 @@ impl JointModel {
                 }
             };
             let (c, _, _) = Self::row_coord(sys, r);
-            let cv = self.eval(sys, c, false);
-            let nb = self.body_grads(sys, &cv, &mut bgs);
-            for bg in &bgs[..nb] {
-                let w = self.wrench(bg);
-                self.project_row(bg.body, &w, k, jac);
+            let cw = self.wrenches(sys, c, false);
+            for bw in &cw.bodies[..cw.n] {
+                self.project_row(bw.body, &body_wrench(bw), k, jac);
             }
         }
     }
@@ -784,7 +808,7 @@ impl JointModel {
             };
             let (c, _, motion) = Self::row_coord(sys, r);
             let du = motion.map_or(0.0, |m| sys.motion(m, t)[1]);
-            phi_t[k] = self.eval(sys, c, true).rate - du;
+            phi_t[k] = self.eval(sys, c, true, Need::VALUE).rate - du;
         }
     }
 
@@ -811,7 +835,7 @@ impl JointModel {
             };
             let (c, _, motion) = Self::row_coord(sys, r);
             let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
-            let cv = self.eval(sys, c, true);
+            let cv = self.eval(sys, c, true, Need::ALL);
             // ξ̈ = ∇ξ·q̈_abs + conv, q̈_abs = J p̈ + (the bodies' accelerations at p̈ = 0).
             let nb = self.body_grads(sys, &cv, &mut bgs);
             let mut bias = 0.0;
@@ -943,7 +967,7 @@ impl JointModel {
         let mut bgs = [BodyGrad::ZERO; 4];
         let mut g = DVector::zeros(n);
         for term in &sys.terms {
-            let cv = self.eval(sys, &term.coord, true);
+            let cv = self.eval(sys, &term.coord, true, Need::GRAD);
             let (_, _, f_rate) = sys.law(&term.law, cv.val, cv.rate, t);
             if f_rate == 0.0 {
                 continue;
@@ -1312,18 +1336,15 @@ impl JointModel {
         psi.resize(self.n_q().max(self.n_dof), 0.0);
         // Applied wrenches (every element as a wrench), the recursion at (q, v).
         self.forces_with(sys, t, q, v, &mut psi[..self.n_q()], false);
-        let mut bgs = [BodyGrad::ZERO; 4];
         // Constraint forces −λ ∇ξ as applied wrenches (`M p̈ = Ψ − Gᵀλ`).
         for (k, &a) in self.active.iter().enumerate() {
             let JRow::Element(r) = self.rows[a] else {
                 continue;
             };
             let (c, _, _) = Self::row_coord(sys, r);
-            let cv = self.eval(sys, c, false);
-            let nb = self.body_grads(sys, &cv, &mut bgs);
-            for bg in &bgs[..nb] {
-                let w = self.wrench(bg);
-                self.ws.w[self.body_node[bg.body]] -= lambda[k] * w;
+            let cw = self.wrenches(sys, c, false);
+            for bw in &cw.bodies[..cw.n] {
+                self.ws.w[self.body_node[bw.body]] -= lambda[k] * body_wrench(bw);
             }
         }
         let nq = self.n_q();

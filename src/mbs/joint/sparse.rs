@@ -9,7 +9,8 @@
 //! `mass_matrix` and `constraint_jacobian` give. `constraint_values` evaluates each row once,
 //! at the rheonomic rates (the positions, values and gradients do not depend on the rates).
 
-use super::{BodyGrad, JRow, JointModel, Rates};
+use super::{body_wrench, BodyGrad, JRow, JointModel, Rates};
+use crate::mbs::kin::Need;
 use crate::mbs::system::System;
 use nalgebra::DMatrix;
 
@@ -98,7 +99,7 @@ impl JointModel {
                 }
                 JRow::Element(r) => {
                     let (c, _, _) = Self::row_coord(sys, r);
-                    let cv = self.eval(sys, c, false);
+                    let cv = self.eval(sys, c, false, Need::GRAD);
                     let nb = self.body_grads(sys, &cv, &mut bgs);
                     for bg in &bgs[..nb] {
                         self.ancestor_columns(self.body_node[bg.body], &mut cols);
@@ -166,7 +167,6 @@ impl JointModel {
         for &(r, c) in &self.ws.j_pat {
             jac[(r, c)] = 0.0;
         }
-        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
@@ -182,13 +182,11 @@ impl JointModel {
             };
             let (c, offset, motion) = Self::row_coord(sys, r);
             let u = motion.map_or([0.0; 3], |m| sys.motion(m, t));
-            let cv = self.eval(sys, c, true);
-            phi[k] = cv.val - offset - u[0];
-            phi_t[k] = cv.rate - u[1];
-            let nb = self.body_grads(sys, &cv, &mut bgs);
-            for bg in &bgs[..nb] {
-                let w = self.wrench(bg);
-                self.project_row(bg.body, &w, k, &mut jac);
+            let cw = self.wrenches(sys, c, true);
+            phi[k] = cw.val - offset - u[0];
+            phi_t[k] = cw.rate - u[1];
+            for bw in &cw.bodies[..cw.n] {
+                self.project_row(bw.body, &body_wrench(bw), k, &mut jac);
             }
         }
         for (v, &(r, c)) in jac_vals.iter_mut().zip(&self.ws.j_pat) {
