@@ -177,6 +177,8 @@ pub struct QVal {
     /// `ẍ − J v̇` (includes `x_tt`).
     pub conv: Vector3<f64>,
     pub x_t: Vector3<f64>,
+    /// `x_tt`: the moving frames' share of `ẍ` (in `conv` too).
+    pub x_tt: Vector3<f64>,
     parts: [Option<Part>; 4],
 }
 
@@ -187,6 +189,7 @@ impl QVal {
             xd: Vector3::zeros(),
             conv: Vector3::zeros(),
             x_t: Vector3::zeros(),
+            x_tt: Vector3::zeros(),
             parts: [None; 4],
         }
     }
@@ -209,6 +212,7 @@ fn eval_point(
                 xd: sign * vel,
                 conv: sign * acc,
                 x_t: sign * vel,
+                x_tt: sign * acc,
                 parts: [None; 4],
             }
         }
@@ -231,6 +235,7 @@ fn eval_point(
                     xd,
                     conv,
                     x_t: Vector3::zeros(),
+                    x_tt: Vector3::zeros(),
                     parts: [
                         Some(Part::R {
                             col: o,
@@ -253,6 +258,7 @@ fn eval_point(
                     xd: sign * s.rd[b],
                     conv: Vector3::zeros(),
                     x_t: Vector3::zeros(),
+                    x_tt: Vector3::zeros(),
                     parts: [
                         Some(Part::R {
                             col: o,
@@ -295,6 +301,7 @@ fn eval_vector(
                 xd,
                 conv,
                 x_t: Vector3::zeros(),
+                x_tt: Vector3::zeros(),
                 parts: [
                     Some(Part::P {
                         col: layout.offsets[b] + 3,
@@ -327,6 +334,7 @@ pub fn eval_quantity(layout: &Layout, s: &Snapshot, q: &QDef, with_vel: bool) ->
                 xd: a.xd + b.xd,
                 conv: a.conv + b.conv,
                 x_t: a.x_t + b.x_t,
+                x_tt: a.x_tt + b.x_tt,
                 parts,
             }
         }
@@ -853,6 +861,64 @@ pub fn eval_coord_wrenches(
     out
 }
 
+/// A body's motion for [`eval_coord_accel`]: angular velocity `ω`, angular acceleration `ω̇`
+/// and the acceleration of its reference point ([`Snapshot::r`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyAccel {
+    pub omega: Vector3<f64>,
+    pub omega_dot: Vector3<f64>,
+    pub acc: Vector3<f64>,
+}
+
+/// `ξ̈` of a scalar coordinate for bodies moving as `accel(body)` says (velocities from the
+/// snapshot): `Σ g_m · ẍ_m + Σ ẋ_mᵀ H_mn ẋ_n` with a body point's or direction's
+/// `ẍ = a + ω̇ × ρ + ω × (ω × ρ)` (`ρ = A l`, `a` the reference point's acceleration, zero for a
+/// direction) and the moving frames' `x_tt`. A formulation with the bodies' accelerations at
+/// hand (joint coordinates: the recursion's at `p̈ = 0`) gets `γ` without the
+/// Euler-parameter Jacobians; equal to `conv + ∇ξ · q̈_abs` for unit Euler parameters whose
+/// `ṗ`, `p̈` match `ω`, `ω̇`.
+#[allow(clippy::needless_range_loop)]
+pub fn eval_coord_accel(
+    layout: &Layout,
+    s: &Snapshot,
+    coord: &Coord,
+    refs: &[f64],
+    accel: impl Fn(usize) -> BodyAccel,
+) -> f64 {
+    let mut f = QForm::empty();
+    let mut h = None;
+    form(layout, s, coord, refs, true, true, true, &mut f, &mut h);
+    let mut xi_dd = 0.0;
+    for m in 0..f.n {
+        let q = &f.qs[m];
+        let mut xdd = q.x_tt;
+        for p in q.parts.iter().flatten() {
+            match *p {
+                Part::R { sign, body, .. } => xdd += sign * accel(body).acc,
+                Part::P {
+                    sign, body, local, ..
+                } => {
+                    let b = accel(body);
+                    let rho = s.a[body] * local;
+                    xdd += sign * (b.omega_dot.cross(&rho) + b.omega.cross(&b.omega.cross(&rho)));
+                }
+            }
+        }
+        xi_dd += f.g[m].dot(&xdd);
+    }
+    if let Some(h) = &h {
+        for m in 0..f.n {
+            for n in 0..f.n {
+                let hmn = &h[m][n];
+                if hmn.iter().any(|x| *x != 0.0) {
+                    xi_dd += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
+                }
+            }
+        }
+    }
+    xi_dd
+}
+
 /// The raw (unbranched) value of an angle coordinate, for updating its branch reference.
 pub fn raw_angle(layout: &Layout, s: &Snapshot, coord: &Coord) -> Option<f64> {
     if let Coord::Angle { x1, y1, x2, .. } = coord {
@@ -946,6 +1012,49 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// `ξ̈` from the bodies' accelerations equals `conv + ∇ξ · q̈_abs` with `p̈` the Euler
+    /// parameters' second derivative for the same `ω`, `ω̇` (`p̈ = ½ (Ė(ṗ)ᵀ ω + E(p)ᵀ ω̇)`).
+    #[test]
+    fn accelerations_from_body_motion_are_the_absolute_ones() {
+        let (layout, s) = snapshot();
+        let omegas = [
+            Vector3::new(0.7, -1.3, 2.1),
+            Vector3::zeros(),
+            Vector3::new(-0.4, 0.9, 0.3),
+        ];
+        let accel = |b: usize| BodyAccel {
+            omega: omegas[b],
+            omega_dot: Vector3::new(0.3 * b as f64 - 0.5, 1.1, -0.7),
+            acc: Vector3::new(2.0, -0.5 * b as f64, 0.9),
+        };
+        // q̈_abs = (r̈, p̈) per body.
+        let mut qdd = vec![0.0; layout.n_q];
+        for b in 0..3 {
+            let o = layout.offsets[b];
+            let a = accel(b);
+            for k in 0..3 {
+                qdd[o + k] = a.acc[k];
+            }
+            if layout.is_rigid(b) {
+                let pdd = 0.5
+                    * (e_mat(&s.pd[b]).transpose() * a.omega
+                        + e_mat(&s.p[b]).transpose() * a.omega_dot);
+                for k in 0..4 {
+                    qdd[o + 3 + k] = pdd[k];
+                }
+            }
+        }
+        for c in coords() {
+            let cv = eval_coord(&layout, &s, &c, &[0.0], Some(&[]), None);
+            let expect = cv.conv + cv.grad.dot(&cv.gather(&qdd));
+            let got = eval_coord_accel(&layout, &s, &c, &[0.0], accel);
+            assert!(
+                (got - expect).abs() <= 1e-13 * (1.0 + expect.abs()),
+                "{c:?}: {got} against {expect}"
+            );
         }
     }
 

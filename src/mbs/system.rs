@@ -16,7 +16,9 @@ mod tires;
 pub use output_derivs::InputDerivatives;
 
 use super::inputs::InputSignals;
-use super::kin::{eval_coord, raw_angle, Coord, CoordVal, LMat, Layout, QDef, Snapshot};
+use super::kin::{
+    eval_coord, eval_coord_need, raw_angle, Coord, CoordVal, LMat, Layout, Need, QDef, Snapshot,
+};
 use super::math::{g_mat, skew, wrap_pi};
 use super::motion::MotionSlot;
 use super::spec::*;
@@ -1015,6 +1017,11 @@ impl System {
         eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, None)
     }
 
+    /// [`System::coord`] computing only what `need` names (`val`, `rate`, `xi_t` always).
+    fn coord_need(&self, c: &Coord, v: Option<&[f64]>, need: Need) -> CoordVal {
+        eval_coord_need(&self.layout, &self.snap, c, &self.angle_refs, v, None, need)
+    }
+
     /// Value, gradient and (into `hess`) the coordinate-space Hessian.
     fn coord_hessian(&self, c: &Coord, v: Option<&[f64]>, hess: &mut LMat) -> CoordVal {
         eval_coord(&self.layout, &self.snap, c, &self.angle_refs, v, Some(hess))
@@ -1054,8 +1061,16 @@ impl System {
 
     // ----- constraint rows -----
 
-    /// Value, Jacobian row (via callback), Φ_t, γ of one row.
-    fn row_eval(&self, r: &Row, t: f64, v: Option<&[f64]>, q: &[f64]) -> (f64, RowGrad, f64, f64) {
+    /// Value, Jacobian row (via callback), Φ_t, γ of one row; the Jacobian row only with
+    /// `need.grad`, γ only with `need.conv`.
+    fn row_eval(
+        &self,
+        r: &Row,
+        t: f64,
+        v: Option<&[f64]>,
+        q: &[f64],
+        need: Need,
+    ) -> (f64, RowGrad, f64, f64) {
         match &r.kind {
             RowKind::Normalize { col } => {
                 let p = Vector4::new(q[*col], q[col + 1], q[col + 2], q[col + 3]);
@@ -1074,7 +1089,7 @@ impl System {
                 offset,
                 motion,
             } => {
-                let cv = self.coord(coord, v);
+                let cv = self.coord_need(coord, v, need);
                 let (u, du, ddu) = motion.map_or((0.0, 0.0, 0.0), |m| {
                     let [a, b, c] = self.motion(m, t);
                     (a, b, c)
@@ -1487,7 +1502,7 @@ impl Mechanical for System {
             }
         }
         for i in 0..self.terms.len() {
-            let cv = self.coord(&self.terms[i].coord, Some(v));
+            let cv = self.coord_need(&self.terms[i].coord, Some(v), Need::GRAD);
             let (force, _, _) = self.term_law(i, cv.val, cv.rate, t);
             if force != 0.0 {
                 for (l, g) in cv.columns() {
@@ -1505,7 +1520,7 @@ impl Mechanical for System {
         }
         self.load(t, q, None);
         for (k, &i) in self.active.iter().enumerate() {
-            phi[k] = self.row_eval(&self.rows[i], t, None, q).0;
+            phi[k] = self.row_eval(&self.rows[i], t, None, q, Need::VALUE).0;
         }
     }
 
@@ -1516,7 +1531,7 @@ impl Mechanical for System {
         self.load(t, q, None);
         jac.fill(0.0);
         for (k, &i) in self.active.iter().enumerate() {
-            self.row_eval(&self.rows[i], t, None, q)
+            self.row_eval(&self.rows[i], t, None, q, Need::GRAD)
                 .1
                 .scatter_row(k, jac);
         }
@@ -1528,7 +1543,7 @@ impl Mechanical for System {
         }
         self.load(t, q, None);
         for (k, &i) in self.active.iter().enumerate() {
-            phi_t[k] = self.row_eval(&self.rows[i], t, None, q).2;
+            phi_t[k] = self.row_eval(&self.rows[i], t, None, q, Need::VALUE).2;
         }
     }
 
@@ -1538,7 +1553,7 @@ impl Mechanical for System {
         }
         self.load(t, q, Some(v));
         for (k, &i) in self.active.iter().enumerate() {
-            gamma[k] = self.row_eval(&self.rows[i], t, Some(v), q).3;
+            gamma[k] = self.row_eval(&self.rows[i], t, Some(v), q, Need::ALL).3;
         }
     }
 }
@@ -1752,7 +1767,7 @@ impl System {
             if self.rows[i].owner != RowOwner::Joint(j) {
                 continue;
             }
-            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q).1 {
+            if let RowGrad::Coord(cv) = self.row_eval(&self.rows[i], t, None, q, Need::GRAD).1 {
                 for (l, g) in cv.columns() {
                     if g >= o && g < o + width {
                         gen[g - o] -= lambda[k] * cv.grad[l];

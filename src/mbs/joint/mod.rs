@@ -36,8 +36,8 @@ mod tires;
 pub mod tree;
 
 use super::kin::{
-    eval_coord_need, eval_coord_wrenches, BodyWrench, Coord, CoordVal, CoordWrenches, Need,
-    Snapshot,
+    eval_coord_accel, eval_coord_need, eval_coord_wrenches, BodyAccel, BodyWrench, Coord, CoordVal,
+    CoordWrenches, Need, Snapshot,
 };
 use super::math::{e_mat, unwrap_near};
 use super::spec::{DriverTarget, Initialization, ModelSpec};
@@ -199,15 +199,6 @@ struct BodyGrad {
     body: usize,
     g_r: Vector3<f64>,
     g_e: Vector4<f64>,
-}
-
-impl BodyGrad {
-    /// Scratch value for the fixed-size arrays `body_grads` fills.
-    const ZERO: BodyGrad = BodyGrad {
-        body: 0,
-        g_r: Vector3::new(0.0, 0.0, 0.0),
-        g_e: Vector4::new(0.0, 0.0, 0.0, 0.0),
-    };
 }
 
 /// The driver that eliminates tree node `n`'s coordinate: a driver on its joint, when the
@@ -555,34 +546,6 @@ impl JointModel {
         crba::composite_inertias(&self.nodes, &self.ws.ib, &mut self.ws.ic);
     }
 
-    /// Split an element gradient into its bodies' `(∂/∂r, ∂/∂e)` parts.
-    fn body_grads(&self, sys: &System, cv: &CoordVal, out: &mut [BodyGrad; 4]) -> usize {
-        let layout = sys.layout();
-        let mut n = 0;
-        for (l, g) in cv.columns() {
-            let b = self.col_body[g];
-            let k = match out[..n].iter().position(|bg| bg.body == b) {
-                Some(k) => k,
-                None => {
-                    out[n] = BodyGrad {
-                        body: b,
-                        g_r: Vector3::zeros(),
-                        g_e: Vector4::zeros(),
-                    };
-                    n += 1;
-                    n - 1
-                }
-            };
-            let c = g - layout.offsets[b];
-            if c < 3 {
-                out[k].g_r[c] += cv.grad[l];
-            } else {
-                out[k].g_e[c - 3] += cv.grad[l];
-            }
-        }
-        n
-    }
-
     /// The wrench at the world origin equivalent to a body gradient (virtual power:
     /// `g_r·ṙ + g_e·ė = Wᵀ V` with `ė = ½Eᵀω`).
     fn wrench(&self, bg: &BodyGrad) -> Sv {
@@ -824,7 +787,6 @@ impl JointModel {
             return;
         }
         self.load(sys, t, q, Rates::Full(v));
-        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
@@ -835,20 +797,18 @@ impl JointModel {
             };
             let (c, _, motion) = Self::row_coord(sys, r);
             let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
-            let cv = self.eval(sys, c, true, Need::ALL);
-            // ξ̈ = ∇ξ·q̈_abs + conv, q̈_abs = J p̈ + (the bodies' accelerations at p̈ = 0).
-            let nb = self.body_grads(sys, &cv, &mut bgs);
-            let mut bias = 0.0;
-            for bg in &bgs[..nb] {
-                let i = self.body_node[bg.body];
-                let (wd, ac) = self.ws.kin.body_acceleration(i);
-                let (w, _) = self.ws.kin.body_velocity(i);
-                let e = self.ws.kin.e[i];
-                let ed = self.ws.snap.pd[bg.body];
-                let edd = 0.5 * (e_mat(&ed).transpose() * w + e_mat(&e).transpose() * wd);
-                bias += bg.g_r.dot(&ac) + bg.g_e.dot(&edd);
-            }
-            gamma[k] = -(cv.conv + bias) + ddu;
+            // ξ̈ = ∇ξ·q̈_abs + conv = ξ̈ at p̈ = 0 (the bodies' accelerations then) + G p̈.
+            let kin = &self.ws.kin;
+            let xi_dd = eval_coord_accel(sys.layout(), &self.ws.snap, c, &sys.angle_refs, |b| {
+                let i = self.body_node[b];
+                let (omega_dot, acc) = kin.body_acceleration(i);
+                BodyAccel {
+                    omega: kin.body_velocity(i).0,
+                    omega_dot,
+                    acc,
+                }
+            });
+            gamma[k] = -xi_dd + ddu;
         }
     }
 
@@ -964,19 +924,17 @@ impl JointModel {
         );
         let ws = &self.ws;
         rnea::bias_velocity_jacobian(&self.nodes, &ws.kin, &ws.i6, &mut dv, &mut da, &mut df, out);
-        let mut bgs = [BodyGrad::ZERO; 4];
         let mut g = DVector::zeros(n);
         for term in &sys.terms {
-            let cv = self.eval(sys, &term.coord, true, Need::GRAD);
-            let (_, _, f_rate) = sys.law(&term.law, cv.val, cv.rate, t);
+            let cw = self.wrenches(sys, &term.coord, true);
+            let (_, _, f_rate) = sys.law(&term.law, cw.val, cw.rate, t);
             if f_rate == 0.0 {
                 continue;
             }
             g.fill(0.0);
-            let nb = self.body_grads(sys, &cv, &mut bgs);
-            for bg in &bgs[..nb] {
-                let w = self.wrench(bg);
-                let mut node = Parent::Node(self.body_node[bg.body]);
+            for bw in &cw.bodies[..cw.n] {
+                let w = body_wrench(bw);
+                let mut node = Parent::Node(self.body_node[bw.body]);
                 while let Parent::Node(i) = node {
                     if let NodeCoord::Free(a) = self.nodes[i].coord {
                         for (l, d) in self.nodes[i].dofs().enumerate() {

@@ -9,8 +9,7 @@
 //! `mass_matrix` and `constraint_jacobian` give. `constraint_values` evaluates each row once,
 //! at the rheonomic rates (the positions, values and gradients do not depend on the rates).
 
-use super::{body_wrench, BodyGrad, JRow, JointModel, Rates};
-use crate::mbs::kin::Need;
+use super::{body_wrench, JRow, JointModel, Rates};
 use crate::mbs::system::System;
 use nalgebra::DMatrix;
 
@@ -89,7 +88,6 @@ impl JointModel {
         self.load(sys, 0.0, &q, Rates::None);
         let mut out = Vec::new();
         let mut cols = Vec::new();
-        let mut bgs = [BodyGrad::ZERO; 4];
         for (k, &a) in self.active.iter().enumerate() {
             cols.clear();
             match self.rows[a] {
@@ -99,10 +97,9 @@ impl JointModel {
                 }
                 JRow::Element(r) => {
                     let (c, _, _) = Self::row_coord(sys, r);
-                    let cv = self.eval(sys, c, false, Need::GRAD);
-                    let nb = self.body_grads(sys, &cv, &mut bgs);
-                    for bg in &bgs[..nb] {
-                        self.ancestor_columns(self.body_node[bg.body], &mut cols);
+                    let cw = self.wrenches(sys, c, false);
+                    for bw in &cw.bodies[..cw.n] {
+                        self.ancestor_columns(self.body_node[bw.body], &mut cols);
                     }
                 }
             }

@@ -6,6 +6,7 @@
 
 use super::{RowGrad, System};
 use crate::integrate::sparse::SparseStructure;
+use crate::mbs::kin::Need;
 use crate::mbs::math::g_mat;
 use nalgebra::Vector4;
 
@@ -41,7 +42,7 @@ impl SparseStructure for System {
         self.load(0.0, &q, None);
         let mut out = Vec::new();
         for (k, &i) in self.active.iter().enumerate() {
-            match self.row_eval(&self.rows[i], 0.0, None, &q).1 {
+            match self.row_eval(&self.rows[i], 0.0, None, &q, Need::GRAD).1 {
                 RowGrad::Quat(col, _) => out.extend((0..4).map(|d| (k, col + d))),
                 RowGrad::Coord(cv) => out.extend(cv.columns().map(|(_, g)| (k, g))),
             }
@@ -78,7 +79,7 @@ impl SparseStructure for System {
         self.load(t, q, None);
         let mut n = 0;
         for &i in &self.active {
-            let grad = self.row_eval(&self.rows[i], t, None, q).1;
+            let grad = self.row_eval(&self.rows[i], t, None, q, Need::GRAD).1;
             n = put_row_grad(&grad, vals, n);
         }
         debug_assert_eq!(n, vals.len());
@@ -99,7 +100,7 @@ impl SparseStructure for System {
         self.load(t, q, None);
         let mut n = 0;
         for (k, &i) in self.active.iter().enumerate() {
-            let (value, grad, rate, _) = self.row_eval(&self.rows[i], t, None, q);
+            let (value, grad, rate, _) = self.row_eval(&self.rows[i], t, None, q, Need::GRAD);
             phi[k] = value;
             phi_t[k] = rate;
             n = put_row_grad(&grad, jac_vals, n);
