@@ -677,13 +677,13 @@ pub fn eval_coord_need(
         conv += f.g[m].dot(&q.conv);
     }
     if let Some(h) = &h {
+        conv = add_second_order(conv, &f, h);
         for m in 0..f.n {
             for n in 0..f.n {
                 let hmn = &h[m][n];
                 if hmn.iter().all(|x| *x == 0.0) {
                     continue;
                 }
-                conv += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
                 if f.qs[m].x_t != Vector3::zeros() {
                     let w = hmn.transpose() * f.qs[m].x_t;
                     for p in f.qs[n].parts.iter().flatten() {
@@ -849,16 +849,24 @@ pub fn eval_coord_wrenches(
         out.conv += g.dot(&q.conv);
     }
     if let Some(h) = &h {
-        for m in 0..f.n {
-            for n in 0..f.n {
-                let hmn = &h[m][n];
-                if hmn.iter().any(|x| *x != 0.0) {
-                    out.conv += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
-                }
+        out.conv = add_second_order(out.conv, &f, h);
+    }
+    out
+}
+
+/// `sum + Σ ẋ_mᵀ H_mn ẋ_n`: the scalar's second-order part of `ξ̈` added term by term in the
+/// order [`eval_coord`] adds it (so the sums agree bit for bit).
+#[allow(clippy::needless_range_loop)] // `m`, `n` index the quantities and the Hessian blocks
+fn add_second_order(mut sum: f64, f: &QForm, h: &HBlocks) -> f64 {
+    for m in 0..f.n {
+        for n in 0..f.n {
+            let hmn = &h[m][n];
+            if hmn.iter().any(|x| *x != 0.0) {
+                sum += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
             }
         }
     }
-    out
+    sum
 }
 
 /// A body's motion for [`eval_coord_accel`]: angular velocity `ω`, angular acceleration `ω̇`
@@ -907,14 +915,7 @@ pub fn eval_coord_accel(
         xi_dd += f.g[m].dot(&xdd);
     }
     if let Some(h) = &h {
-        for m in 0..f.n {
-            for n in 0..f.n {
-                let hmn = &h[m][n];
-                if hmn.iter().any(|x| *x != 0.0) {
-                    xi_dd += f.qs[m].xd.dot(&(hmn * f.qs[n].xd));
-                }
-            }
-        }
+        xi_dd = add_second_order(xi_dd, &f, h);
     }
     xi_dd
 }
