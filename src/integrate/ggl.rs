@@ -192,9 +192,7 @@ impl Ggl {
                 }
             }
             _ => {
-                sys.constraint_time_derivative(t, q, &mut self.phi_t);
-                sys.constraints(t, q, &mut self.phi);
-                sys.constraint_jacobian(t, q, &mut self.phi_q);
+                sys.constraint_values(t, q, &mut self.phi, &mut self.phi_q, &mut self.phi_t);
                 for j in 0..nq {
                     let c = self.phi_q.column(j);
                     let (mut se, mut sl) = (0.0, 0.0);

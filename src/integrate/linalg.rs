@@ -113,21 +113,24 @@ impl DenseLu {
                 b.swap(k, p);
             }
         }
-        // Forward substitution with unit lower triangle, column oriented.
+        // Forward substitution with unit lower triangle, column oriented (slices: no bounds
+        // checks in the inner loops, which were half of a BDF step's solve).
         for k in 0..n {
-            let bk = b[k];
+            let (head, tail) = b.split_at_mut(k + 1);
+            let bk = head[k];
             if bk != 0.0 {
-                for i in k + 1..n {
-                    b[i] -= a[k * n + i] * bk;
+                for (x, l) in tail.iter_mut().zip(&a[k * n + k + 1..(k + 1) * n]) {
+                    *x -= l * bk;
                 }
             }
         }
         for k in (0..n).rev() {
-            b[k] /= a[k * n + k];
-            let bk = b[k];
+            let (head, tail) = b.split_at_mut(k);
+            tail[0] /= a[k * n + k];
+            let bk = tail[0];
             if bk != 0.0 {
-                for i in 0..k {
-                    b[i] -= a[k * n + i] * bk;
+                for (x, u) in head.iter_mut().zip(&a[k * n..k * n + k]) {
+                    *x -= u * bk;
                 }
             }
         }

@@ -41,6 +41,37 @@ pub trait Mechanical {
     /// `γ(t, q, v) = −(Φ_q v)_q v − 2 Φ_qt v − Φ_tt`, length `n_c`.
     fn acceleration_rhs(&mut self, t: f64, q: &[f64], v: &[f64], gamma: &mut [f64]);
 
+    /// `Φ`, `Φ_q` and `Φ_t` at one `(t, q)`, what a velocity-level residual reads at every
+    /// evaluation. The default asks for each; a system that gets all three from one pass over
+    /// its rows overrides it (same values).
+    fn constraint_values(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac: &mut DMatrix<f64>,
+        phi_t: &mut [f64],
+    ) {
+        self.constraint_time_derivative(t, q, phi_t);
+        self.constraints(t, q, phi);
+        self.constraint_jacobian(t, q, jac);
+    }
+
+    /// `Φ_q` and `γ` at one `(t, q, v)`, what the saddle-point system of the accelerations
+    /// reads. The default asks for each; a system that gets both from one pass over its rows
+    /// overrides it (same values).
+    fn constraint_jacobian_and_rhs(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        jac: &mut DMatrix<f64>,
+        gamma: &mut [f64],
+    ) {
+        self.constraint_jacobian(t, q, jac);
+        self.acceleration_rhs(t, q, v, gamma);
+    }
+
     /// The sparse structure of `M` and `Φq`, if the system reports it: integrators then use
     /// sparse factorizations on large models (see `integrate::sparse`). `None` (the default):
     /// dense only.

@@ -341,6 +341,17 @@ pub fn eval_quantity(layout: &Layout, s: &Snapshot, q: &QDef, with_vel: bool) ->
     }
 }
 
+impl QDef {
+    /// The bodies (or ground, or moving frames) the quantity reads.
+    pub fn bodies(&self) -> impl Iterator<Item = BodyRef> {
+        let (a, b) = match self {
+            QDef::Point(b, _) | QDef::Vector(b, _) => (*b, None),
+            QDef::Diff { from, to } => (from.0, Some(to.0)),
+        };
+        std::iter::once(a).chain(b)
+    }
+}
+
 /// A scalar coordinate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Coord {
@@ -359,6 +370,19 @@ pub enum Coord {
         x2: QDef,
         slot: usize,
     },
+}
+
+impl Coord {
+    /// The quantities the coordinate is formed from.
+    pub fn quantities(&self) -> impl Iterator<Item = &QDef> {
+        let (qs, n): ([&QDef; 4], usize) = match self {
+            Coord::Dot(a, b) => ([a, b, a, a], 2),
+            Coord::Combo([(_, a1, b1), (_, a2, b2)]) => ([a1, b1, a2, b2], 4),
+            Coord::HalfSq(d) | Coord::Norm(d) => ([d, d, d, d], 1),
+            Coord::Angle { x1, y1, x2, .. } => ([x1, y1, x2, x1], 3),
+        };
+        qs.into_iter().take(n)
+    }
 }
 
 /// A scalar coordinate evaluated in its local coordinate space (at most [`LOCAL`] columns,
@@ -805,6 +829,26 @@ pub fn eval_coord_wrenches(
         &mut f,
         &mut h,
     );
+    wrenches_of(s, &f, h.as_ref())
+}
+
+/// [`eval_coord_wrenches`] (without `conv`) and [`eval_coord_accel`] from one evaluation of
+/// the coordinate: what a constraint row gives an acceleration-level system (`G` and `γ`).
+pub fn eval_coord_wrenches_accel(
+    layout: &Layout,
+    s: &Snapshot,
+    coord: &Coord,
+    refs: &[f64],
+    accel: impl Fn(usize) -> BodyAccel,
+) -> (CoordWrenches, f64) {
+    let mut f = QForm::empty();
+    let mut h = None;
+    form(layout, s, coord, refs, true, true, true, &mut f, &mut h);
+    (wrenches_of(s, &f, None), accel_of(s, &f, h.as_ref(), accel))
+}
+
+/// The wrenches (and value, rate, and with `h` the convective term) of an evaluated form.
+fn wrenches_of(s: &Snapshot, f: &QForm, h: Option<&HBlocks>) -> CoordWrenches {
     let zero = BodyWrench {
         body: usize::MAX,
         moment: Vector3::zeros(),
@@ -848,8 +892,8 @@ pub fn eval_coord_wrenches(
         out.rate += g.dot(&q.xd);
         out.conv += g.dot(&q.conv);
     }
-    if let Some(h) = &h {
-        out.conv = add_second_order(out.conv, &f, h);
+    if let Some(h) = h {
+        out.conv = add_second_order(out.conv, f, h);
     }
     out
 }
@@ -885,7 +929,6 @@ pub struct BodyAccel {
 /// hand (joint coordinates: the recursion's at `p̈ = 0`) gets `γ` without the
 /// Euler-parameter Jacobians; equal to `conv + ∇ξ · q̈_abs` for unit Euler parameters whose
 /// `ṗ`, `p̈` match `ω`, `ω̇`.
-#[allow(clippy::needless_range_loop)]
 pub fn eval_coord_accel(
     layout: &Layout,
     s: &Snapshot,
@@ -896,6 +939,17 @@ pub fn eval_coord_accel(
     let mut f = QForm::empty();
     let mut h = None;
     form(layout, s, coord, refs, true, true, true, &mut f, &mut h);
+    accel_of(s, &f, h.as_ref(), accel)
+}
+
+/// `ξ̈` of an evaluated form (with velocities) from the bodies' accelerations.
+#[allow(clippy::needless_range_loop)]
+fn accel_of(
+    s: &Snapshot,
+    f: &QForm,
+    h: Option<&HBlocks>,
+    accel: impl Fn(usize) -> BodyAccel,
+) -> f64 {
     let mut xi_dd = 0.0;
     for m in 0..f.n {
         let q = &f.qs[m];
@@ -914,8 +968,8 @@ pub fn eval_coord_accel(
         }
         xi_dd += f.g[m].dot(&xdd);
     }
-    if let Some(h) = &h {
-        xi_dd = add_second_order(xi_dd, &f, h);
+    if let Some(h) = h {
+        xi_dd = add_second_order(xi_dd, f, h);
     }
     xi_dd
 }

@@ -1537,6 +1537,37 @@ impl Mechanical for System {
         }
     }
 
+    fn constraint_values(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac: &mut DMatrix<f64>,
+        phi_t: &mut [f64],
+    ) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_values_dense(s, t, q, phi, jac, phi_t));
+        }
+        self.constraint_time_derivative(t, q, phi_t);
+        self.constraints(t, q, phi);
+        self.constraint_jacobian(t, q, jac);
+    }
+
+    fn constraint_jacobian_and_rhs(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        jac: &mut DMatrix<f64>,
+        gamma: &mut [f64],
+    ) {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| j.constraint_jacobian_and_rhs(s, t, q, v, jac, gamma));
+        }
+        self.constraint_jacobian(t, q, jac);
+        self.acceleration_rhs(t, q, v, gamma);
+    }
+
     fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]) {
         if self.joint.is_some() {
             return self.with_joint(|j, s| j.constraint_time_derivative(s, t, q, phi_t));

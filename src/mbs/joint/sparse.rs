@@ -9,7 +9,7 @@
 //! `mass_matrix` and `constraint_jacobian` give. `constraint_values` evaluates each row once,
 //! at the rheonomic rates (the positions, values and gradients do not depend on the rates).
 
-use super::{body_wrench, JRow, JointModel, Rates};
+use super::{JRow, JointModel, Rates};
 use crate::mbs::system::System;
 use nalgebra::DMatrix;
 
@@ -145,7 +145,9 @@ impl JointModel {
         self.ws.j_sparse = jac;
     }
 
-    /// `Φ`, the values of `G` and `Φ_t` with one recursion and one evaluation per row.
+    /// `Φ`, the values of `G` and `Φ_t` with one recursion and one evaluation per row
+    /// ([`JointModel::constraint_values_dense`] into a scratch matrix, gathered at the
+    /// pattern).
     pub fn constraint_values(
         &mut self,
         sys: &System,
@@ -159,33 +161,7 @@ impl JointModel {
             self.constraint_jacobian_pattern(sys);
         }
         let mut jac = self.take_jac_scratch();
-        self.load(sys, t, q, Rates::Rheonomic);
-        // Only the pattern's entries are ever written (and summed into) here.
-        for &(r, c) in &self.ws.j_pat {
-            jac[(r, c)] = 0.0;
-        }
-        for (k, &a) in self.active.iter().enumerate() {
-            let r = match self.rows[a] {
-                JRow::Element(r) => r,
-                JRow::Norm(n) => {
-                    let (col, e) = (self.euler[n].1, self.euler_of(n, q, None).0);
-                    phi[k] = 0.5 * (e.norm_squared() - 1.0);
-                    phi_t[k] = 0.0;
-                    for d in 0..4 {
-                        jac[(k, col + d)] = e[d];
-                    }
-                    continue;
-                }
-            };
-            let (c, offset, motion) = Self::row_coord(sys, r);
-            let u = motion.map_or([0.0; 3], |m| sys.motion(m, t));
-            let cw = self.wrenches(sys, c, true);
-            phi[k] = cw.val - offset - u[0];
-            phi_t[k] = cw.rate - u[1];
-            for bw in &cw.bodies[..cw.n] {
-                self.project_row(bw.body, &body_wrench(bw), k, &mut jac);
-            }
-        }
+        self.constraint_values_dense(sys, t, q, phi, &mut jac, phi_t);
         for (v, &(r, c)) in jac_vals.iter_mut().zip(&self.ws.j_pat) {
             *v = jac[(r, c)];
         }
