@@ -101,8 +101,10 @@ pub struct ReanchorWork {
     pub a4: Vec<f64>,
     /// `ρ` at the third pass's two path points.
     rho3: [Vec<f64>; 2],
-    /// Products `K x` at a path point.
+    /// Products `K x` at a path point (or the residual `r − K x` of the system's own pass).
     kx: Vec<f64>,
+    /// The `x` of [`ReanchorWork::residual_at`].
+    xs: Vec<f64>,
     kx1: Vec<f64>,
     /// `ρ(0)`: the round-off of the solve at `s = 0`.
     rho0: Vec<f64>,
@@ -127,6 +129,7 @@ impl ReanchorWork {
             &mut self.odd,
             &mut self.kx,
             &mut self.kx1,
+            &mut self.xs,
             &mut self.rho0,
         ] {
             *v = vec![0.0; n];
@@ -156,6 +159,13 @@ impl ReanchorWork {
         sys.forces(t, &qs, &vs, f);
         self.qs = qs;
         self.vs = vs;
+    }
+
+    /// `r − K x` at time `t`, the path point in `self.qs`, `self.vs` and `x` in `self.xs`,
+    /// into `self.kx`, by the system's own pass ([`super::Mechanical::saddle_residual`]: no
+    /// `M`, `Φ_q` or products). `false` where the system has none (nothing written).
+    fn residual_at<S: MultibodySystem + ?Sized>(&mut self, sys: &mut S, t: f64) -> bool {
+        sys.saddle_residual(t, &self.qs, &self.vs, &self.xs, &mut self.kx)
     }
 
     /// `K = [M Φ_qᵀ; Φ_q 0]` into `self.k` from the blocks of the last path point.
@@ -228,10 +238,19 @@ impl ReanchorWork {
             self.qs[i] = q[i] + df * v[i] + 0.5 * df * df * self.a[i];
             self.vs[i] = v[i] + df * self.a[i];
         }
-        self.at_path_point(sys, t + df);
-        k_mul(&self.m, &self.phi_q, &self.sol, &mut self.kx);
+        // With the system's own residual pass (joint coordinates) each path point is one
+        // `r − K x`; otherwise `M`, `Φ_q` and `r` there and the products below.
+        self.xs.copy_from_slice(&self.sol);
+        let own = self.residual_at(sys, t + df);
+        if !own {
+            self.at_path_point(sys, t + df);
+            k_mul(&self.m, &self.phi_q, &self.sol, &mut self.kx);
+            for i in 0..n {
+                self.kx[i] = self.rhs[i] - self.kx[i];
+            }
+        }
         for i in 0..n {
-            self.sol1[i] = (self.rhs[i] - self.kx[i] - self.rho0[i]) / df;
+            self.sol1[i] = (self.kx[i] - self.rho0[i]) / df;
         }
         self.lu.solve(&mut self.sol1);
         self.adot.copy_from_slice(&self.sol1[..nq]);
@@ -241,6 +260,23 @@ impl ReanchorWork {
                 let (s2, s3) = (0.5 * s * s, s * s * s / 6.0);
                 self.qs[i] = q[i] + s * v[i] + s2 * self.a[i] + s3 * self.adot[i];
                 self.vs[i] = v[i] + s * self.a[i] + s2 * self.adot[i];
+            }
+            if own {
+                // `R(s) = r − K (x₀ + s x₁)`: `(R(δ) + R(−δ) − 2ρ(0)) / 2δ²` is the even part
+                // below with the change of `K` through `x₁` in it.
+                for i in 0..n {
+                    self.xs[i] = self.sol[i] + s * self.sol1[i];
+                }
+                self.residual_at(sys, t + s);
+                for i in 0..n {
+                    let rho = self.kx[i] - self.rho0[i];
+                    if pass == 0 {
+                        self.diff[i] = rho;
+                    } else {
+                        self.diff[i] = (self.diff[i] + rho) / (2.0 * delta * delta);
+                    }
+                }
+                continue;
             }
             self.at_path_point(sys, t + s);
             k_mul(&self.m, &self.phi_q, &self.sol, &mut self.kx);
@@ -301,10 +337,15 @@ impl ReanchorWork {
                     q[i] + s * v[i] + s2 * self.a[i] + s3 * self.adot[i] + s4 * self.addot[i];
                 self.vs[i] = v[i] + s * self.a[i] + s2 * self.adot[i] + s3 * self.addot[i];
             }
-            self.at_path_point(sys, t + s);
             for i in 0..n {
                 self.odd[i] = self.sol[i] + s * self.sol1[i] + s * s * self.diff[i];
             }
+            self.xs.copy_from_slice(&self.odd);
+            if self.residual_at(sys, t + s) {
+                self.rho3[p].copy_from_slice(&self.kx);
+                continue;
+            }
+            self.at_path_point(sys, t + s);
             k_mul(&self.m, &self.phi_q, &self.odd, &mut self.kx);
             for i in 0..n {
                 self.rho3[p][i] = self.rhs[i] - self.kx[i];

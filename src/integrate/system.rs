@@ -72,6 +72,21 @@ pub trait Mechanical {
         self.acceleration_rhs(t, q, v, gamma);
     }
 
+    /// `ρ = r − K x` of the accelerations' saddle-point system `K (a, λ) = r` (`K = [M Φ_qᵀ;
+    /// Φ_q 0]`, `r = (f, γ)`) at `(t, q, v)` for a given `x = (a, λ)` (length `n_q + n_c`),
+    /// by an inverse-dynamics pass instead of forming `M` and `Φ_q`. Returns `false`, leaving
+    /// `out` alone, where the system has no such pass (the default): callers then form `K`.
+    fn saddle_residual(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _v: &[f64],
+        _x: &[f64],
+        _out: &mut [f64],
+    ) -> bool {
+        false
+    }
+
     /// The sparse structure of `M` and `Φq`, if the system reports it: integrators then use
     /// sparse factorizations on large models (see `integrate::sparse`). `None` (the default):
     /// dense only.

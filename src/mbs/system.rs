@@ -1568,6 +1568,21 @@ impl Mechanical for System {
         self.acceleration_rhs(t, q, v, gamma);
     }
 
+    fn saddle_residual(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        x: &[f64],
+        out: &mut [f64],
+    ) -> bool {
+        if self.joint.is_none() {
+            return false; // the absolute formulation forms `K` (its rows carry no recursion)
+        }
+        self.with_joint(|j, s| j.saddle_residual(s, t, q, v, x, out));
+        true
+    }
+
     fn constraint_time_derivative(&mut self, t: f64, q: &[f64], phi_t: &mut [f64]) {
         if self.joint.is_some() {
             return self.with_joint(|j, s| j.constraint_time_derivative(s, t, q, phi_t));

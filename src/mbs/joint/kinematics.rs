@@ -341,11 +341,14 @@ impl Kin {
 
     /// Angular and centre-of-mass accelerations of node `i`'s body (from `acc`).
     pub fn body_acceleration(&self, i: usize) -> (Vector3<f64>, Vector3<f64>) {
+        self.body_acceleration_of(i, &self.acc[i])
+    }
+
+    /// [`Kin::body_acceleration`] for the node's spatial acceleration `acc` (the bias one
+    /// with the state's accelerations added, say).
+    pub fn body_acceleration_of(&self, i: usize, acc: &Sv) -> (Vector3<f64>, Vector3<f64>) {
         let (w, vc) = self.body_velocity(i);
-        let wd = ang(&self.acc[i]);
-        (
-            wd,
-            lin(&self.acc[i]) + wd.cross(&self.com[i]) + w.cross(&vc),
-        )
+        let wd = ang(acc);
+        (wd, lin(acc) + wd.cross(&self.com[i]) + w.cross(&vc))
     }
 }

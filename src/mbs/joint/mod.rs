@@ -97,6 +97,16 @@ struct Workspace {
     /// poses change; the vector is reused).
     inertia_key: Vec<(f64, nalgebra::Matrix3<f64>)>,
     inertia_valid: bool,
+    /// The velocities depend on the poses and the node rates (`ẋ`, the driven `ẍ`, the moving
+    /// frames): those of the last `Kin::motion`, valid while `motion_valid` (cleared with the
+    /// poses). The re-anchoring's path points and dopri5's right-hand side ask for forces
+    /// and `γ` at one state, each loading it.
+    motion_key: (Vec<f64>, Vec<f64>, Vec<[Vector3<f64>; 3]>),
+    motion_valid: bool,
+    /// Bumped whenever the poses or the velocities are recomputed; the snapshot was filled
+    /// at `snap_key = (generation, with velocities)`.
+    generation: u64,
+    snap_key: Option<(u64, bool)>,
     /// Which elements are read off tree joint coordinates (built at first use, also after a
     /// restored FMU state: not serialized).
     fast: FastPaths,
@@ -106,6 +116,10 @@ struct Workspace {
     direct: Vec<(usize, f64)>,
     /// Node accelerations with the state accelerations in (driver forces).
     acc_full: Vec<Sv>,
+    /// [`JointModel::saddle_residual`]'s node accelerations from `p̈` alone and the rows'
+    /// wrenches times `λ`, per node.
+    res_da: Vec<Sv>,
+    res_w: Vec<Sv>,
     psi: Vec<f64>,
     /// The mass matrix of `accelerations` (factored in place).
     m: DMatrix<f64>,
@@ -504,9 +518,25 @@ impl JointModel {
             fr.clear();
             fr.extend(ws.kin.frame.iter().map(|f| f[0]));
             ws.inertia_valid = false;
+            ws.motion_valid = false;
+            ws.generation += 1;
         }
         if !matches!(rates, Rates::None) {
-            ws.kin.motion(&self.nodes);
+            let (xd, xdd, fr) = &ws.motion_key;
+            let same_motion =
+                ws.motion_valid && *xd == ws.kin.xd && *xdd == ws.kin.xdd && *fr == ws.kin.frame;
+            if !same_motion {
+                ws.kin.motion(&self.nodes);
+                let (xd, xdd, fr) = &mut ws.motion_key;
+                xd.clear();
+                xd.extend_from_slice(&ws.kin.xd);
+                xdd.clear();
+                xdd.extend_from_slice(&ws.kin.xdd);
+                fr.clear();
+                fr.extend_from_slice(&ws.kin.frame);
+                ws.motion_valid = true;
+                ws.generation += 1;
+            }
         }
     }
 
@@ -514,6 +544,10 @@ impl JointModel {
     /// last [`JointModel::load_tree`] (`with_vel` as its rates were given).
     fn fill_snapshot(&mut self, with_vel: bool) {
         let ws = &mut self.ws;
+        if ws.snap_key == Some((ws.generation, with_vel)) {
+            return;
+        }
+        ws.snap_key = Some((ws.generation, with_vel));
         for (sf, kf) in ws.snap.frame.iter_mut().zip(&ws.kin.frame) {
             // No velocities: the moving frames' rates must not leak into `rate`.
             *sf = if with_vel {
@@ -940,6 +974,100 @@ impl JointModel {
             gamma[k] = -xi_dd + ddu;
             for bw in &cw.bodies[..cw.n] {
                 self.project_row(bw.body, &body_wrench(bw), k, jac);
+            }
+        }
+    }
+
+    /// `ρ = r − K x` of `[M Gᵀ; G 0] (p̈, λ) = (Ψ, γ)` for a given `x = (p̈, λ)`, without
+    /// forming `M` or `G`: `Ψ` as [`JointModel::forces`] gives it, then one pass with `p̈` in
+    /// (node accelerations `ΔA_i = ΔA_λ(i) + S_i p̈_i` on top of the bias accelerations):
+    /// `M p̈ = Sᵀ Σ_subtree I ΔA` plus the Euler parameters' `c e eᵀ p̈`, `Gᵀλ` as the rows'
+    /// wrenches times `λ` summed over the subtrees, and `γ − G p̈ = ü_row − ξ̈` with `ξ̈` at the
+    /// full accelerations (`ξ̈(p̈) = ξ̈(0) + G p̈`). The equations of forming `K` (a unit test
+    /// compares them); the BDF's re-anchoring evaluates it at its path points.
+    #[allow(clippy::too_many_arguments)]
+    pub fn saddle_residual(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        x: &[f64],
+        out: &mut [f64],
+    ) {
+        let nq = self.n_q();
+        let (pdd, lambda) = x.split_at(nq);
+        let (of, og) = out.split_at_mut(nq);
+        self.forces(sys, t, q, v, of);
+        // The rows read the snapshot with velocities (the recursion is the one `forces` ran).
+        self.load(sys, t, q, Rates::Full(v));
+        let n = self.nodes.len();
+        let ws = &mut self.ws;
+        ws.res_da.resize(n, Sv::zeros());
+        ws.res_w.clear();
+        ws.res_w.resize(n, Sv::zeros());
+        for (i, node) in self.nodes.iter().enumerate() {
+            let mut da = match node.parent {
+                Parent::Node(p) => ws.res_da[p],
+                _ => Sv::zeros(),
+            };
+            if let NodeCoord::Free(k) = node.coord {
+                for (l, d) in node.dofs().enumerate() {
+                    da += ws.kin.s[d] * pdd[k + l];
+                }
+            }
+            ws.res_da[i] = da;
+        }
+        for (k, &a) in self.active.iter().enumerate() {
+            let r = match self.rows[a] {
+                JRow::Element(r) => r,
+                JRow::Norm(n) => {
+                    let (col, (e, ed)) = (self.euler[n].1, self.euler_of(n, q, Some(v)));
+                    let e_pdd = (0..4).map(|d| e[d] * pdd[col + d]).sum::<f64>();
+                    og[k] = -ed.norm_squared() - e_pdd;
+                    for d in 0..4 {
+                        of[col + d] -= lambda[k] * e[d];
+                    }
+                    continue;
+                }
+            };
+            let (c, _, motion) = Self::row_coord(sys, r);
+            let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
+            let (kin, da) = (&self.ws.kin, &self.ws.res_da);
+            let (cw, xi_dd) =
+                eval_coord_wrenches_accel(sys.layout(), &self.ws.snap, c, &sys.angle_refs, |b| {
+                    let i = self.body_node[b];
+                    let (omega_dot, acc) = kin.body_acceleration_of(i, &(kin.acc[i] + da[i]));
+                    BodyAccel {
+                        omega: kin.body_velocity(i).0,
+                        omega_dot,
+                        acc,
+                    }
+                });
+            og[k] = -xi_dd + ddu;
+            for bw in &cw.bodies[..cw.n] {
+                self.ws.res_w[self.body_node[bw.body]] += lambda[k] * body_wrench(bw);
+            }
+        }
+        let ws = &mut self.ws;
+        for i in (0..n).rev() {
+            let f = ws.ib[i].mul(&ws.res_da[i]) + ws.res_w[i];
+            if let NodeCoord::Free(a) = self.nodes[i].coord {
+                for (l, d) in self.nodes[i].dofs().enumerate() {
+                    of[a + l] -= ws.kin.s[d].dot(&f);
+                }
+            }
+            // `res_w[p]` collects the parent's own wrench and its children's subtree sums.
+            if let Parent::Node(p) = self.nodes[i].parent {
+                ws.res_w[p] += f;
+            }
+        }
+        for k in 0..self.euler.len() {
+            let (a, c) = (self.euler[k].1, self.euler[k].2);
+            let (e, _) = self.euler_of(k, q, None);
+            let e_pdd = (0..4).map(|d| e[d] * pdd[a + d]).sum::<f64>();
+            for d in 0..4 {
+                of[a + d] -= c * e[d] * e_pdd;
             }
         }
     }
