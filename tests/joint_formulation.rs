@@ -2145,3 +2145,91 @@ fn saddle_residual_equals_the_formed_saddle_point_system() {
     }
     assert!(checked >= 9, "gallery models checked: {checked}");
 }
+
+/// The BDF's re-anchoring derivatives through the joint formulation's own residual pass
+/// (`saddle_residual` at every path point): `ȧ` agrees with the central difference of `a`
+/// and `a⃛` with the central difference of `ä`, each recomputed from scratch at `t ± ε` on
+/// the trajectory's Taylor path. On the suspension corner (loops, Euler parameters, the post
+/// a moving frame) and the slider-crank (a driven crank), both moving, at a state the BDF
+/// reached. The increments are the BDF's at h = 1 ms (`δ = 0.02 h`, `δ₃ = h/4`) on the
+/// corner; on the slider-crank, whose motion is slow, `δ₃ = 2.5 h`: `a⃛` carries the forward
+/// difference's error in `ȧ` by design, `O(δ_f x₂ / δ₃²)` with the multipliers' rates in
+/// `x₂` (src/integrate/reanchor.rs, `third_derivative`), which at `h/4` is 13 % of the
+/// slider-crank's `a⃛` through either path (the formed `K` gives the same).
+#[test]
+fn reanchoring_derivatives_in_joint_coordinates_agree_with_differences() {
+    use mbsfmu::integrate::reanchor::ReanchorWork;
+    for (file, delta3) in [
+        ("suspension_corner.toml", 2.5e-4),
+        ("slider_crank.toml", 2.5e-3),
+    ] {
+        let t0 = 0.05;
+        let mut sys = model(file, "joint", "");
+        for seg in sys.inputs_mut().segments.iter_mut() {
+            *seg = InputSegment {
+                t0: 0.0,
+                coeffs: [0.0, 0.4, -2.0, 30.0],
+            };
+        }
+        let x0 = sys.initial_state(0.0).unwrap();
+        let settings = Settings {
+            method: Method::Bdf,
+            rtol: 1e-8,
+            atol: 1e-8,
+            ..Settings::default()
+        };
+        let mut integ = AnyIntegrator::new(settings, sys.n_q(), sys.n_c()).unwrap();
+        integ.initialize(&mut sys, &x0).unwrap();
+        while Integrator::<System>::state(&integ).t < t0 - 1e-12 {
+            integ.step(&mut sys, t0).unwrap();
+        }
+        let x = Integrator::<System>::state(&integ).clone();
+        let (t, nq) = (x.t, sys.n_q());
+        let derivs = |sys: &mut System, s: f64, jet: &[Vec<f64>; 4]| {
+            let (s2, s3, s4, s5) = (
+                s * s / 2.0,
+                s.powi(3) / 6.0,
+                s.powi(4) / 24.0,
+                s.powi(5) / 120.0,
+            );
+            let [a, ad, add, a3] = jet;
+            let qs: Vec<f64> = (0..nq)
+                .map(|i| x.q[i] + s * x.v[i] + s2 * a[i] + s3 * ad[i] + s4 * add[i] + s5 * a3[i])
+                .collect();
+            let vs: Vec<f64> = (0..nq)
+                .map(|i| x.v[i] + s * a[i] + s2 * ad[i] + s3 * add[i] + s4 * a3[i])
+                .collect();
+            let mut w = ReanchorWork::default();
+            assert!(w
+                .rhs_derivatives(sys, t + s, &qs, &vs, 2e-5, Some(delta3))
+                .unwrap());
+            [w.a, w.adot, w.addot, w.adddot]
+        };
+        let zero = vec![0.0; nq];
+        let jet = derivs(
+            &mut sys,
+            0.0,
+            &[zero.clone(), zero.clone(), zero.clone(), zero],
+        );
+        let eps = 1e-4;
+        let (plus, minus) = (derivs(&mut sys, eps, &jet), derivs(&mut sys, -eps, &jet));
+        let (delta_f, delta3) = (1e-4 * 2e-5, 2.5e-4);
+        for (j, name) in [(1, "ȧ"), (3, "a⃛")] {
+            let scale = jet[j].iter().fold(0.0f64, |m, z| m.max(z.abs()));
+            assert!(scale > 1.0, "{file}: {name} = {:?}", jet[j]);
+            for i in 0..nq {
+                let fd = (plus[j - 1][i] - minus[j - 1][i]) / (2.0 * eps);
+                let by_design = if j == 3 {
+                    6.0 * delta_f * jet[2][i].abs() / (delta3 * delta3)
+                } else {
+                    0.0
+                };
+                assert!(
+                    (fd - jet[j][i]).abs() < 2e-3 * scale + by_design,
+                    "{file}: coordinate {i}: {name} {} vs differences {fd} (scale {scale})",
+                    jet[j][i]
+                );
+            }
+        }
+    }
+}

@@ -52,9 +52,7 @@ pub trait Mechanical {
         jac: &mut DMatrix<f64>,
         phi_t: &mut [f64],
     ) {
-        self.constraint_time_derivative(t, q, phi_t);
-        self.constraints(t, q, phi);
-        self.constraint_jacobian(t, q, jac);
+        constraint_values_by_parts(self, t, q, phi, jac, phi_t);
     }
 
     /// `Φ_q` and `γ` at one `(t, q, v)`, what the saddle-point system of the accelerations
@@ -68,8 +66,7 @@ pub trait Mechanical {
         jac: &mut DMatrix<f64>,
         gamma: &mut [f64],
     ) {
-        self.constraint_jacobian(t, q, jac);
-        self.acceleration_rhs(t, q, v, gamma);
+        constraint_jacobian_and_rhs_by_parts(self, t, q, v, jac, gamma);
     }
 
     /// `ρ = r − K x` of the accelerations' saddle-point system `K (a, λ) = r` (`K = [M Φ_qᵀ;
@@ -93,6 +90,34 @@ pub trait Mechanical {
     fn sparse_structure(&mut self) -> Option<&mut dyn SparseStructure> {
         None
     }
+}
+
+/// [`Mechanical::constraint_values`] by its three separate calls (the default, and the
+/// fallback of a system that overrides it for some configurations only).
+pub fn constraint_values_by_parts<S: Mechanical + ?Sized>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    phi: &mut [f64],
+    jac: &mut DMatrix<f64>,
+    phi_t: &mut [f64],
+) {
+    sys.constraint_time_derivative(t, q, phi_t);
+    sys.constraints(t, q, phi);
+    sys.constraint_jacobian(t, q, jac);
+}
+
+/// [`Mechanical::constraint_jacobian_and_rhs`] by its two separate calls.
+pub fn constraint_jacobian_and_rhs_by_parts<S: Mechanical + ?Sized>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+    jac: &mut DMatrix<f64>,
+    gamma: &mut [f64],
+) {
+    sys.constraint_jacobian(t, q, jac);
+    sys.acceleration_rhs(t, q, v, gamma);
 }
 
 /// Analytic derivatives of the forces (needed by implicit methods; the finite-difference

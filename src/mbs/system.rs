@@ -1548,9 +1548,7 @@ impl Mechanical for System {
         if self.joint.is_some() {
             return self.with_joint(|j, s| j.constraint_values_dense(s, t, q, phi, jac, phi_t));
         }
-        self.constraint_time_derivative(t, q, phi_t);
-        self.constraints(t, q, phi);
-        self.constraint_jacobian(t, q, jac);
+        crate::integrate::system::constraint_values_by_parts(self, t, q, phi, jac, phi_t);
     }
 
     fn constraint_jacobian_and_rhs(
@@ -1564,8 +1562,7 @@ impl Mechanical for System {
         if self.joint.is_some() {
             return self.with_joint(|j, s| j.constraint_jacobian_and_rhs(s, t, q, v, jac, gamma));
         }
-        self.constraint_jacobian(t, q, jac);
-        self.acceleration_rhs(t, q, v, gamma);
+        crate::integrate::system::constraint_jacobian_and_rhs_by_parts(self, t, q, v, jac, gamma);
     }
 
     fn saddle_residual(

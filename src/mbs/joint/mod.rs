@@ -636,6 +636,16 @@ impl JointModel {
         }
     }
 
+    /// Row `k` of `G` for the normalization of Euler-parameter entry `n` (`eᵀ` on its four
+    /// coordinates); returns `e`.
+    fn norm_row(&self, n: usize, q: &[f64], k: usize, jac: &mut DMatrix<f64>) -> Vector4<f64> {
+        let (col, e) = (self.euler[n].1, self.euler_of(n, q, None).0);
+        for d in 0..4 {
+            jac[(k, col + d)] = e[d];
+        }
+        e
+    }
+
     /// The Euler parameters and rates of entry `k` of `euler` in `(q, v)`.
     fn euler_of(&self, k: usize, q: &[f64], v: Option<&[f64]>) -> (Vector4<f64>, Vector4<f64>) {
         let a = self.euler[k].1;
@@ -807,10 +817,7 @@ impl JointModel {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
                 JRow::Norm(n) => {
-                    let (col, e) = (self.euler[n].1, self.euler_of(n, q, None).0);
-                    for d in 0..4 {
-                        jac[(k, col + d)] = e[d];
-                    }
+                    self.norm_row(n, q, k, jac);
                     continue;
                 }
             };
@@ -852,12 +859,9 @@ impl JointModel {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
                 JRow::Norm(n) => {
-                    let (col, e) = (self.euler[n].1, self.euler_of(n, q, None).0);
+                    let e = self.norm_row(n, q, k, jac);
                     phi[k] = 0.5 * (e.norm_squared() - 1.0);
                     phi_t[k] = 0.0;
-                    for d in 0..4 {
-                        jac[(k, col + d)] = e[d];
-                    }
                     continue;
                 }
             };
@@ -956,11 +960,8 @@ impl JointModel {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
                 JRow::Norm(n) => {
-                    let (col, (e, ed)) = (self.euler[n].1, self.euler_of(n, q, Some(v)));
-                    for d in 0..4 {
-                        jac[(k, col + d)] = e[d];
-                    }
-                    gamma[k] = -ed.norm_squared();
+                    self.norm_row(n, q, k, jac);
+                    gamma[k] = -self.euler_of(n, q, Some(v)).1.norm_squared();
                     continue;
                 }
             };
