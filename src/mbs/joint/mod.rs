@@ -438,6 +438,12 @@ impl JointModel {
         self.ws.fast = fast;
     }
 
+    /// Whether an active row can move with time (`FastPaths::time_rows`).
+    fn any_time_row(&mut self, sys: &System) -> bool {
+        self.ensure_fast(sys);
+        self.active.iter().any(|&a| self.ws.fast.time_rows[a])
+    }
+
     /// Whether node `i` moves when every state rate is zero: a driven joint or a moving frame
     /// on its path to ground.
     fn moves_with_time(&self, i: usize) -> bool {
@@ -846,15 +852,27 @@ impl JointModel {
         if self.active.is_empty() {
             return; // a tree: no rows, and no kinematics to load for them
         }
-        self.ensure_fast(sys);
-        let moving = |a: usize| self.ws.fast.time_rows[a];
-        let rates = if self.active.iter().any(|&a| moving(a)) {
+        jac.fill(0.0);
+        self.constraint_rows(sys, t, q, phi, jac, phi_t);
+    }
+
+    /// [`JointModel::constraint_values_dense`] into a `jac` whose entries of the rows'
+    /// pattern are zero (the sparse path zeroes only those).
+    pub(super) fn constraint_rows(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac: &mut DMatrix<f64>,
+        phi_t: &mut [f64],
+    ) {
+        let rates = if self.any_time_row(sys) {
             Rates::Rheonomic
         } else {
             Rates::None
         };
         self.load(sys, t, q, rates);
-        jac.fill(0.0);
         for (k, &a) in self.active.iter().enumerate() {
             let r = match self.rows[a] {
                 JRow::Element(r) => r,
@@ -887,9 +905,7 @@ impl JointModel {
         if self.active.is_empty() {
             return;
         }
-        self.ensure_fast(sys);
-        let moving = |a: usize| self.ws.fast.time_rows[a];
-        if self.active.iter().any(|&a| moving(a)) {
+        if self.any_time_row(sys) {
             self.load(sys, t, q, Rates::Rheonomic);
         }
         for (k, &a) in self.active.iter().enumerate() {

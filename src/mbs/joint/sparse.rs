@@ -146,8 +146,7 @@ impl JointModel {
     }
 
     /// `Φ`, the values of `G` and `Φ_t` with one recursion and one evaluation per row
-    /// ([`JointModel::constraint_values_dense`] into a scratch matrix, gathered at the
-    /// pattern).
+    /// ([`JointModel::constraint_rows`] into a scratch matrix, gathered at the pattern).
     pub fn constraint_values(
         &mut self,
         sys: &System,
@@ -161,7 +160,11 @@ impl JointModel {
             self.constraint_jacobian_pattern(sys);
         }
         let mut jac = self.take_jac_scratch();
-        self.constraint_values_dense(sys, t, q, phi, &mut jac, phi_t);
+        // Only the pattern's entries are ever written (and summed into) here.
+        for &(r, c) in &self.ws.j_pat {
+            jac[(r, c)] = 0.0;
+        }
+        self.constraint_rows(sys, t, q, phi, &mut jac, phi_t);
         for (v, &(r, c)) in jac_vals.iter_mut().zip(&self.ws.j_pat) {
             *v = jac[(r, c)];
         }
