@@ -2233,3 +2233,165 @@ fn reanchoring_derivatives_in_joint_coordinates_agree_with_differences() {
         }
     }
 }
+
+/// A planar mechanism in a tilted plane (normal (1, 2, 2)/3): a bar on a moving frame, a
+/// slider travelling along it, a second bar on the slider. The inertias have products with the
+/// normal, gravity and the frame's motion have components across the plane, and a
+/// point-to-point spring acts through the element layer's wrenches: everything the planar
+/// recursion must ignore or project.
+const TILTED_PLANAR: &str = r#"
+[model]
+name = "tilted_planar"
+formulation = "joint"
+gravity = [1.0, -9.81, 3.0]
+
+[[inputs]]
+name = "s"
+
+[[frames]]
+name = "base"
+position = ["0.3*s", "-0.2*s", "0.5*s"]
+
+[[bodies]]
+name = "bar1"
+mass = 2.0
+inertia = { xx = 0.2, yy = 0.3, zz = 0.25, xy = 0.01, xz = -0.02, yz = 0.015 }
+position = ["2/sqrt(5)", "-1/sqrt(5)", 0.0]
+
+[[bodies]]
+name = "slider"
+mass = 0.7
+inertia = { xx = 0.02, yy = 0.03, zz = 0.025, xy = -0.004, xz = 0.002, yz = 0.001 }
+position = ["4/sqrt(5)", "-2/sqrt(5)", 0.0]
+
+[[bodies]]
+name = "bar2"
+mass = 1.1
+inertia = { xx = 0.1, yy = 0.12, zz = 0.08, xy = 0.003, xz = 0.005, yz = -0.002 }
+position = ["4/sqrt(5) + 0.8*2/(3*sqrt(5))", "-2/sqrt(5) + 0.8*4/(3*sqrt(5))", "-0.8*5/(3*sqrt(5))"]
+
+[[joints]]
+name = "shoulder"
+type = "revolute"
+body1 = "base"
+body2 = "bar1"
+point = [0.0, 0.0, 0.0]
+axis = ["1/3", "2/3", "2/3"]
+
+[[joints]]
+name = "rail"
+type = "prismatic"
+body1 = "bar1"
+body2 = "slider"
+point = ["4/sqrt(5)", "-2/sqrt(5)", 0.0]
+axis = ["2/sqrt(5)", "-1/sqrt(5)", 0.0]
+
+[[joints]]
+name = "elbow"
+type = "revolute"
+body1 = "slider"
+body2 = "bar2"
+point = ["4/sqrt(5)", "-2/sqrt(5)", 0.0]
+axis = ["-1/3", "-2/3", "-2/3"]
+
+[[forces]]
+name = "shoulder_spring"
+type = "rotational_spring_damper"
+joint = "shoulder"
+stiffness = 40.0
+damping = 1.5
+
+[[forces]]
+name = "tether"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.5, 1.0, -0.3]
+body2 = "bar2"
+point2 = ["4/sqrt(5) + 1.2*2/(3*sqrt(5))", "-2/sqrt(5) + 1.2*4/(3*sqrt(5))", "-1.2*5/(3*sqrt(5))"]
+stiffness = 300.0
+damping = 4.0
+free_length = 1.0
+"#;
+
+/// Planar trees (`src/mbs/joint/planar.rs`): `M` and `Ψ` by the planar recursion against the
+/// spatial one (the fast paths off: world-frame CRBA and Newton–Euler, elements through the
+/// general path), on every gallery model in joint coordinates and on `TILTED_PLANAR`, at
+/// moving states with moving inputs. The planar path is taken where the tree is planar
+/// (checked), and not taken on the 3-D models.
+#[test]
+fn planar_trees_match_the_spatial_recursion() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let mut cases: Vec<(String, System)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("toml"))
+        .map(|p| {
+            let file = p.file_name().unwrap().to_str().unwrap().to_owned();
+            let sys = model(&file, "joint", "");
+            (file, sys)
+        })
+        .collect();
+    let spec = mbsfmu::mbs::load_model_str(TILTED_PLANAR, Path::new("tilted.toml")).unwrap();
+    cases.push(("tilted".into(), System::new(Arc::new(spec)).unwrap()));
+    let mut planar = Vec::new();
+    for (file, mut sys) in cases {
+        for (i, seg) in sys.inputs_mut().segments.iter_mut().enumerate() {
+            *seg = InputSegment {
+                t0: 0.0,
+                coeffs: [0.01 * i as f64, 0.3, -0.7, 1.9],
+            };
+        }
+        let x0 = sys.initial_state(0.0).unwrap();
+        let nq = sys.n_q();
+        let mut worst = 0.0f64;
+        for (t, shift) in [(0.17, 0.02), (0.9, -0.3), (1.6, 0.7)] {
+            let q: Vec<f64> = (0..nq)
+                .map(|i| x0.q[i] + shift * (i as f64 + 1.0).sin())
+                .collect();
+            let v: Vec<f64> = (0..nq)
+                .map(|i| 0.8 * (1.3 * i as f64 + 0.4 + t).cos())
+                .collect();
+            let mut m = [DMatrix::zeros(nq, nq), DMatrix::zeros(nq, nq)];
+            let mut f = [vec![0.0; nq], vec![0.0; nq]];
+            for (k, on) in [true, false].into_iter().enumerate() {
+                sys.set_joint_fast_paths(on);
+                sys.mass_matrix(t, &q, &mut m[k]);
+                sys.forces(t, &q, &v, &mut f[k]);
+            }
+            sys.set_joint_fast_paths(true);
+            let m_scale = m[1].amax().max(1e-300);
+            let f_scale = f[1].iter().fold(1.0f64, |a, x| a.max(x.abs()));
+            worst = worst.max((&m[0] - &m[1]).amax() / m_scale);
+            for i in 0..nq {
+                worst = worst.max((f[0][i] - f[1][i]).abs() / f_scale);
+            }
+        }
+        assert!(
+            worst <= 1e-12,
+            "{file}: planar against spatial, worst {worst:e}"
+        );
+        if sys.joint_planar_tree() == Some(true) {
+            planar.push(file);
+        }
+    }
+    planar.sort();
+    // The plane-bound gallery models, and the tilted one; not the spherical chain, the
+    // suspension corner or the quarter cars' vertical models with 3-D bodies.
+    for must in [
+        "double_pendulum_stiff.toml",
+        "four_link.toml",
+        "slider_crank.toml",
+        "tilted",
+    ] {
+        assert!(
+            planar.iter().any(|p| p == must),
+            "{must} not planar: {planar:?}"
+        );
+    }
+    for never in ["spherical_chain.toml", "suspension_corner.toml"] {
+        assert!(
+            !planar.iter().any(|p| p == never),
+            "{never} taken as planar"
+        );
+    }
+}

@@ -177,6 +177,12 @@ fn no_time() -> f64 {
     f64::NAN
 }
 
+/// A process-wide unique id for a set of body data ([`System::bodies_id`]).
+fn fresh_bodies_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The multibody system. Plain data: `Clone + Serialize` (FMU state copies it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct System {
@@ -185,6 +191,11 @@ pub struct System {
     pub(super) inputs: InputSignals,
     pub(super) layout: Layout,
     pub(super) bodies: Vec<BodyData>,
+    /// Names the contents of `bodies`: a fresh id at every build and every deserialization,
+    /// kept by a clone (whose bodies are the same), so that caches of values computed from
+    /// the mass data compare one number instead of the data.
+    #[serde(skip, default = "fresh_bodies_id")]
+    pub(super) bodies_id: u64,
     pub(super) gravity: Vector3<f64>,
     pub(super) motions: Vec<MotionSlot>,
     /// The time at which built-in motions are evaluated by their right limits (where the
@@ -292,6 +303,7 @@ impl System {
             layout,
             params,
             bodies: Vec::new(),
+            bodies_id: 0,
             gravity: Vector3::zeros(),
             motions: Vec::new(),
             motion_right_at: f64::NAN,
@@ -360,6 +372,12 @@ impl System {
         if let Some(j) = self.joint.as_mut() {
             j.set_fast_paths(on);
         }
+    }
+
+    /// Whether the joint formulation's tree is planar (`M` and `Ψ` by the planar recursion;
+    /// `None` in the absolute formulation or before the first evaluation); for tests.
+    pub fn joint_planar_tree(&self) -> Option<bool> {
+        self.joint.as_ref().and_then(|j| j.planar_tree())
     }
 
     /// How many force terms the joint formulation evaluates on a tree joint's own coordinate
@@ -916,6 +934,7 @@ impl System {
         }
         let first_build = self.angle_refs.is_empty() && !angle_coords.is_empty();
         self.bodies = bodies;
+        self.bodies_id = fresh_bodies_id();
         self.gravity = gravity;
         self.excitation_slots = (0..motions.len())
             .filter(|&i| motions[i].is_excitation())

@@ -326,6 +326,7 @@ impl JointModel {
         let mut psi = vec![0.0; self.n_q()];
         // Fills the recursion, the inertias and the subtree sums F (applied wrenches in).
         self.forces_with(sys, t, q, v, &mut psi, false);
+        self.inertia_matrices();
         let coords: Vec<&Coord> = sys.terms.iter().map(|tm| &tm.coord).collect();
         let mut applied = self.linearize(sys, &coords, true, |k, cv| {
             sys.term_law(k, cv.val, cv.rate, t)
@@ -356,6 +357,7 @@ impl JointModel {
     ) {
         self.load(sys, t, q, Rates::None);
         self.inertias(sys);
+        self.inertia_matrices();
         let nn = self.nodes.len();
         let (zv, zx) = (vec![Sv::zeros(); nn], vec![0.0; self.n_dof]);
         let mut xdd = vec![0.0; self.n_dof];

@@ -30,6 +30,7 @@ mod contact_friction;
 pub mod crba;
 mod derivatives;
 pub mod kinematics;
+mod planar;
 pub mod rnea;
 mod sparse;
 mod tires;
@@ -93,10 +94,17 @@ struct Workspace {
     /// of the poses in `kin` (a BDF residual asks for `M` and `Ψ` at the same state).
     pose_key: Option<(Vec<f64>, Vec<Vector3<f64>>)>,
     /// The inertias depend on the poses and the bodies' mass data (parameters may change it):
-    /// the mass data they were computed with, valid while `inertia_valid` (cleared when the
-    /// poses change; the vector is reused).
-    inertia_key: Vec<(f64, nalgebra::Matrix3<f64>)>,
+    /// the mass data they were computed with (`System::bodies_id`), valid while
+    /// `inertia_valid` (cleared when the poses change).
+    inertia_key: u64,
     inertia_valid: bool,
+    /// Bumped whenever the inertias are recomputed (the planar projections' key, with
+    /// `generation`).
+    inertia_gen: u64,
+    /// `i6` holds the inertias of `inertia_gen == i6_gen` (made only for the Jacobians).
+    i6_gen: u64,
+    /// A planar tree's projections of the recursion (`planar.rs`).
+    planar: planar::PlanarWs,
     /// The velocities depend on the poses and the node rates (`ẋ`, the driven `ẍ`, the moving
     /// frames): those of the last `Kin::motion`, valid while `motion_valid` (cleared with the
     /// poses). The re-anchoring's path points and dopri5's right-hand side ask for forces
@@ -158,6 +166,10 @@ struct FastPaths {
     /// rates is exactly zero, and the BDF residual asks for `∂g/∂t` at every evaluation (on
     /// the rig's corner, whose post is a moving frame that no loop touches, 8 % of its run).
     time_rows: Vec<bool>,
+    /// The plane of a planar tree (`planar.rs`), decided at the first loaded pose after the
+    /// build (`plane_checked`).
+    plane: Option<planar::Plane>,
+    plane_checked: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -359,16 +371,28 @@ impl JointModel {
         self.ws.general_only = !on;
     }
 
+    /// Whether the tree moves in one plane and `M` and `Ψ` run the planar recursion
+    /// (`planar.rs`; decided at the first evaluation, `None` before it).
+    pub fn planar_tree(&self) -> Option<bool> {
+        let f = &self.ws.fast;
+        (f.built && f.plane_checked).then_some(f.plane.is_some())
+    }
+
     pub fn tree_coordinate_terms(&mut self, sys: &System) -> usize {
         self.ensure_fast(sys);
         self.ws.fast.terms.iter().filter(|t| t.is_some()).count()
     }
 
     /// Build [`FastPaths`] once.
+    #[inline]
     fn ensure_fast(&mut self, sys: &System) {
-        if self.ws.fast.built {
-            return;
+        if !self.ws.fast.built {
+            self.build_fast(sys);
         }
+    }
+
+    #[cold]
+    fn build_fast(&mut self, sys: &System) {
         let mut fast = FastPaths {
             built: true,
             terms: vec![None; sys.terms.len()],
@@ -376,6 +400,8 @@ impl JointModel {
             drivers: vec![None; sys.spec().drivers.len()],
             all_terms: false,
             time_rows: Vec::new(),
+            plane: None,
+            plane_checked: false,
         };
         for node in &self.nodes {
             let Some(j) = node.joint else { continue };
@@ -582,30 +608,17 @@ impl JointModel {
 
     /// Body spatial inertias at the current poses, and the composite inertias of the CRBA.
     fn inertias(&mut self, sys: &System) {
-        let mass = |n: &Node| {
-            n.body.map_or((0.0, nalgebra::Matrix3::zeros()), |b| {
-                (sys.bodies[b].mass, sys.bodies[b].inertia)
-            })
-        };
         let ws = &mut self.ws;
-        if ws.inertia_valid
-            && ws.inertia_key.len() == self.nodes.len()
-            && self
-                .nodes
-                .iter()
-                .zip(&ws.inertia_key)
-                .all(|(n, mj)| mass(n) == *mj)
-        {
+        if ws.inertia_valid && ws.inertia_key == sys.bodies_id {
             return;
         }
-        ws.inertia_key.clear();
-        ws.inertia_key.extend(self.nodes.iter().map(mass));
+        ws.inertia_key = sys.bodies_id;
         ws.inertia_valid = true;
+        ws.inertia_gen += 1;
         for (i, node) in self.nodes.iter().enumerate() {
             let Some(b) = node.body else {
                 // The massless node of a free body's translations.
                 self.ws.ib[i] = Inertia::ZERO;
-                self.ws.i6[i] = Matrix6::zeros();
                 continue;
             };
             let bd = &sys.bodies[b];
@@ -616,9 +629,21 @@ impl JointModel {
                 &(a * bd.inertia * a.transpose()),
             );
             self.ws.ib[i] = ib;
-            self.ws.i6[i] = ib.matrix();
         }
         crba::composite_inertias(&self.nodes, &self.ws.ib, &mut self.ws.ic);
+    }
+
+    /// The body inertias as 6 × 6 matrices (`ws.i6`, for the Jacobians' tangents, which
+    /// multiply them by many vectors), after [`JointModel::inertias`]; the evaluations
+    /// themselves use the compact form.
+    fn inertia_matrices(&mut self) {
+        let ws = &mut self.ws;
+        if ws.i6_gen != ws.inertia_gen {
+            for (m, ib) in ws.i6.iter_mut().zip(&ws.ib) {
+                *m = ib.matrix();
+            }
+            ws.i6_gen = ws.inertia_gen;
+        }
     }
 
     /// The wrench at the world origin equivalent to a body gradient (virtual power:
@@ -710,11 +735,44 @@ impl JointModel {
     fn mass_matrix_entries(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
         self.load_tree(sys, t, q, Rates::None);
         self.inertias(sys);
-        self.mass_matrix_loaded(q, m);
+        self.mass_matrix_loaded(sys, q, m);
+    }
+
+    /// Whether the tree is planar (`ws.fast.plane`), with the planar projections of the
+    /// loaded recursion and inertias made (false also with the fast paths off). After
+    /// [`JointModel::load_tree`] and [`JointModel::inertias`].
+    fn planar_loaded(&mut self, sys: &System) -> bool {
+        if self.ws.general_only {
+            return false;
+        }
+        self.ensure_fast(sys);
+        let n_q = self.n_q();
+        let ws = &mut self.ws;
+        if !ws.fast.plane_checked {
+            // Exactly parallel axes in the model give parallel axes to round-off.
+            ws.fast.plane = planar::Plane::detect(&self.nodes, &ws.kin.s, 1e-12);
+            ws.fast.plane_checked = true;
+            ws.planar.layout(&self.nodes, n_q);
+        }
+        let Some(plane) = &ws.fast.plane else {
+            return false;
+        };
+        let key = (ws.generation, ws.inertia_gen);
+        if ws.planar.key != Some(key) {
+            let k = &ws.kin;
+            ws.planar
+                .project(plane, &self.nodes, &k.s, &ws.ib, &k.vel, &k.acc);
+            ws.planar.key = Some(key);
+        }
+        true
     }
 
     /// The mass matrix's entries from the loaded poses and inertias (any rates).
-    fn mass_matrix_loaded(&mut self, q: &[f64], m: &mut DMatrix<f64>) {
+    fn mass_matrix_loaded(&mut self, sys: &System, q: &[f64], m: &mut DMatrix<f64>) {
+        if self.planar_loaded(sys) {
+            planar::mass_matrix_entries(&self.ws.planar, m);
+            return; // no Euler parameters in a planar tree
+        }
         crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.ic, m);
         for k in 0..self.euler.len() {
             let (a, c) = (self.euler[k].1, self.euler[k].2);
@@ -729,8 +787,9 @@ impl JointModel {
     }
 
     /// `Ψ`; with `fast`, the elements on tree joint coordinates enter `Ψ` directly instead of
-    /// as wrenches (`ws.w` and the subtree sums then lack them: the position Jacobian's
-    /// tangents and the driver forces want them in, and call this without).
+    /// as wrenches, and a planar tree runs the planar recursion (`ws.w` then lacks those
+    /// elements and `ws.f`, the subtree sums, is not filled: the position Jacobian's tangents
+    /// and the driver forces want both, and call this without).
     pub(super) fn forces_with(
         &mut self,
         sys: &System,
@@ -779,7 +838,15 @@ impl JointModel {
         }
         self.add_tire_wrenches(sys, t);
         self.add_contact_friction_wrenches(sys, t);
+        let planar = fast && self.planar_loaded(sys);
         let ws = &mut self.ws;
+        if let (true, Some(plane)) = (planar, &ws.fast.plane) {
+            planar::bias_forces(plane, &self.nodes, &mut ws.planar, &sys.gravity, &ws.w, f);
+            for &(a, force) in &ws.direct {
+                f[a] += force;
+            }
+            return;
+        }
         rnea::bias_forces(
             &self.nodes,
             &ws.kin.s,
@@ -1143,7 +1210,7 @@ impl JointModel {
             self.inertias(sys);
             // The CRBA writes the entries of coordinates on one root path only.
             m.fill(0.0);
-            self.mass_matrix_loaded(q, &mut m);
+            self.mass_matrix_loaded(sys, q, &mut m);
             let fast = !self.ws.general_only;
             self.forces_loaded(sys, t, acc, fast);
             let ok = ldlt_solve(&mut m, acc);
@@ -1202,6 +1269,7 @@ impl JointModel {
     ) {
         self.load(sys, t, q, Rates::Full(v));
         self.inertias(sys);
+        self.inertia_matrices();
         let n = self.n_q();
         let nn = self.nodes.len();
         let (mut dv, mut da, mut df) = (

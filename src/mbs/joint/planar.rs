@@ -1,0 +1,345 @@
+//! Planar trees: `M` and `Ψ` in three numbers per spatial quantity instead of six.
+//!
+//! When every tree joint moves its body within one plane (revolute axes parallel to a common
+//! unit normal `n`, prismatic axes and planar joints' travels perpendicular to it), every
+//! motion subspace `S` has the angular part along `n` and the linear part in the plane, and it
+//! stays so at every pose the tree can reach (a rotation about `n` keeps `n`, a translation in
+//! the plane keeps the plane). Then `M = Sᵀ I S` and `Ψ = −Sᵀ f` read only the in-plane part
+//! of each quantity: the moment about `n` and the force in the plane. Those follow from the
+//! in-plane parts alone: the mass `m`, the first moment's in-plane part `h`, the rotational
+//! inertia `J` about the `n` axis through the origin, the velocities' `ω` along `n` and the
+//! in-plane velocity of the point at the origin. Out-of-plane motion of a moving frame, gravity
+//! across the plane and products of inertia with `n` load the joints only with reactions, which
+//! `M` and `Ψ` do not contain. So the planar recursion gives the same `M` and `Ψ` as
+//! [`super::crba`] and [`super::rnea`] (to round-off), with about a quarter of the flops: a
+//! small tree such as the stiff double pendulum spends most of its evaluation in them.
+//!
+//! Planar vectors `[ω; x; y]` are the projections of the world-frame spatial vectors of
+//! [`super::kinematics`] on `(n; e₁, e₂)`, `e₁ × e₂ = n`.
+
+use super::kinematics::{ang, lin, Inertia, Sv};
+use super::tree::{Node, NodeCoord, NodeKind, Parent};
+use nalgebra::{DMatrix, Vector3};
+
+/// A planar motion or force vector `[ω; x; y]` (moment about `n` for a force). Plain
+/// fields: the recursions of a small tree are a few dozen of these operations, which
+/// nalgebra's generic loops do not always unroll.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pv {
+    pub w: f64,
+    pub x: f64,
+    pub y: f64,
+}
+
+impl Pv {
+    #[inline]
+    pub const fn new(w: f64, x: f64, y: f64) -> Pv {
+        Pv { w, x, y }
+    }
+    #[inline]
+    pub fn dot(&self, o: &Pv) -> f64 {
+        self.w * o.w + self.x * o.x + self.y * o.y
+    }
+}
+
+impl std::ops::Add for Pv {
+    type Output = Pv;
+    #[inline]
+    fn add(self, o: Pv) -> Pv {
+        Pv::new(self.w + o.w, self.x + o.x, self.y + o.y)
+    }
+}
+
+impl std::ops::Sub for Pv {
+    type Output = Pv;
+    #[inline]
+    fn sub(self, o: Pv) -> Pv {
+        Pv::new(self.w - o.w, self.x - o.x, self.y - o.y)
+    }
+}
+
+impl std::ops::AddAssign for Pv {
+    #[inline]
+    fn add_assign(&mut self, o: Pv) {
+        *self = *self + o;
+    }
+}
+
+/// The plane: its normal and two in-plane axes (world frame).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plane {
+    pub n: Vector3<f64>,
+    pub e1: Vector3<f64>,
+    pub e2: Vector3<f64>,
+}
+
+/// A planar spatial inertia at the origin: mass, in-plane first moment `m c`, rotational
+/// inertia about the normal through the origin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PInertia {
+    pub m: f64,
+    pub hx: f64,
+    pub hy: f64,
+    pub j: f64,
+}
+
+impl PInertia {
+    /// `I v`: `[J ω + hₓ v_y − h_y vₓ; m vₓ − ω h_y; m v_y + ω hₓ]` (the in-plane part of
+    /// `Inertia::mul`).
+    #[inline]
+    pub fn mul(&self, v: &Pv) -> Pv {
+        Pv::new(
+            self.j * v.w + self.hx * v.y - self.hy * v.x,
+            self.m * v.x - v.w * self.hy,
+            self.m * v.y + v.w * self.hx,
+        )
+    }
+
+    fn add(&mut self, o: &PInertia) {
+        self.m += o.m;
+        self.hx += o.hx;
+        self.hy += o.hy;
+        self.j += o.j;
+    }
+}
+
+/// Motion cross force `v ×* f` in the plane.
+#[inline]
+pub fn crf(v: &Pv, f: &Pv) -> Pv {
+    Pv::new(v.x * f.y - v.y * f.x, -v.w * f.y, v.w * f.x)
+}
+
+impl Plane {
+    /// The plane of the tree's motion, if every node moves in one: each node is revolute,
+    /// prismatic, fixed, planar or a particle's planar translation, and every subspace `s`
+    /// (at the loaded pose) has its angular part along one normal and its linear part, for
+    /// a translation, perpendicular to it, to `tol` relative. `None` for anything else (a
+    /// spherical, universal or cylindrical joint, free bodies, a tree without a rotation).
+    pub fn detect(nodes: &[Node], s: &[Sv], tol: f64) -> Option<Plane> {
+        let planar_kind = |k: NodeKind| {
+            matches!(
+                k,
+                NodeKind::Revolute
+                    | NodeKind::Prismatic
+                    | NodeKind::Fixed
+                    | NodeKind::Planar
+                    | NodeKind::PlanarTranslation
+            )
+        };
+        if !nodes.iter().all(|n| planar_kind(n.kind)) {
+            return None;
+        }
+        let dofs = || nodes.iter().flat_map(|n| n.dofs());
+        let n = dofs()
+            .map(|d| ang(&s[d]))
+            .find(|a| a.norm() > 0.0)?
+            .normalize();
+        for d in dofs() {
+            let (a, l) = (ang(&s[d]), lin(&s[d]));
+            let an = a.norm();
+            if an > 0.0 {
+                if a.cross(&n).norm() > tol * an {
+                    return None;
+                }
+            } else if l.dot(&n).abs() > tol * l.norm() {
+                return None;
+            }
+        }
+        // Any in-plane axis will do: the one from the smallest component of `n`.
+        let k = n.iamin();
+        let mut u = Vector3::zeros();
+        u[k] = 1.0;
+        let e1 = (u - n * n[k]).normalize();
+        Some(Plane {
+            n,
+            e1,
+            e2: n.cross(&e1),
+        })
+    }
+
+    /// A motion vector's planar part.
+    #[inline]
+    pub fn motion(&self, v: &Sv) -> Pv {
+        let (a, l) = (ang(v), lin(v));
+        Pv::new(a.dot(&self.n), l.dot(&self.e1), l.dot(&self.e2))
+    }
+
+    /// A force vector's planar part (the same projection: moment about `n`, in-plane force).
+    #[inline]
+    pub fn force(&self, f: &Sv) -> Pv {
+        self.motion(f)
+    }
+
+    pub fn inertia(&self, i: &Inertia) -> PInertia {
+        PInertia {
+            m: i.m,
+            hx: i.h.dot(&self.e1),
+            hy: i.h.dot(&self.e2),
+            j: self.n.dot(&(i.j * self.n)),
+        }
+    }
+}
+
+/// The planar recursion's workspace: the projections of the loaded recursion (`s` per dof,
+/// the rest per node), valid for the key they were made at.
+#[derive(Debug, Clone, Default)]
+pub struct PlanarWs {
+    pub key: Option<(u64, u64)>,
+    /// Per free dof: `(node, dof, state coordinate, range of targets)`; per target of the
+    /// mass matrix the row dof and the entry and its mirror as indices into the column-major
+    /// `n_q × n_q` matrix (`layout`).
+    cols: Vec<(usize, usize, usize, std::ops::Range<usize>)>,
+    targets: Vec<(usize, usize, usize)>,
+    n_q: usize,
+    pub s: Vec<Pv>,
+    pub ib: Vec<PInertia>,
+    pub ic: Vec<PInertia>,
+    pub vel: Vec<Pv>,
+    pub acc: Vec<Pv>,
+    pub f: Vec<Pv>,
+}
+
+impl PlanarWs {
+    /// The CRBA's pattern (`cols`, `targets`): each free dof against its own node's and its
+    /// ancestors' free dofs.
+    pub fn layout(&mut self, nodes: &[Node], n_q: usize) {
+        self.cols.clear();
+        self.targets.clear();
+        self.n_q = n_q;
+        for (i, node) in nodes.iter().enumerate() {
+            let NodeCoord::Free(a) = node.coord else {
+                continue;
+            };
+            for (k, dk) in node.dofs().enumerate() {
+                let lo = self.targets.len();
+                let mut j = Parent::Node(i);
+                while let Parent::Node(jn) = j {
+                    if let NodeCoord::Free(b) = nodes[jn].coord {
+                        for (l, dl) in nodes[jn].dofs().enumerate() {
+                            let (r, c) = (a + k, b + l);
+                            self.targets.push((dl, r + c * n_q, c + r * n_q));
+                        }
+                    }
+                    j = nodes[jn].parent;
+                }
+                self.cols.push((i, dk, a + k, lo..self.targets.len()));
+            }
+        }
+    }
+
+    /// Projects subspaces, body and composite inertias, velocities and bias accelerations.
+    pub fn project(
+        &mut self,
+        plane: &Plane,
+        nodes: &[Node],
+        s: &[Sv],
+        ib: &[Inertia],
+        vel: &[Sv],
+        acc: &[Sv],
+    ) {
+        let n = nodes.len();
+        self.s.clear();
+        self.s.extend(s.iter().map(|x| plane.motion(x)));
+        self.ib.clear();
+        self.ib.extend(ib.iter().map(|i| plane.inertia(i)));
+        self.ic.clear();
+        self.ic.extend_from_slice(&self.ib);
+        for i in (0..n).rev() {
+            if let Parent::Node(p) = nodes[i].parent {
+                let c = self.ic[i];
+                self.ic[p].add(&c);
+            }
+        }
+        self.vel.clear();
+        self.vel.extend(vel.iter().map(|v| plane.motion(v)));
+        self.acc.clear();
+        self.acc.extend(acc.iter().map(|a| plane.motion(a)));
+        self.f.resize(n, Pv::default());
+    }
+}
+
+/// [`super::crba::mass_matrix_entries`] in the plane: writes the entries of coordinates on one
+/// root path (the pattern of [`PlanarWs::layout`], for this `m`'s size).
+pub fn mass_matrix_entries(ws: &PlanarWs, m: &mut DMatrix<f64>) {
+    assert_eq!(
+        m.shape(),
+        (ws.n_q, ws.n_q),
+        "planar mass matrix of another size"
+    );
+    let a = m.as_mut_slice();
+    for (i, dk, _, range) in &ws.cols {
+        let f = ws.ic[*i].mul(&ws.s[*dk]);
+        for &(dl, ix, iy) in &ws.targets[range.clone()] {
+            let v = ws.s[dl].dot(&f);
+            a[ix] = v;
+            a[iy] = v;
+        }
+    }
+}
+
+/// [`super::rnea::bias_forces`] in the plane: `psi` from the projected recursion, gravity `g`
+/// and the applied wrenches `w_ext` (world frame, at the origin; projected here).
+pub fn bias_forces(
+    plane: &Plane,
+    nodes: &[Node],
+    ws: &mut PlanarWs,
+    gravity: &Vector3<f64>,
+    w_ext: &[Sv],
+    psi: &mut [f64],
+) {
+    let ag = Pv::new(0.0, -gravity.dot(&plane.e1), -gravity.dot(&plane.e2));
+    let it = ws.ib.iter().zip(&ws.vel).zip(&ws.acc).zip(w_ext);
+    for (f, (((ib, v), a), w)) in ws.f.iter_mut().zip(it) {
+        *f = ib.mul(&(*a + ag)) + crf(v, &ib.mul(v)) - plane.force(w);
+    }
+    for (i, node) in nodes.iter().enumerate().rev() {
+        if let Parent::Node(p) = node.parent {
+            let fi = ws.f[i];
+            ws.f[p] += fi;
+        }
+    }
+    for &(i, d, a, _) in &ws.cols {
+        psi[a] = -ws.s[d].dot(&ws.f[i]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kinematics::{crf as crf6, sv};
+    use super::*;
+    use nalgebra::Matrix3;
+
+    /// The planar operations are the projections of the spatial ones for in-plane motions,
+    /// with any out-of-plane parts in the inertia and the forces (which they must ignore).
+    #[test]
+    fn planar_operations_are_projections_of_the_spatial_ones() {
+        let n = Vector3::new(0.3, -0.5, 0.8).normalize();
+        let e1 = Vector3::new(1.0, 0.0, 0.0);
+        let e1 = (e1 - n * n.dot(&e1)).normalize();
+        let plane = Plane {
+            n,
+            e1,
+            e2: n.cross(&e1),
+        };
+        let in_plane = |w: f64, x: f64, y: f64| sv(&(w * n), &(x * plane.e1 + y * plane.e2));
+        let (v, m) = (in_plane(1.3, -0.7, 2.1), in_plane(-0.4, 0.9, 0.25));
+        // A general force and inertia: out-of-plane parts present.
+        let f = Sv::new(0.3, -1.1, 0.7, 2.0, 0.4, -0.9);
+        let jc = Matrix3::new(2.0, 0.3, -0.2, 0.3, 1.5, 0.1, -0.2, 0.1, 1.1);
+        let inertia = Inertia::of_body(3.5, &Vector3::new(0.4, -1.2, 0.6), &jc);
+        let pi = plane.inertia(&inertia);
+        let norm = |a: Pv| a.dot(&a).sqrt();
+        let close = |a: Pv, b: Pv| norm(a - b) <= 1e-13 * (1.0 + norm(b));
+        assert!(close(
+            pi.mul(&plane.motion(&v)),
+            plane.force(&inertia.mul(&v))
+        ));
+        assert!(close(
+            crf(&plane.motion(&v), &plane.force(&f)),
+            plane.force(&crf6(&v, &f))
+        ));
+        // The dot product of a motion and a force: only in-plane parts meet.
+        let s = plane.motion(&m);
+        assert!((s.dot(&plane.force(&f)) - m.dot(&f)).abs() < 1e-13);
+    }
+}
