@@ -2362,8 +2362,8 @@ fn planar_trees_match_the_spatial_recursion() {
             let m_scale = m[1].amax().max(1e-300);
             let f_scale = f[1].iter().fold(1.0f64, |a, x| a.max(x.abs()));
             worst = worst.max((&m[0] - &m[1]).amax() / m_scale);
-            for i in 0..nq {
-                worst = worst.max((f[0][i] - f[1][i]).abs() / f_scale);
+            for (x, y) in f[0].iter().zip(&f[1]) {
+                worst = worst.max((x - y).abs() / f_scale);
             }
         }
         assert!(
