@@ -11,8 +11,9 @@
 //! in-plane velocity of the point at the origin. Out-of-plane motion of a moving frame, gravity
 //! across the plane and products of inertia with `n` load the joints only with reactions, which
 //! `M` and `Ψ` do not contain. So the planar recursion gives the same `M` and `Ψ` as
-//! [`super::crba`] and [`super::rnea`] (to round-off), with about a quarter of the flops: a
-//! small tree such as the stiff double pendulum spends most of its evaluation in them.
+//! [`super::crba`] and [`super::rnea`] (to round-off), with about a quarter of the flops (at one
+//! state, where the poses are cached, they were half of the stiff double pendulum's
+//! evaluation; docs/benchmarks.md, "One evaluation, session 13").
 //!
 //! Planar vectors `[ω; x; y]` are the projections of the world-frame spatial vectors of
 //! [`super::kinematics`] on `(n; e₁, e₂)`, `e₁ × e₂ = n`.
