@@ -1552,3 +1552,25 @@ fn cli_simulate_keeps_the_outputs_computed_before_a_failure() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `mbsfmu check` says which recursion the joint formulation's tree runs: the planar one for
+/// the stiff double pendulum and the slider-crank (every tree joint about parallel axes), the
+/// spatial one for the suspension corner (ball joints).
+#[test]
+fn cli_check_says_whether_the_joint_tree_is_planar() {
+    let model = |name: &str| format!("{}/models/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    for (name, planar) in [
+        ("double_pendulum_stiff", true),
+        ("slider_crank", true),
+        ("suspension_corner", false),
+    ] {
+        let (code, out, err) = mbsfmu(&["check", &model(name)]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("M and Ψ by the"))
+            .unwrap_or_else(|| panic!("{name}: no recursion line in\n{out}"));
+        assert_eq!(line.contains("planar tree"), planar, "{name}: {line}");
+        assert_eq!(line.contains("spatial tree"), !planar, "{name}: {line}");
+    }
+}

@@ -19,6 +19,11 @@ pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
         "  assembly at t = {t0}: {} coordinates, {} constraint equations ({} independent), {} degrees of freedom\n",
         r.n_coordinates, r.n_equations, r.n_independent, r.dof
     );
+    // The joint formulation decides at its first evaluation whether the tree is planar.
+    let planar = sys
+        .accelerations(t0, &x.q, &x.v)
+        .ok()
+        .and_then(|_| sys.joint_planar_tree());
     if let Some(j) = sys.joint_model() {
         let names = |js: &[usize]| -> String {
             let v: Vec<&str> = js.iter().map(|&i| spec.joints[i].name.as_str()).collect();
@@ -43,6 +48,11 @@ pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
                 free.join(", ")
             }
         ));
+        s.push_str(match planar {
+            Some(true) => "  joint coordinates: planar tree (every tree joint moves in one plane): M and Ψ by the planar recursion\n",
+            Some(false) => "  joint coordinates: spatial tree: M and Ψ by the spatial recursion\n",
+            None => "",
+        });
     }
     if r.dropped.is_empty() {
         s.push_str("  no redundant constraints\n");
