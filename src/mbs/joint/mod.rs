@@ -761,7 +761,7 @@ impl JointModel {
         if ws.planar.key != Some(key) {
             let k = &ws.kin;
             ws.planar
-                .project(plane, &self.nodes, &k.s, &ws.ib, &k.vel, &k.acc);
+                .project(plane, &k.s, &ws.ib, &ws.ic, &k.vel, &k.acc);
             ws.planar.key = Some(key);
         }
         true

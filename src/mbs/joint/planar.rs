@@ -95,13 +95,6 @@ impl PInertia {
             self.m * v.y + v.w * self.hx,
         )
     }
-
-    fn add(&mut self, o: &PInertia) {
-        self.m += o.m;
-        self.hx += o.hx;
-        self.hy += o.hy;
-        self.j += o.j;
-    }
 }
 
 /// Motion cross force `v ×* f` in the plane.
@@ -232,30 +225,24 @@ impl PlanarWs {
     pub fn project(
         &mut self,
         plane: &Plane,
-        nodes: &[Node],
         s: &[Sv],
         ib: &[Inertia],
+        ic: &[Inertia],
         vel: &[Sv],
         acc: &[Sv],
     ) {
-        let n = nodes.len();
         self.s.clear();
         self.s.extend(s.iter().map(|x| plane.motion(x)));
+        // The projection is linear: the composites' projections are the projections' sums.
         self.ib.clear();
         self.ib.extend(ib.iter().map(|i| plane.inertia(i)));
         self.ic.clear();
-        self.ic.extend_from_slice(&self.ib);
-        for i in (0..n).rev() {
-            if let Parent::Node(p) = nodes[i].parent {
-                let c = self.ic[i];
-                self.ic[p].add(&c);
-            }
-        }
+        self.ic.extend(ic.iter().map(|i| plane.inertia(i)));
         self.vel.clear();
         self.vel.extend(vel.iter().map(|v| plane.motion(v)));
         self.acc.clear();
         self.acc.extend(acc.iter().map(|a| plane.motion(a)));
-        self.f.resize(n, Pv::default());
+        self.f.resize(ib.len(), Pv::default());
     }
 }
 
