@@ -22,6 +22,6 @@ venv="$here/.venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 if ! "$venv/bin/python" -c "import exudyn, numpy" 2>/dev/null; then
     echo "setup-bench: installing Exudyn into $venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q -r "$here/tools/requirements-bench.txt"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -r "$here/tools/requirements-bench.txt"
 fi

@@ -23,6 +23,6 @@ venv="$here/.venv"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import fmpy, scipy, numpy, pytest" 2>/dev/null; then
     echo "setup: creating $venv (fmpy, scipy, numpy, pytest)"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q -r "$here/tools/requirements.txt"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -r "$here/tools/requirements.txt"
 fi
