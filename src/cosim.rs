@@ -38,6 +38,7 @@ use crate::description::{
     Causality, SolverSetting, StatKind, VarKind, VarType, Variability, VariableTable,
 };
 use crate::integrate::any::AnyIntegrator;
+use crate::integrate::clock::CallClock;
 use crate::integrate::events::{
     Event, EventFunctions, EventLocator, StepOutcome, MAX_STEPS_PER_CALL,
 };
@@ -264,8 +265,6 @@ pub struct Simulation<E: Engine> {
     st: SimState<E>,
     /// Stop a communication step at the first contact event (FMI 3 early return).
     early_return: bool,
-    /// The caller's thread CPU time at the start of the coming `advance_to`.
-    call_cpu0: Option<f64>,
 }
 
 fn causality_name(c: Causality) -> &'static str {
@@ -320,7 +319,6 @@ impl<E: Engine> Simulation<E> {
             spec,
             table,
             early_return: false,
-            call_cpu0: None,
         }
     }
 
@@ -755,17 +753,6 @@ impl<E: Engine> Simulation<E> {
         s
     }
 
-    /// The thread CPU time at the start of the coming [`advance_to`](Self::advance_to), read
-    /// by the caller anyway: the call's work budget counts from it.
-    pub fn set_call_cpu_start(&mut self, cpu: f64) {
-        self.call_cpu0 = Some(cpu);
-    }
-
-    /// Seconds spent advancing (measured by the caller, who knows its clock).
-    pub fn add_cpu_time(&mut self, seconds: f64) {
-        self.st.cpu_time += seconds;
-    }
-
     /// FMI 2 input derivative of order 1 or 2 for the next communication step.
     pub fn set_input_derivative(
         &mut self,
@@ -892,7 +879,26 @@ impl<E: Engine> Simulation<E> {
     /// called after every accepted internal step before `t_end` and at the stage times inside
     /// the steps (see the module documentation) with the time and the reason, and returns new
     /// input values `(input index, value)` valid at that time.
+    ///
+    /// Adds the call's time to `stats.cpu_time` (see [`crate::integrate::clock`]: the first
+    /// milliseconds of a call by the monotonic clock, the rest as thread CPU time).
     pub fn advance_to(
+        &mut self,
+        t_end: f64,
+        intermediate: Option<InputCallback<'_>>,
+    ) -> Result<Advance, CosimError> {
+        let mut clock = CallClock::start();
+        // The work budget counts from here, on the same clock.
+        self.st.events.begin_call(t_end, clock);
+        let r = self.advance(t_end, intermediate);
+        if let Some(c) = self.st.events.call_clock() {
+            clock = c;
+        }
+        self.st.cpu_time += clock.elapsed();
+        r
+    }
+
+    fn advance(
         &mut self,
         t_end: f64,
         mut intermediate: Option<InputCallback<'_>>,
@@ -1015,9 +1021,6 @@ impl<E: Engine> Simulation<E> {
         let mut t_n = t0;
         // The accepted time at which a kink seen at the stage times was already restarted on.
         let mut kink_restarted_at = f64::NAN;
-        if let Some(cpu0) = self.call_cpu0.take() {
-            self.st.events.begin_call(t_end, cpu0);
-        }
         let result = loop {
             // Steps land on the breakpoints of built-in motions (a ramp's start).
             let t_now = Integrator::<E>::state(&*integ).t;
@@ -1164,14 +1167,17 @@ impl<E: Engine> Simulation<E> {
                 Err(e) => break Err(CosimError::Integrate(e)),
             }
         };
-        let x = Integrator::<E>::state(self.st.integrator.as_ref().expect("initialized")).clone();
+        let x = Integrator::<E>::state(self.st.integrator.as_ref().expect("initialized"));
+        match &mut self.st.x {
+            Some(held) => held.clone_from(x),
+            held => *held = Some(x.clone()),
+        }
         // The reconstruction of the next step continues from the segments this one ended with.
         let signals = self.st.engine.inputs_mut();
         for (inp, seg) in self.st.inputs.iter_mut().zip(&signals.segments) {
             inp.committed = Some(*seg);
         }
-        self.st.last_h = x.t - t0;
-        self.st.x = Some(x);
+        self.st.last_h = self.st.x.as_ref().expect("just set").t - t0;
         self.st.outputs_valid = false;
         if result.is_ok() {
             self.ensure_outputs()?;

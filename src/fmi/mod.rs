@@ -757,21 +757,6 @@ pub(crate) unsafe fn free_instance(ptr: *mut c_void, version: FmiVersion, func: 
     let _ = catch_unwind(AssertUnwindSafe(move || drop(b)));
 }
 
-/// Thread CPU time in seconds (for `stats.cpu_time`).
-pub(crate) fn thread_cpu_time() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r == 0 {
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    } else {
-        0.0
-    }
-}
-
 /// A saved FMU state as handed to the importer.
 #[repr(C)]
 pub(crate) struct StateBox {

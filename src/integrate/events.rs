@@ -36,7 +36,7 @@
 //! forces are not: a redone step sees those committed by the thrown-away step (they lag one
 //! step by design anyway).
 
-use super::jacobian::thread_cpu_time;
+use super::clock::CallClock;
 use super::system::{Mechanical, MultibodySystem};
 use super::{IntegrateError, Integrator, Stats};
 use serde::de::DeserializeOwned;
@@ -163,8 +163,11 @@ fn default_cpu_budget() -> f64 {
 struct CallBudget {
     t_limit: Option<f64>,
     steps: u64,
-    /// Thread CPU time at the first step of the call.
-    cpu0: f64,
+    /// The call's clock, from its start (`begin_call`) or its first step.
+    clock: Option<CallClock>,
+    /// Begun by the caller (`begin_call`): a new limit inside the call (a motion's
+    /// breakpoint) resets the step count but keeps the clock.
+    begun: bool,
     /// Why the last step failed (for the importer's log).
     last_error: Option<String>,
 }
@@ -374,14 +377,19 @@ impl EventLocator {
         self.call.last_error.as_deref()
     }
 
-    /// Start the work budget of a call to `t_limit` at the caller's thread CPU time `cpu0`
-    /// (saves reading the clock again, a system call per communication step).
-    pub fn begin_call(&mut self, t_limit: f64, cpu0: f64) {
+    /// Start the work budget of a call to `t_limit` on the caller's clock.
+    pub fn begin_call(&mut self, t_limit: f64, clock: CallClock) {
         self.call = CallBudget {
             t_limit: Some(t_limit),
-            cpu0,
+            clock: Some(clock),
+            begun: true,
             ..Default::default()
         };
+    }
+
+    /// The current call's clock (with the thread CPU clock's mark, when it took one).
+    pub fn call_clock(&self) -> Option<CallClock> {
+        self.call.clock
     }
 
     fn budgeted_step<S, I>(
@@ -396,17 +404,22 @@ impl EventLocator {
     {
         let timed = self.max_cpu_per_call.is_finite();
         if self.call.t_limit != Some(t_limit) {
+            let begun = self.call.begun;
+            let clock = match self.call.clock {
+                Some(c) if begun => c,
+                _ => CallClock::start(),
+            };
             self.call = CallBudget {
                 t_limit: Some(t_limit),
-                cpu0: if timed { thread_cpu_time() } else { 0.0 },
+                clock: Some(clock),
+                begun,
                 ..Default::default()
             };
         }
-        // The clock is read every 8 steps (a system call).
-        let cpu = if timed && self.call.steps % 8 == 7 {
-            thread_cpu_time() - self.call.cpu0
-        } else {
-            0.0
+        // Every 8 steps (past `CPU_AFTER`, a system call).
+        let cpu = match &mut self.call.clock {
+            Some(c) if timed && self.call.steps % 8 == 7 => c.elapsed(),
+            _ => 0.0,
         };
         if self.call.steps >= self.max_steps_per_call || cpu > self.max_cpu_per_call {
             // The next call starts with a fresh budget (progress in every call).

@@ -355,16 +355,8 @@ pub fn is_consistent_partition(
     true
 }
 
-/// This thread's CPU time in seconds (a system call: taken only when profiling).
-pub(crate) fn thread_cpu_time() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+/// This thread's CPU time (a system call: taken only when profiling).
+pub(crate) use super::clock::thread_cpu_time;
 
 /// With the excitation term of (26) judged off, its second derivatives are recomputed (to
 /// judge again) only at every `DU_EVERY`-th full evaluation.

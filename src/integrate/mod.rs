@@ -6,6 +6,7 @@
 
 pub mod any;
 pub mod bdf;
+pub mod clock;
 pub mod dense;
 pub mod events;
 pub mod explicit;
@@ -260,13 +261,33 @@ impl IntegrateError {
 }
 
 /// The state the co-simulation layer reads and writes: positions, velocities, multipliers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct MechState {
     pub t: f64,
     pub q: Vec<f64>,
     pub v: Vec<f64>,
     /// Constraint multipliers (reaction forces), length `n_c`; may be stale by one step.
     pub lambda: Vec<f64>,
+}
+
+impl Clone for MechState {
+    fn clone(&self) -> Self {
+        MechState {
+            t: self.t,
+            q: self.q.clone(),
+            v: self.v.clone(),
+            lambda: self.lambda.clone(),
+        }
+    }
+
+    /// Into the vectors already there (the co-simulation layer copies the integrator's state
+    /// after every communication step).
+    fn clone_from(&mut self, source: &Self) {
+        self.t = source.t;
+        self.q.clone_from(&source.q);
+        self.v.clone_from(&source.v);
+        self.lambda.clone_from(&source.lambda);
+    }
 }
 
 /// A time integrator. `S` is passed into every call (never stored).

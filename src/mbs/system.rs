@@ -1949,28 +1949,33 @@ impl System {
         self.load(x.t, &x.q, Some(&x.v));
         let spec = self.spec.clone();
         for (k, o) in spec.outputs.iter().enumerate() {
-            out[k] = o.scale * self.output(k, &o.quantity, x, &acc, &lambda);
+            out[k] = o.scale * self.output(k, &o.quantity, (x.t, &x.q, &x.v), &acc, &lambda);
         }
         Ok(())
     }
 
-    /// Outputs at an absolute state whose only dynamic outputs are driver forces, given by
-    /// `driver_force` (the joint formulation's inverse dynamics): no saddle-point solve here.
+    /// Outputs at the absolute state `(t, q, v)` whose only dynamic outputs are driver forces,
+    /// given by `driver_force` (the joint formulation's inverse dynamics): no saddle-point
+    /// solve here. `snap` is that state's snapshot, which the joint formulation has already
+    /// made (unpacking `q` again costs a rotation matrix per body, a third of the outputs'
+    /// cost on the double pendulum).
     pub(super) fn evaluate_outputs_given_drivers(
         &mut self,
-        x: &MechState,
+        (t, q, v): (f64, &[f64], &[f64]),
+        snap: &mut Snapshot,
         out: &mut [f64],
         driver_force: impl Fn(usize) -> f64,
     ) {
-        self.load(x.t, &x.q, Some(&x.v));
+        std::mem::swap(&mut self.snap, snap);
         let spec = self.spec.clone();
         for (k, o) in spec.outputs.iter().enumerate() {
             out[k] = o.scale
                 * match o.quantity {
                     OutputQuantity::DriverForce { driver } => driver_force(driver),
-                    ref q => self.output(k, q, x, &[], &[]),
+                    ref qty => self.output(k, qty, (t, q, v), &[], &[]),
                 };
         }
+        std::mem::swap(&mut self.snap, snap);
     }
 
     /// Whether accepting a step updates stick states (besides tracking angle branches).
@@ -1996,11 +2001,10 @@ impl System {
         &mut self,
         k: usize,
         quantity: &OutputQuantity,
-        x: &MechState,
+        (t, q, v): (f64, &[f64], &[f64]),
         acc: &[f64],
         lambda: &[f64],
     ) -> f64 {
-        let (t, q, v) = (x.t, &x.q[..], &x.v[..]);
         let point = |sys: &System, body: BodyRef, p: &Vector3<f64>| {
             super::kin::eval_quantity(&sys.layout, &sys.snap, &QDef::Point(body, *p), true)
         };
@@ -2026,7 +2030,14 @@ impl System {
                 cv.grad.dot(&al) + cv.conv
             }
             OutputQuantity::Angle { .. } => {
-                self.output_coords[k].map_or(f64::NAN, |c| self.coord(&c, None).val)
+                // The value alone: the gradient machinery would be two thirds of the cost.
+                match self.output_coords[k] {
+                    Some(ref c @ Coord::Angle { slot, .. }) => {
+                        let raw = raw_angle(&self.layout, &self.snap, c).expect("an angle");
+                        super::math::unwrap_near(raw, self.angle_refs[slot])
+                    }
+                    _ => f64::NAN,
+                }
             }
             OutputQuantity::AngularVelocity { body, axis } => {
                 let o = self.layout.offsets[*body];
@@ -2035,10 +2046,12 @@ impl System {
                 (2.0 * super::math::e_mat(&p) * pd).dot(&axis.normalize())
             }
             OutputQuantity::JointCoordinate { joint } => {
-                self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v)).val)
+                let c = self.joint_coords[*joint].as_ref();
+                c.map_or(f64::NAN, |c| self.coord_need(c, Some(v), Need::VALUE).val)
             }
             OutputQuantity::JointRate { joint } => {
-                self.joint_coords[*joint].map_or(f64::NAN, |c| self.coord(&c, Some(v)).rate)
+                let c = self.joint_coords[*joint].as_ref();
+                c.map_or(f64::NAN, |c| self.coord_need(c, Some(v), Need::VALUE).rate)
             }
             OutputQuantity::JointForce {
                 joint,

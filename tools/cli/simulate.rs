@@ -114,9 +114,7 @@ impl CoSimulation for InProcess {
             return Err(e);
         }
         self.ensure_initialized()?;
-        let clock = Instant::now();
         let r = self.sim.advance_to(t, None);
-        self.sim.add_cpu_time(clock.elapsed().as_secs_f64());
         match r {
             Ok(Advance::Completed) => Ok(()),
             Ok(Advance::Discard { last_successful_time, .. }) => Err(format!(

@@ -114,6 +114,9 @@ struct Workspace {
     /// Bumped whenever the poses or the velocities are recomputed; the snapshot was filled
     /// at `snap_key = (generation, with velocities)`.
     generation: u64,
+    /// Bumped whenever the poses are recomputed (the planar projections of the subspaces and
+    /// inertias, which the rates leave alone).
+    pose_gen: u64,
     snap_key: Option<(u64, bool)>,
     /// Which elements are read off tree joint coordinates (built at first use, also after a
     /// restored FMU state: not serialized).
@@ -552,6 +555,7 @@ impl JointModel {
             ws.inertia_valid = false;
             ws.motion_valid = false;
             ws.generation += 1;
+            ws.pose_gen += 1;
         }
         if !matches!(rates, Rates::None) {
             let (xd, xdd, fr) = &ws.motion_key;
@@ -741,7 +745,7 @@ impl JointModel {
     /// Whether the tree is planar (`ws.fast.plane`), with the planar projections of the
     /// loaded recursion and inertias made (false also with the fast paths off). After
     /// [`JointModel::load_tree`] and [`JointModel::inertias`].
-    fn planar_loaded(&mut self, sys: &System) -> bool {
+    fn planar_loaded(&mut self, sys: &System, with_motion: bool) -> bool {
         if self.ws.general_only {
             return false;
         }
@@ -757,19 +761,23 @@ impl JointModel {
         let Some(plane) = &ws.fast.plane else {
             return false;
         };
-        let key = (ws.generation, ws.inertia_gen);
+        // The pose's projections once per pose (the mass matrix and the forces of one
+        // residual share them), the rates' after every new motion.
+        let key = (ws.pose_gen, ws.inertia_gen);
         if ws.planar.key != Some(key) {
-            let k = &ws.kin;
-            ws.planar
-                .project(plane, &k.s, &ws.ib, &ws.ic, &k.vel, &k.acc);
+            ws.planar.project_pose(plane, &ws.kin.s, &ws.ib, &ws.ic);
             ws.planar.key = Some(key);
+        }
+        if with_motion && ws.planar.motion_key != Some(ws.generation) {
+            ws.planar.project_motion(plane, &ws.kin.vel, &ws.kin.acc);
+            ws.planar.motion_key = Some(ws.generation);
         }
         true
     }
 
     /// The mass matrix's entries from the loaded poses and inertias (any rates).
     fn mass_matrix_loaded(&mut self, sys: &System, q: &[f64], m: &mut DMatrix<f64>) {
-        if self.planar_loaded(sys) {
+        if self.planar_loaded(sys, false) {
             planar::mass_matrix_entries(&self.ws.planar, m);
             return; // no Euler parameters in a planar tree
         }
@@ -838,7 +846,7 @@ impl JointModel {
         }
         self.add_tire_wrenches(sys, t);
         self.add_contact_friction_wrenches(sys, t);
-        let planar = fast && self.planar_loaded(sys);
+        let planar = fast && self.planar_loaded(sys, true);
         let ws = &mut self.ws;
         if let (true, Some(plane)) = (planar, &ws.fast.plane) {
             planar::bias_forces(plane, &self.nodes, &mut ws.planar, &sys.gravity, &ws.w, f);
@@ -1597,13 +1605,6 @@ impl JointModel {
         x: &MechState,
         out: &mut [f64],
     ) -> Result<(), ModelError> {
-        let (qa, va) = self.to_absolute(sys, x.t, &x.q, Some(&x.v));
-        let xa = MechState {
-            t: x.t,
-            q: qa,
-            v: va,
-            lambda: Vec::new(),
-        };
         self.ensure_fast(sys);
         let fast = &self.ws.fast;
         let drivers_only = !self.ws.general_only
@@ -1615,6 +1616,13 @@ impl JointModel {
                 ref q => !super::system::output_needs_dynamics(q),
             });
         if !drivers_only {
+            let (q, v) = self.to_absolute(sys, x.t, &x.q, Some(&x.v));
+            let xa = MechState {
+                t: x.t,
+                q,
+                v,
+                lambda: Vec::new(),
+            };
             return sys.evaluate_outputs(&xa, out);
         }
         // The only dynamic outputs are the forces of drivers on tree joints: the joint
@@ -1627,8 +1635,13 @@ impl JointModel {
         {
             self.driven_forces(sys, x.t, &x.q, &x.v)?;
         }
-        let (drivers, tau) = (&self.ws.fast.drivers, &self.ws.psi);
-        sys.evaluate_outputs_given_drivers(&xa, out, |d| drivers[d].map_or(f64::NAN, |k| tau[k]));
+        // After the inverse dynamics, which loads other rates.
+        self.fill_absolute(sys, x.t, &x.q, Some(&x.v));
+        let ws = &mut self.ws;
+        let (drivers, tau) = (&ws.fast.drivers, &ws.psi);
+        sys.evaluate_outputs_given_drivers((x.t, &ws.abs_q, &ws.abs_v), &mut ws.snap, out, |d| {
+            drivers[d].map_or(f64::NAN, |k| tau[k])
+        });
         Ok(())
     }
 
@@ -1715,9 +1728,11 @@ impl JointModel {
                 .any(|t| matches!(t.law, Law::Friction { mu, .. } if mu != 0.0));
         if !self.ws.general_only && !friction_acts && !sys.has_stick_states() {
             // Only the angle branches to track: from the joint formulation's own poses (no
-            // absolute state), the tree joints' angles from their coordinates.
+            // absolute state), the tree joints' angles from their coordinates. With the rates:
+            // a co-simulation evaluates its outputs at the step that lands on the
+            // communication point, which then finds the whole snapshot made.
             self.ensure_fast(sys);
-            self.load(sys, t, q, Rates::None);
+            self.load(sys, t, q, Rates::Full(v));
             let (slots, x) = (&self.ws.fast.slots, &self.ws.kin.x);
             sys.track_angles_from(&self.ws.snap, |s| slots[s].map(|d| x[d]));
             return;

@@ -178,7 +178,10 @@ impl Plane {
 /// the rest per node), valid for the key they were made at.
 #[derive(Debug, Clone, Default)]
 pub struct PlanarWs {
+    /// `(pose, inertia)` generations of the pose projections (`s`, `ib`, `ic`).
     pub key: Option<(u64, u64)>,
+    /// The recursion's generation of the motion projections (`vel`, `acc`).
+    pub motion_key: Option<u64>,
     /// Per free dof: `(node, dof, state coordinate, range of targets)`; per target of the
     /// mass matrix the row dof and the entry and its mirror as indices into the column-major
     /// `n_q × n_q` matrix (`layout`).
@@ -221,16 +224,8 @@ impl PlanarWs {
         }
     }
 
-    /// Projects subspaces, body and composite inertias, velocities and bias accelerations.
-    pub fn project(
-        &mut self,
-        plane: &Plane,
-        s: &[Sv],
-        ib: &[Inertia],
-        ic: &[Inertia],
-        vel: &[Sv],
-        acc: &[Sv],
-    ) {
+    /// Projects the subspaces and the body and composite inertias (per pose).
+    pub fn project_pose(&mut self, plane: &Plane, s: &[Sv], ib: &[Inertia], ic: &[Inertia]) {
         self.s.clear();
         self.s.extend(s.iter().map(|x| plane.motion(x)));
         // The projection is linear: the composites' projections are the projections' sums.
@@ -238,11 +233,15 @@ impl PlanarWs {
         self.ib.extend(ib.iter().map(|i| plane.inertia(i)));
         self.ic.clear();
         self.ic.extend(ic.iter().map(|i| plane.inertia(i)));
+        self.f.resize(ib.len(), Pv::default());
+    }
+
+    /// Projects the velocities and bias accelerations (per pose and rates).
+    pub fn project_motion(&mut self, plane: &Plane, vel: &[Sv], acc: &[Sv]) {
         self.vel.clear();
         self.vel.extend(vel.iter().map(|v| plane.motion(v)));
         self.acc.clear();
         self.acc.extend(acc.iter().map(|a| plane.motion(a)));
-        self.f.resize(ib.len(), Pv::default());
     }
 }
 

@@ -246,8 +246,8 @@ impl System {
                         continue;
                     }
                     // Affine in (a, λ): the linear part is exact.
-                    let with = self.output(k, &o.quantity, x, &rhs, &dlam);
-                    let without = self.output(k, &o.quantity, x, &zero_a, &zero_l);
+                    let with = self.output(k, &o.quantity, (x.t, &x.q, &x.v), &rhs, &dlam);
+                    let without = self.output(k, &o.quantity, (x.t, &x.q, &x.v), &zero_a, &zero_l);
                     dy[k] += o.scale * (with - without);
                 }
             }
@@ -406,7 +406,7 @@ impl System {
             }
             self.load(t, q, Some(v));
             for (k, o) in spec.outputs.iter().enumerate() {
-                y[k] = o.scale * self.output(k, &o.quantity, x, acc, lam);
+                y[k] = o.scale * self.output(k, &o.quantity, (x.t, &x.q, &x.v), acc, lam);
             }
         }
         self.inputs.segments[j] = saved;

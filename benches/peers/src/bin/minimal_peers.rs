@@ -484,7 +484,13 @@ fn measure_case(
                     (Inputs::Exact, Restart::ReInit),
                 ],
             };
+            // `--continued-only`: the generous CVODE variant alone (instruction counts under
+            // callgrind, where the ReInit sweeps would be counted too).
+            let continued_only = std::env::args().any(|a| a == "--continued-only");
             for (inputs, restart) in variants {
+                if continued_only && restart != Restart::Continue {
+                    continue;
+                }
                 let name = format!(
                     "CVODE, C RHS, {}{}",
                     match restart {
