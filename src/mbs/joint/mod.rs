@@ -1639,9 +1639,13 @@ impl JointModel {
         self.fill_absolute(sys, x.t, &x.q, Some(&x.v));
         let ws = &mut self.ws;
         let (drivers, tau) = (&ws.fast.drivers, &ws.psi);
+        // The snapshot is lent to the output code; its key is kept aside so that a panic
+        // there (a bug, caught at the C boundary) cannot leave a stale snapshot marked valid.
+        let key = ws.snap_key.take();
         sys.evaluate_outputs_given_drivers((x.t, &ws.abs_q, &ws.abs_v), &mut ws.snap, out, |d| {
             drivers[d].map_or(f64::NAN, |k| tau[k])
         });
+        ws.snap_key = key;
         Ok(())
     }
 
