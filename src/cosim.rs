@@ -887,14 +887,10 @@ impl<E: Engine> Simulation<E> {
         t_end: f64,
         intermediate: Option<InputCallback<'_>>,
     ) -> Result<Advance, CosimError> {
-        let mut clock = CallClock::start();
-        // The work budget counts from here, on the same clock.
-        self.st.events.begin_call(t_end, clock);
+        // The work budget counts from here, on the clock `stats.cpu_time` reads.
+        self.st.events.begin_call(t_end, CallClock::start());
         let r = self.advance(t_end, intermediate);
-        if let Some(c) = self.st.events.call_clock() {
-            clock = c;
-        }
-        self.st.cpu_time += clock.elapsed();
+        self.st.cpu_time += self.st.events.call_elapsed();
         r
     }
 

@@ -25,8 +25,9 @@
 
 #![allow(clippy::needless_range_loop)] // index-heavy numerical kernels
 
+use super::clock::thread_cpu_time;
 use super::ggl::Ggl;
-use super::jacobian::{thread_cpu_time, FailureAction, JacobianStore, ReevalPolicy, Refresh};
+use super::jacobian::{FailureAction, JacobianStore, ReevalPolicy, Refresh};
 use super::reanchor::{reanchor_differences, InputKink, ReanchorWork};
 use super::step_control::{initial_step_size, weighted_rms_norm};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};

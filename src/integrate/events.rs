@@ -387,9 +387,9 @@ impl EventLocator {
         };
     }
 
-    /// The current call's clock (with the thread CPU clock's mark, when it took one).
-    pub fn call_clock(&self) -> Option<CallClock> {
-        self.call.clock
+    /// Seconds since the current call began, on its clock (0 before any call).
+    pub fn call_elapsed(&mut self) -> f64 {
+        self.call.clock.as_mut().map_or(0.0, CallClock::elapsed)
     }
 
     fn budgeted_step<S, I>(

@@ -16,6 +16,8 @@
 //!
 //! When to refresh is decided by [`ReevalPolicy`], the same object for every strategy.
 
+// The thread CPU clock is a system call: read only when profiling.
+use super::clock::thread_cpu_time;
 use super::ggl::Ggl;
 use super::linalg::DenseLu;
 use super::system::Excitations;
@@ -354,9 +356,6 @@ pub fn is_consistent_partition(
     }
     true
 }
-
-/// This thread's CPU time (a system call: taken only when profiling).
-pub(crate) use super::clock::thread_cpu_time;
 
 /// With the excitation term of (26) judged off, its second derivatives are recomputed (to
 /// judge again) only at every `DU_EVERY`-th full evaluation.

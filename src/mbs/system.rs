@@ -2304,7 +2304,7 @@ impl System {
 #[cfg(test)]
 mod eval_timing {
     use super::System;
-    use crate::integrate::jacobian::thread_cpu_time;
+    use crate::integrate::clock::thread_cpu_time;
     use crate::integrate::system::{ConstraintHessians, ForceJacobians};
     use crate::integrate::Mechanical;
     use nalgebra::DMatrix;
