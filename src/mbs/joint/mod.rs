@@ -1745,11 +1745,6 @@ impl JointModel {
         // The multipliers feed the friction elements' normal forces only; with every μ zero
         // (the slider-crank's default) the absolute saddle-point solve per accepted step is
         // skipped (it was 46 % of the joint slider-crank's time through the FMU).
-        let friction_acts = self.has_friction
-            && sys
-                .terms
-                .iter()
-                .any(|t| matches!(t.law, Law::Friction { mu, .. } if mu != 0.0));
         let lambda = if friction_acts {
             sys.accelerations(t, &qa, &va).ok().map(|x| x.1)
         } else {
@@ -1786,8 +1781,6 @@ impl JointModel {
     }
 }
 
-/// The `c` of a spherical node's `c e eᵀ` mass term: `4/3` of the trace of the child body's
-/// rotational inertia about the joint point (the scale of its `4 Eᵀ J E` block), 1 if zero.
 /// Solve `M x = b` in place (`b` becomes `x`) for a symmetric positive definite `M` (its
 /// lower triangle read) by `M = L D Lᵀ`, overwriting `M`; false if `M` is not positive
 /// definite. Written out rather than nalgebra's `Cholesky`: for a small tree its generic code
@@ -1843,6 +1836,8 @@ fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
     true
 }
 
+/// The `c` of a spherical node's `c e eᵀ` mass term: `4/3` of the trace of the child body's
+/// rotational inertia about the joint point (the scale of its `4 Eᵀ J E` block), 1 if zero.
 fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalFrame) -> f64 {
     let bd = &sys.bodies[body];
     let d = child_frame.origin;

@@ -12,7 +12,7 @@
 //!
 //! `cargo run --release --bin minimal_peers -- [--repeats 3] [--cases dp10,dp1,slider1,
 //!  slider10,chain16] [--methods bdf,sdirk,...] [--formulations absolute,joint] [--no-peers]
-//!  [--no-exudyn] [--no-eval] [--print] [--profile-eval N [--profile-only dp|chain16]]`
+//!  [--no-exudyn] [--no-eval] [--print] [--profile-eval N [--profile-only dp|chain16] [--profile-alternate]]`
 //! (needs `cargo build --release --lib` in the root for libmbsfmu.so, or `MBSFMU_LIB`).
 
 #![allow(clippy::needless_range_loop)]
@@ -260,23 +260,27 @@ fn eval_cost(md: &mut String) {
 /// `n` evaluations of the joint double pendulum and `n / 4` of the joint chain N = 16 (what
 /// `perf record --call-graph dwarf` should look at); `only` = `dp` or `chain16` runs one of
 /// them (the chain's evaluations cost ten times the pendulum's and would hide it).
-fn profile_eval(n: usize, only: Option<&str>) {
+fn profile_eval(n: usize, only: Option<&str>, alternate: bool) {
     if only != Some("chain16") {
-        profile_dp(n);
+        profile_dp(n, alternate);
     }
     if only != Some("dp") {
         profile_chain(n / 4);
     }
 }
 
-fn profile_dp(n: usize) {
+/// `alternate`: two states in turn, so the poses are recomputed at every call (as along a
+/// trajectory) instead of found in the pose cache.
+fn profile_dp(n: usize, alternate: bool) {
     let text = gallery("double_pendulum_stiff.toml", "joint");
     let spec = mbsfmu::mbs::load_model_str(&text, &root().join("models/x.toml")).unwrap();
     let mut sys = System::new(Arc::new(spec)).unwrap();
     let (q, v) = ([0.3, 0.2], [-1.0, 3.0]);
+    let q2 = [0.301, 0.201];
     let (mut a, mut l) = sys.accelerations(0.0, &q, &v).unwrap();
-    for _ in 0..n {
-        sys.accelerations_into(0.0, &q, &v, &mut a, &mut l).unwrap();
+    for i in 0..n {
+        let qq = if alternate && i % 2 == 1 { &q2 } else { &q };
+        sys.accelerations_into(0.0, qq, &v, &mut a, &mut l).unwrap();
         std::hint::black_box((&a, &l));
     }
 }
@@ -656,7 +660,12 @@ fn main() {
     if let Some(n) = opt("--profile-eval") {
         // For `perf record`: only the joint formulation's evaluations, `n` times each.
         let only = opt("--profile-only");
-        return profile_eval(n.parse().expect("--profile-eval N"), only.as_deref());
+        let alternate = flag("--profile-alternate");
+        return profile_eval(
+            n.parse().expect("--profile-eval N"),
+            only.as_deref(),
+            alternate,
+        );
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: String = load
