@@ -9,7 +9,7 @@ mod common;
 use common::closed_form::{pendulum_chain, RefTable};
 use mbsfmu::integrate::any::AnyIntegrator;
 use mbsfmu::integrate::system::Mechanical;
-use mbsfmu::integrate::{Integrator, Method, Settings};
+use mbsfmu::integrate::{Integrator, MechState, Method, Settings};
 use mbsfmu::mbs::inputs::InputSegment;
 use mbsfmu::mbs::spec::*;
 use mbsfmu::mbs::system::System;
@@ -773,7 +773,7 @@ fn bouncing_balls_follow_the_reference_and_the_absolute_formulation() {
 #[ignore]
 fn table2_analogue_chain_in_joint_coordinates() {
     use mbsfmu::integrate::bdf::Bdf;
-    use mbsfmu::integrate::{JacobianStrategy, MechState};
+    use mbsfmu::integrate::JacobianStrategy;
     let ns: Vec<usize> = std::env::var("TABLE2_N")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
@@ -2393,6 +2393,125 @@ fn planar_trees_match_the_spatial_recursion() {
             !planar.iter().any(|p| p == never),
             "{never} taken as planar"
         );
+    }
+}
+
+/// The planar-first load (`planar::PlanarRef`: a planar tree's subspaces, inertias,
+/// velocities and bias accelerations straight from the coordinates, the spatial poses made
+/// only on demand) against the spatial recursion with the fast paths off, along a sequence of
+/// states as an integration visits them: `M`, `Ψ` and the accelerations at each state, then
+/// the outputs (which need the spatial poses the planar-first load left out). On the planar
+/// gallery models and on `TILTED_PLANAR` without its tether (every force on a tree
+/// coordinate) with the elbow driven: a moving frame, a prismatic joint between two
+/// revolutes about an axis across the world axes, a driven joint, inertia products.
+#[test]
+fn planar_first_load_equals_the_spatial_recursion() {
+    let tether = TILTED_PLANAR.find("[[forces]]\nname = \"tether\"").unwrap();
+    // A block on a planar joint on bar 2 too: its stages move each other's axes.
+    let bar2 = "[\"4/sqrt(5) + 0.8*2/(3*sqrt(5))\", \"-2/sqrt(5) + 0.8*4/(3*sqrt(5))\", \
+                \"-0.8*5/(3*sqrt(5))\"]";
+    let tilted = format!(
+        "{}\n[[inputs]]\nname = \"elbow_angle\"\n\n[[drivers]]\nname = \"elbow_drive\"\n\
+         joint = \"elbow\"\nmotion = {{ input = \"elbow_angle\" }}\n\n[[bodies]]\n\
+         name = \"block\"\nmass = 0.5\ninertia = {{ xx = 0.01, yy = 0.02, zz = 0.015, \
+         xy = 0.001, xz = 0.0, yz = 0.002 }}\nposition = {bar2}\n\n[[joints]]\n\
+         name = \"slab\"\ntype = \"planar\"\nbody1 = \"bar2\"\nbody2 = \"block\"\n\
+         point = {bar2}\naxis = [\"1/3\", \"2/3\", \"2/3\"]\n\n[[outputs]]\n\
+         name = \"bar2_x\"\ntype = \"position\"\nbody = \"bar2\"\ncomponent = \"x\"\n",
+        &TILTED_PLANAR[..tether]
+    );
+    let mut cases: Vec<(String, System)> = [
+        "double_pendulum_stiff.toml",
+        "four_link.toml",
+        "slider_crank.toml",
+    ]
+    .iter()
+    .map(|f| (f.to_string(), model(f, "joint", "")))
+    .collect();
+    let spec = mbsfmu::mbs::load_model_str(&tilted, Path::new("tilted.toml")).unwrap();
+    cases.push(("tilted".into(), System::new(Arc::new(spec)).unwrap()));
+    for (file, mut sys) in cases {
+        for (i, seg) in sys.inputs_mut().segments.iter_mut().enumerate() {
+            *seg = InputSegment {
+                t0: 0.0,
+                coeffs: [0.01 * i as f64, 0.3, -0.7, 1.9],
+            };
+        }
+        let x0 = sys.initial_state(0.0).unwrap();
+        let (nq, nc) = (sys.n_q(), sys.n_c());
+        let states: Vec<(f64, Vec<f64>, Vec<f64>)> = (0..8)
+            .map(|k| {
+                let t = 0.1 + 0.23 * k as f64;
+                let shift = 0.4 * (1.7 * k as f64).sin();
+                let q = (0..nq)
+                    .map(|i| x0.q[i] + shift * (i as f64 + 1.0).sin())
+                    .collect();
+                let v = (0..nq)
+                    .map(|i| 0.8 * (1.3 * i as f64 + 0.4 + t).cos())
+                    .collect();
+                (t, q, v)
+            })
+            .collect();
+        let eval = |sys: &mut System, (t, q, v): &(f64, Vec<f64>, Vec<f64>)| {
+            let mut m = DMatrix::zeros(nq, nq);
+            let mut f = vec![0.0; nq];
+            sys.mass_matrix(*t, q, &mut m);
+            sys.forces(*t, q, v, &mut f);
+            let (mut a, mut l) = (vec![0.0; nq], vec![0.0; nc]);
+            sys.accelerations_into(*t, q, v, &mut a, &mut l).unwrap();
+            let mut out = vec![0.0; sys.n_outputs()];
+            let x = MechState {
+                t: *t,
+                q: q.clone(),
+                v: v.clone(),
+                lambda: l.clone(),
+            };
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            (m, f, a, out)
+        };
+        // Fast paths on: each state twice (the second finds the pose cached), in turn.
+        sys.set_joint_fast_paths(true);
+        let first = sys.joint_planar_first_poses();
+        let fast: Vec<_> = states
+            .iter()
+            .map(|s| {
+                let _ = eval(&mut sys, s);
+                eval(&mut sys, s)
+            })
+            .collect();
+        // Taken from the third state on (the first detects the plane, the second builds the
+        // reference), except where an element reads the snapshot (the slider-crank's
+        // friction: the spatial path, compared all the same).
+        let taken = sys.joint_planar_first_poses() - first;
+        if file == "slider_crank.toml" {
+            assert_eq!(taken, 0, "{file}: planar-first poses");
+        } else {
+            assert!(
+                taken >= states.len() as u64 - 2,
+                "{file}: {taken} planar-first poses"
+            );
+        }
+        sys.set_joint_fast_paths(false);
+        for (k, s) in states.iter().enumerate() {
+            let (m, f, a, out) = eval(&mut sys, s);
+            let (fm, ff, fa, fout) = &fast[k];
+            let rel = |x: &[f64], y: &[f64]| {
+                let scale = y.iter().fold(1.0f64, |a, z| a.max(z.abs()));
+                x.iter()
+                    .zip(y)
+                    .fold(0.0f64, |w, (p, q)| w.max((p - q).abs() / scale))
+            };
+            let worst = [
+                rel(fm.as_slice(), m.as_slice()),
+                rel(ff, &f),
+                rel(fa, &a),
+                rel(fout, &out),
+            ];
+            assert!(
+                worst.iter().all(|&w| w <= 1e-10),
+                "{file}, state {k}: planar-first against spatial (M, Ψ, p̈, outputs) {worst:?}"
+            );
+        }
     }
 }
 

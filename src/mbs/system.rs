@@ -380,6 +380,12 @@ impl System {
         self.joint.as_ref().and_then(|j| j.planar_tree())
     }
 
+    /// How many poses the joint formulation's planar-first load has made (a planar tree's
+    /// `M` and `Ψ` straight from the coordinates; 0 in the absolute formulation); for tests.
+    pub fn joint_planar_first_poses(&self) -> u64 {
+        self.joint.as_ref().map_or(0, |j| j.planar_first_poses())
+    }
+
     /// How many force terms the joint formulation evaluates on a tree joint's own coordinate
     /// (0 in the absolute formulation); for tests that the fast path is taken.
     pub fn joint_tree_coordinate_terms(&mut self) -> usize {

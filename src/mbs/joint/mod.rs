@@ -105,6 +105,15 @@ struct Workspace {
     i6_gen: u64,
     /// A planar tree's projections of the recursion (`planar.rs`).
     planar: planar::PlanarWs,
+    /// A planar tree's pose-independent data for the planar-first load, and whether the
+    /// spatial poses and velocities in `kin` are those of the loaded state (false after a
+    /// planar-first load, which fills only `planar`; made on demand by
+    /// [`JointModel::ensure_spatial`]).
+    planar_ref: planar::PlanarRef,
+    spatial_pose: bool,
+    spatial_motion: bool,
+    /// Poses made by the planar-first load (for tests that it is taken).
+    planar_first_poses: u64,
     /// The velocities depend on the poses and the node rates (`ẋ`, the driven `ẍ`, the moving
     /// frames): those of the last `Kin::motion`, valid while `motion_valid` (cleared with the
     /// poses). The re-anchoring's path points and dopri5's right-hand side ask for forces
@@ -173,6 +182,9 @@ struct FastPaths {
     /// build (`plane_checked`).
     plane: Option<planar::Plane>,
     plane_checked: bool,
+    /// A planar tree whose `M` and `Ψ` read nothing but the planar recursion (every force
+    /// term in `terms`, no tires or friction contacts): the planar-first load may serve them.
+    planar_first: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -381,6 +393,11 @@ impl JointModel {
         (f.built && f.plane_checked).then_some(f.plane.is_some())
     }
 
+    /// How many poses the planar-first load has made (`load_tree_as`).
+    pub fn planar_first_poses(&self) -> u64 {
+        self.ws.planar_first_poses
+    }
+
     pub fn tree_coordinate_terms(&mut self, sys: &System) -> usize {
         self.ensure_fast(sys);
         self.ws.fast.terms.iter().filter(|t| t.is_some()).count()
@@ -405,6 +422,7 @@ impl JointModel {
             time_rows: Vec::new(),
             plane: None,
             plane_checked: false,
+            planar_first: false,
         };
         for node in &self.nodes {
             let Some(j) = node.joint else { continue };
@@ -498,6 +516,24 @@ impl JointModel {
     /// matrix product per body). The snapshot then still describes an earlier state: only
     /// callers that read nothing of it use this.
     fn load_tree(&mut self, sys: &System, t: f64, q: &[f64], rates: Rates) {
+        self.load_tree_as(sys, t, q, rates, false);
+    }
+
+    /// [`JointModel::load_tree`]; with `planar_first`, a planar tree whose evaluation reads
+    /// only the planar recursion (`planar_first_ok`) gets the planar quantities straight from
+    /// the coordinates (`planar::PlanarRef`) and the spatial ones only when a later caller
+    /// asks ([`JointModel::ensure_spatial`]). True when the planar-first load ran: the
+    /// caller then reads `ws.planar` only (no `inertias`, no snapshot).
+    fn load_tree_as(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        rates: Rates,
+        planar_first: bool,
+    ) -> bool {
+        // Planar-first only where `planar_first_ok` saw a plane and the reference.
+        let planar = planar_first && self.planar_first_ok(sys);
         let (n, nf) = (self.nodes.len(), sys.frame_motions.len());
         let ws = &mut self.ws;
         if ws.kin.vel.len() != n || ws.kin.x.len() != self.n_dof || ws.kin.frame.len() != nf {
@@ -545,7 +581,12 @@ impl JointModel {
             *x == ws.kin.x && fr.iter().zip(&ws.kin.frame).all(|(a, b)| *a == b[0])
         });
         if !same_pose {
-            ws.kin.positions(&self.nodes);
+            ws.spatial_pose = false;
+            ws.spatial_motion = false;
+            if !planar {
+                ws.kin.positions(&self.nodes);
+                ws.spatial_pose = true;
+            }
             // The key's vectors are reused (no allocation per evaluation).
             let (x, fr) = ws.pose_key.get_or_insert_with(Default::default);
             x.clear();
@@ -557,12 +598,28 @@ impl JointModel {
             ws.generation += 1;
             ws.pose_gen += 1;
         }
+        // The planar pose straight from the coordinates, unless this pose's is there (made
+        // by an earlier planar-first load, or projected since from the spatial one).
+        let pose_key = Some((ws.pose_gen, ws.inertia_gen));
+        if let (true, false, Some(plane)) = (planar, ws.planar.key == pose_key, &ws.fast.plane) {
+            let (kin, pws) = (&ws.kin, &mut ws.planar);
+            ws.planar_ref
+                .pose(plane, &self.nodes, &kin.x, &kin.frame, pws);
+            ws.planar.key = pose_key;
+            ws.planar_first_poses += 1;
+        }
         if !matches!(rates, Rates::None) {
             let (xd, xdd, fr) = &ws.motion_key;
             let same_motion =
                 ws.motion_valid && *xd == ws.kin.xd && *xdd == ws.kin.xdd && *fr == ws.kin.frame;
             if !same_motion {
-                ws.kin.motion(&self.nodes);
+                ws.spatial_motion = false;
+                if !planar {
+                    self.ensure_spatial_pose();
+                    self.ws.kin.motion(&self.nodes);
+                    self.ws.spatial_motion = true;
+                }
+                let ws = &mut self.ws;
                 let (xd, xdd, fr) = &mut ws.motion_key;
                 xd.clear();
                 xd.extend_from_slice(&ws.kin.xd);
@@ -573,12 +630,72 @@ impl JointModel {
                 ws.motion_valid = true;
                 ws.generation += 1;
             }
+            let ws = &mut self.ws;
+            let stale = ws.planar.motion_key != Some(ws.generation);
+            if let (true, true, Some(plane)) = (planar, stale, &ws.fast.plane) {
+                let (kin, pws) = (&ws.kin, &mut ws.planar);
+                ws.planar_ref
+                    .motion(plane, &self.nodes, &kin.xd, &kin.xdd, &kin.frame, pws);
+                ws.planar.motion_key = Some(ws.generation);
+            }
+        }
+        if !planar {
+            self.ensure_spatial(!matches!(rates, Rates::None));
+        }
+        planar
+    }
+
+    /// Whether the planar-first load may serve an evaluation of `M` and `Ψ`: a planar tree
+    /// (detected at an earlier spatial load), the fast paths on, every force element on a
+    /// tree coordinate, no tires or friction contacts (those read the snapshot). Builds the
+    /// reference data from the loaded spatial pose when the bodies changed.
+    fn planar_first_ok(&mut self, sys: &System) -> bool {
+        let ws = &mut self.ws;
+        let (false, true, Some(plane)) = (ws.general_only, ws.fast.planar_first, ws.fast.plane)
+        else {
+            return false;
+        };
+        if ws.planar_ref.key != Some(sys.bodies_id) {
+            // From the spatial pose of the last load (any pose serves as the reference).
+            if ws.pose_key.is_none() || !ws.spatial_pose {
+                return false;
+            }
+            ws.planar_ref.build(
+                sys.bodies_id,
+                &plane,
+                &self.nodes,
+                &ws.kin.x,
+                &ws.kin.s,
+                &ws.kin.rot,
+                |b| (sys.bodies[b].mass, sys.bodies[b].inertia),
+            );
+        }
+        true
+    }
+
+    /// The spatial poses (and with `motion` the velocities) of the loaded state in `kin`,
+    /// made now if a planar-first load left them out.
+    #[inline]
+    fn ensure_spatial(&mut self, motion: bool) {
+        self.ensure_spatial_pose();
+        if motion && !self.ws.spatial_motion {
+            self.ws.kin.motion(&self.nodes);
+            self.ws.spatial_motion = true;
+        }
+    }
+
+    #[inline]
+    fn ensure_spatial_pose(&mut self) {
+        if !self.ws.spatial_pose {
+            self.ws.kin.positions(&self.nodes);
+            self.ws.spatial_pose = true;
         }
     }
 
     /// The element layer's snapshot (bodies' poses and velocities) from the recursion of the
     /// last [`JointModel::load_tree`] (`with_vel` as its rates were given).
     fn fill_snapshot(&mut self, with_vel: bool) {
+        self.ensure_spatial(with_vel);
         let ws = &mut self.ws;
         if ws.snap_key == Some((ws.generation, with_vel)) {
             return;
@@ -612,6 +729,7 @@ impl JointModel {
 
     /// Body spatial inertias at the current poses, and the composite inertias of the CRBA.
     fn inertias(&mut self, sys: &System) {
+        self.ensure_spatial_pose();
         let ws = &mut self.ws;
         if ws.inertia_valid && ws.inertia_key == sys.bodies_id {
             return;
@@ -737,8 +855,9 @@ impl JointModel {
     /// [`JointModel::mass_matrix`] into a matrix whose entries off the coordinates' root paths
     /// are already zero (not zeroed again).
     fn mass_matrix_entries(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
-        self.load_tree(sys, t, q, Rates::None);
-        self.inertias(sys);
+        if !self.load_tree_as(sys, t, q, Rates::None, true) {
+            self.inertias(sys);
+        }
         self.mass_matrix_loaded(sys, q, m);
     }
 
@@ -756,6 +875,10 @@ impl JointModel {
             // Exactly parallel axes in the model give parallel axes to round-off.
             ws.fast.plane = planar::Plane::detect(&self.nodes, &ws.kin.s, 1e-12);
             ws.fast.plane_checked = true;
+            ws.fast.planar_first = ws.fast.plane.is_some()
+                && ws.fast.all_terms
+                && sys.tires.is_empty()
+                && sys.contact_friction.is_empty();
             ws.planar.layout(&self.nodes, n_q);
         }
         let Some(plane) = &ws.fast.plane else {
@@ -807,8 +930,9 @@ impl JointModel {
         f: &mut [f64],
         fast: bool,
     ) {
-        self.load_tree(sys, t, q, Rates::Full(v));
-        self.inertias(sys);
+        if !self.load_tree_as(sys, t, q, Rates::Full(v), fast) {
+            self.inertias(sys);
+        }
         self.forces_loaded(sys, t, f, fast);
     }
 
@@ -1091,8 +1215,10 @@ impl JointModel {
         let (pdd, lambda) = x.split_at(nq);
         let (of, og) = out.split_at_mut(nq);
         self.forces(sys, t, q, v, of);
-        // The rows read the snapshot with velocities (the recursion is the one `forces` ran).
+        // The rows read the snapshot with velocities (the recursion is the one `forces` ran;
+        // its spatial poses and inertias are made here if a planar-first load left them out).
         self.load(sys, t, q, Rates::Full(v));
+        self.inertias(sys);
         let n = self.nodes.len();
         let ws = &mut self.ws;
         ws.res_da.resize(n, Sv::zeros());
@@ -1214,8 +1340,9 @@ impl JointModel {
             if m.shape() != (nq, nq) {
                 m = DMatrix::zeros(nq, nq);
             }
-            self.load_tree(sys, t, q, Rates::Full(v));
-            self.inertias(sys);
+            if !self.load_tree_as(sys, t, q, Rates::Full(v), true) {
+                self.inertias(sys);
+            }
             // The CRBA writes the entries of coordinates on one root path only.
             m.fill(0.0);
             self.mass_matrix_loaded(sys, q, &mut m);

@@ -66,6 +66,27 @@ impl std::ops::AddAssign for Pv {
     }
 }
 
+impl std::ops::Mul<f64> for Pv {
+    type Output = Pv;
+    #[inline]
+    fn mul(self, a: f64) -> Pv {
+        Pv::new(self.w * a, self.x * a, self.y * a)
+    }
+}
+
+/// Motion cross motion `v ×ₘ m` in the plane (the in-plane part of the spatial `crm`; the
+/// angular part `ω × ω'` of two rotations about `n` vanishes).
+#[inline]
+pub fn crm(v: &Pv, m: &Pv) -> Pv {
+    Pv::new(0.0, m.w * v.y - v.w * m.y, v.w * m.x - m.w * v.x)
+}
+
+/// `(c, s)` of an angle about `n` applied to in-plane coordinates `[x, y]`.
+#[inline]
+fn rot2((c, s): (f64, f64), p: [f64; 2]) -> [f64; 2] {
+    [c * p[0] - s * p[1], s * p[0] + c * p[1]]
+}
+
 /// The plane: its normal and two in-plane axes (world frame).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plane {
@@ -76,7 +97,7 @@ pub struct Plane {
 
 /// A planar spatial inertia at the origin: mass, in-plane first moment `m c`, rotational
 /// inertia about the normal through the origin.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PInertia {
     pub m: f64,
     pub hx: f64,
@@ -164,12 +185,233 @@ impl Plane {
         self.motion(f)
     }
 
+    /// A point's (or free vector's) in-plane coordinates.
+    #[inline]
+    pub fn point(&self, p: &Vector3<f64>) -> [f64; 2] {
+        [p.dot(&self.e1), p.dot(&self.e2)]
+    }
+
     pub fn inertia(&self, i: &Inertia) -> PInertia {
         PInertia {
             m: i.m,
             hx: i.h.dot(&self.e1),
             hy: i.h.dot(&self.e2),
             j: self.n.dot(&(i.j * self.n)),
+        }
+    }
+}
+
+impl std::ops::AddAssign for PInertia {
+    #[inline]
+    fn add_assign(&mut self, o: PInertia) {
+        self.m += o.m;
+        self.hx += o.hx;
+        self.hy += o.hy;
+        self.j += o.j;
+    }
+}
+
+/// The planar-first load: a planar tree's `s`, inertias, velocities and bias accelerations
+/// straight from the coordinates, without the spatial poses they are otherwise projected
+/// from (quaternions, rotation matrices, world-frame inertias `A J Aᵀ`: about two thirds of
+/// an evaluation along a trajectory on the stiff double pendulum; docs/benchmarks.md, "One
+/// evaluation, session 15").
+///
+/// Every body of a planar tree turns about `n` only, so its rotation is `Rot_n(φ) A_ref`
+/// with `A_ref` its rotation at a reference pose and `φ` the sum of the rotation stages'
+/// changes `±(x − x_ref)` on its root path, and the in-plane coordinates of a body-fixed
+/// vector are those at the reference turned by `φ`. This holds what does not depend on the
+/// pose, taken from one spatial pose ([`PlanarRef::build`]); [`PlanarRef::pose`] and
+/// [`PlanarRef::motion`] mirror [`super::kinematics::Kin::positions`] and
+/// [`super::kinematics::Kin::motion`] in the plane, and equal their projections to
+/// round-off (test `planar_first_load_equals_the_projections`).
+#[derive(Debug, Clone, Default)]
+pub struct PlanarRef {
+    /// The bodies' mass data it was built with (`System::bodies_id`).
+    pub key: Option<u64>,
+    /// Per dof: the coordinate at the reference; a rotation's sign about `n` (in `w`) or a
+    /// translation's in-plane axis (in `x`, `y`), at the reference.
+    x_ref: Vec<f64>,
+    axis: Vec<Pv>,
+    /// Per node: the parent joint frame's origin from the parent's body origin, and the
+    /// child joint frame's origin from the body origin, in-plane at the reference.
+    pf_off: Vec<[f64; 2]>,
+    cf_off: Vec<[f64; 2]>,
+    /// Per node: mass and rotational inertia about `n` through the centre (0 without body).
+    mass: Vec<f64>,
+    jnn: Vec<f64>,
+    /// Per node at the loaded pose: angle from the reference, its `(cos, sin)`, the body
+    /// origin (centre of mass) in the plane.
+    phi: Vec<f64>,
+    cs: Vec<(f64, f64)>,
+    com: Vec<[f64; 2]>,
+}
+
+impl PlanarRef {
+    /// From a spatial pose (`s`, `rot` of [`super::kinematics::Kin`] after `positions`, at
+    /// the dof values `x`); `body(b)` gives body `b`'s mass and rotational inertia about its
+    /// centre in body axes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        &mut self,
+        key: u64,
+        plane: &Plane,
+        nodes: &[Node],
+        x: &[f64],
+        s: &[Sv],
+        rot: &[nalgebra::Matrix3<f64>],
+        body: impl Fn(usize) -> (f64, nalgebra::Matrix3<f64>),
+    ) {
+        self.key = Some(key);
+        self.x_ref = x.to_vec();
+        self.axis = s
+            .iter()
+            .map(|sd| {
+                let (a, l) = (ang(sd), lin(sd));
+                if a.norm() > 0.0 {
+                    Pv::new(a.dot(&plane.n).signum(), 0.0, 0.0)
+                } else {
+                    Pv::new(0.0, l.dot(&plane.e1), l.dot(&plane.e2))
+                }
+            })
+            .collect();
+        let n = nodes.len();
+        (self.pf_off, self.cf_off) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        (self.mass, self.jnn) = (vec![0.0; n], vec![0.0; n]);
+        for (i, node) in nodes.iter().enumerate() {
+            let pf = match node.parent {
+                Parent::Node(k) => rot[k] * node.parent_frame.origin,
+                Parent::Ground | Parent::Frame(_) => node.parent_frame.origin,
+            };
+            self.pf_off.push(plane.point(&pf));
+            self.cf_off
+                .push(plane.point(&(rot[i] * node.child_frame.origin)));
+            if let Some(b) = node.body {
+                let (m, j) = body(b);
+                let nb = rot[i].transpose() * plane.n;
+                self.mass[i] = m;
+                self.jnn[i] = nb.dot(&(j * nb));
+            }
+        }
+        self.phi = vec![0.0; n];
+        self.cs = vec![(1.0, 0.0); n];
+        self.com = vec![[0.0; 2]; n];
+    }
+
+    /// `ws.s`, `ws.ib`, `ws.ic` at the dof values `x` (moving frames at `frames`).
+    pub fn pose(
+        &mut self,
+        plane: &Plane,
+        nodes: &[Node],
+        x: &[f64],
+        frames: &[[Vector3<f64>; 3]],
+        ws: &mut PlanarWs,
+    ) {
+        let n = nodes.len();
+        ws.s.resize(x.len(), Pv::default());
+        ws.ib.resize(n, PInertia::default());
+        ws.ic.resize(n, PInertia::default());
+        ws.f.resize(n, Pv::default());
+        for (i, node) in nodes.iter().enumerate() {
+            let (phi_p, cs_p, base) = match node.parent {
+                Parent::Ground => (0.0, (1.0, 0.0), [0.0; 2]),
+                Parent::Frame(f) => (0.0, (1.0, 0.0), plane.point(&frames[f][0])),
+                Parent::Node(k) => (self.phi[k], self.cs[k], self.com[k]),
+            };
+            let off = rot2(cs_p, self.pf_off[i]);
+            let mut o = [base[0] + off[0], base[1] + off[1]];
+            // `cs` is current while `turned` is false.
+            let (mut phi, mut cs, mut turned) = (phi_p, cs_p, false);
+            for st in node.stages() {
+                let d = node.dof + st.k;
+                let ax = self.axis[d];
+                if st.rot {
+                    ws.s[d] = Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]);
+                    phi += ax.w * (x[d] - self.x_ref[d]);
+                    turned = true;
+                } else {
+                    if turned {
+                        let (sn, c) = phi.sin_cos();
+                        (cs, turned) = ((c, sn), false);
+                    }
+                    let a = rot2(cs, [ax.x, ax.y]);
+                    ws.s[d] = Pv::new(0.0, a[0], a[1]);
+                    o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
+                }
+            }
+            if node.kind == NodeKind::PlanarTranslation {
+                // A particle's frame never rotates (as in `Kin::positions`).
+                (phi, cs, turned) = (0.0, (1.0, 0.0), false);
+            }
+            if turned {
+                let (sn, c) = phi.sin_cos();
+                cs = (c, sn);
+            }
+            let coff = rot2(cs, self.cf_off[i]);
+            let c = [o[0] - coff[0], o[1] - coff[1]];
+            (self.phi[i], self.cs[i], self.com[i]) = (phi, cs, c);
+            let m = self.mass[i];
+            ws.ib[i] = PInertia {
+                m,
+                hx: m * c[0],
+                hy: m * c[1],
+                j: self.jnn[i] + m * (c[0] * c[0] + c[1] * c[1]),
+            };
+        }
+        ws.ic.copy_from_slice(&ws.ib);
+        for i in (0..n).rev() {
+            if let Parent::Node(p) = nodes[i].parent {
+                let c = ws.ic[i];
+                ws.ic[p] += c;
+            }
+        }
+    }
+
+    /// `ws.vel`, `ws.acc` from the rates `xd` and the driven accelerations `xdd` (after
+    /// [`PlanarRef::pose`]).
+    pub fn motion(
+        &self,
+        plane: &Plane,
+        nodes: &[Node],
+        xd: &[f64],
+        xdd: &[f64],
+        frames: &[[Vector3<f64>; 3]],
+        ws: &mut PlanarWs,
+    ) {
+        let n = nodes.len();
+        ws.vel.resize(n, Pv::default());
+        ws.acc.resize(n, Pv::default());
+        for (i, node) in nodes.iter().enumerate() {
+            let (vp, ap) = match node.parent {
+                Parent::Ground => (Pv::default(), Pv::default()),
+                Parent::Frame(f) => {
+                    let ([vx, vy], [ax, ay]) =
+                        (plane.point(&frames[f][1]), plane.point(&frames[f][2]));
+                    (Pv::new(0.0, vx, vy), Pv::new(0.0, ax, ay))
+                }
+                Parent::Node(k) => (ws.vel[k], ws.acc[k]),
+            };
+            // The stages in order: a planar joint's later axes move with its earlier
+            // coordinates (`Kin::node_bias`).
+            let interact = node.kind.stages_interact();
+            let (mut sxd, mut bias) = (Pv::default(), Pv::default());
+            for st in node.stages() {
+                let d = node.dof + st.k;
+                let sm = ws.s[d] * xd[d];
+                if interact {
+                    bias += crm(&sxd, &sm);
+                }
+                sxd += sm;
+            }
+            let v = vp + sxd;
+            let mut a = ap + crm(&v, &sxd) + bias;
+            if let NodeCoord::Driven(_) = node.coord {
+                for d in node.dofs() {
+                    a += ws.s[d] * xdd[d];
+                }
+            }
+            ws.vel[i] = v;
+            ws.acc[i] = a;
         }
     }
 }
