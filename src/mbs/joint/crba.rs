@@ -8,8 +8,9 @@ use super::tree::{Node, NodeCoord, Parent};
 use nalgebra::DMatrix;
 
 /// The composite inertias `ic` (each node's subtree) from the bodies' `ib`. They depend on the
-/// poses only: the caller keeps them with the body inertias.
-pub fn composite_inertias(nodes: &[Node], ib: &[Inertia], ic: &mut [Inertia]) {
+/// poses only: the caller keeps them with the body inertias. Spatial [`Inertia`] or the
+/// planar tree's four-number ones (`planar.rs`).
+pub fn composite_inertias<T: Copy + std::ops::AddAssign>(nodes: &[Node], ib: &[T], ic: &mut [T]) {
     ic.copy_from_slice(ib);
     for i in (0..nodes.len()).rev() {
         if let Parent::Node(p) = nodes[i].parent {

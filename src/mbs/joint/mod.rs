@@ -848,7 +848,8 @@ impl JointModel {
     // ----- the equations -----
 
     pub fn mass_matrix(&mut self, sys: &System, t: f64, q: &[f64], m: &mut DMatrix<f64>) {
-        m.as_mut_slice().fill(0.0); // a slice fill: nalgebra's element iterator cost 15 instructions per entry
+        // A slice fill: nalgebra's element iterator cost 15 instructions per entry.
+        m.as_mut_slice().fill(0.0);
         self.mass_matrix_entries(sys, t, q, m);
     }
 

@@ -224,7 +224,7 @@ impl std::ops::AddAssign for PInertia {
 /// pose, taken from one spatial pose ([`PlanarRef::build`]); [`PlanarRef::pose`] and
 /// [`PlanarRef::motion`] mirror [`super::kinematics::Kin::positions`] and
 /// [`super::kinematics::Kin::motion`] in the plane, and equal their projections to
-/// round-off (test `planar_first_load_equals_the_projections`).
+/// round-off (test `planar_first_load_equals_the_spatial_recursion`).
 #[derive(Debug, Clone, Default)]
 pub struct PlanarRef {
     /// The bodies' mass data it was built with (`System::bodies_id`).
@@ -358,13 +358,7 @@ impl PlanarRef {
                 j: self.jnn[i] + m * (c[0] * c[0] + c[1] * c[1]),
             };
         }
-        ws.ic.copy_from_slice(&ws.ib);
-        for i in (0..n).rev() {
-            if let Parent::Node(p) = nodes[i].parent {
-                let c = ws.ic[i];
-                ws.ic[p] += c;
-            }
-        }
+        super::crba::composite_inertias(nodes, &ws.ib, &mut ws.ic);
     }
 
     /// `ws.vel`, `ws.acc` from the rates `xd` and the driven accelerations `xdd` (after
