@@ -6,16 +6,28 @@
 use super::kinematics::{Inertia, Sv};
 use super::tree::{Node, NodeCoord, Parent};
 use nalgebra::DMatrix;
+use std::ops::AddAssign;
 
 /// The composite inertias `ic` (each node's subtree) from the bodies' `ib`. They depend on the
 /// poses only: the caller keeps them with the body inertias. Spatial [`Inertia`] or the
 /// planar tree's four-number ones (`planar.rs`).
-pub fn composite_inertias<T: Copy + std::ops::AddAssign>(nodes: &[Node], ib: &[T], ic: &mut [T]) {
+pub fn composite_inertias<T: Copy + AddAssign>(nodes: &[Node], ib: &[T], ic: &mut [T]) {
     ic.copy_from_slice(ib);
-    for i in (0..nodes.len()).rev() {
-        if let Parent::Node(p) = nodes[i].parent {
-            let c = ic[i];
-            ic[p] += c;
+    sum_subtrees(nodes.iter().map(|n| n.parent), ic);
+}
+
+/// Turns per-node values into subtree sums, leaves to root (each node's parents in order;
+/// parents come before their children). The composite inertias, and the recursive
+/// Newton–Euler's transmitted forces.
+pub fn sum_subtrees<T, P>(parents: P, x: &mut [T])
+where
+    T: Copy + AddAssign,
+    P: DoubleEndedIterator<Item = Parent> + ExactSizeIterator,
+{
+    for (i, p) in parents.enumerate().rev() {
+        if let Parent::Node(p) = p {
+            let c = x[i];
+            x[p] += c;
         }
     }
 }

@@ -82,7 +82,7 @@ pub struct JointModel {
 struct Workspace {
     kin: Kin,
     snap: Snapshot,
-    /// Body spatial inertias (at the poses of `pose_key`): compact for the recursions, as
+    /// Body spatial inertias (at the loaded poses): compact for the recursions, as
     /// 6 × 6 matrices for the Jacobians.
     ib: Vec<Inertia>,
     i6: Vec<Matrix6<f64>>,
@@ -90,9 +90,13 @@ struct Workspace {
     ic: Vec<Inertia>,
     f: Vec<Sv>,
     w: Vec<Sv>,
-    /// The poses depend only on the node values and the moving frames' positions: the key
-    /// of the poses in `kin` (a BDF residual asks for `M` and `Ψ` at the same state).
-    pose_key: Option<(Vec<f64>, Vec<Vector3<f64>>)>,
+    /// The poses depend only on the node values and the moving frames' positions, which
+    /// `kin` holds: a pose is loaded once this is set (a BDF residual asks for `M` and `Ψ`
+    /// at the same state, and the load compares the values it writes).
+    pose_loaded: bool,
+    /// Per free dof `(dof, state coordinate)`, per driven node `(dof, motion slot)`.
+    free_dofs: Vec<(usize, usize)>,
+    driven_dofs: Vec<(usize, usize)>,
     /// The inertias depend on the poses and the bodies' mass data (parameters may change it):
     /// the mass data they were computed with (`System::bodies_id`), valid while
     /// `inertia_valid` (cleared when the poses change).
@@ -115,10 +119,9 @@ struct Workspace {
     /// Poses made by the planar-first load (for tests that it is taken).
     planar_first_poses: u64,
     /// The velocities depend on the poses and the node rates (`ẋ`, the driven `ẍ`, the moving
-    /// frames): those of the last `Kin::motion`, valid while `motion_valid` (cleared with the
-    /// poses). The re-anchoring's path points and dopri5's right-hand side ask for forces
-    /// and `γ` at one state, each loading it.
-    motion_key: (Vec<f64>, Vec<f64>, Vec<[Vector3<f64>; 3]>),
+    /// frames), which `kin` holds as of the last `Kin::motion`: valid while `motion_valid`
+    /// (cleared with the poses). The re-anchoring's path points and dopri5's right-hand side
+    /// ask for forces and `γ` at one state, each loading it.
     motion_valid: bool,
     /// Bumped whenever the poses or the velocities are recomputed; the snapshot was filled
     /// at `snap_key = (generation, with velocities)`.
@@ -544,7 +547,23 @@ impl JointModel {
             ws.ic.resize(n, Inertia::ZERO);
             ws.f.resize(n, Sv::zeros());
             ws.w.resize(n, Sv::zeros());
+            (ws.free_dofs, ws.driven_dofs) = (Vec::new(), Vec::new());
+            for node in &self.nodes {
+                match node.coord {
+                    NodeCoord::None => {}
+                    NodeCoord::Free(a) => {
+                        ws.free_dofs.extend(node.dofs().zip(a..));
+                    }
+                    NodeCoord::Driven(slot) => ws.driven_dofs.push((node.dof, slot)),
+                }
+            }
         }
+        // The node values in place, noting whether the pose and the rates change: `kin` holds
+        // the last loaded pose, and the rates of the last computed motion (a load without
+        // rates leaves them, and the free dofs' `ẍ` stay zero).
+        let with_rates = !matches!(rates, Rates::None);
+        let kin = &mut ws.kin;
+        let (mut same_pose, mut same_motion) = (ws.pose_loaded, ws.motion_valid);
         for (f, slots) in sys.frame_motions.iter().enumerate() {
             let mut st = [Vector3::zeros(); 3];
             for k in 0..3 {
@@ -553,33 +572,34 @@ impl JointModel {
                     st[d][k] = m[d];
                 }
             }
-            ws.kin.frame[f] = st;
-        }
-        for node in &self.nodes {
-            let d = node.dof;
-            match node.coord {
-                NodeCoord::None => {}
-                NodeCoord::Free(a) => {
-                    for k in 0..node.kind.n_dof() {
-                        ws.kin.x[d + k] = q[a + k];
-                        ws.kin.xd[d + k] = match rates {
-                            Rates::Full(v) => v[a + k],
-                            _ => 0.0,
-                        };
-                        ws.kin.xdd[d + k] = 0.0;
-                    }
-                }
-                NodeCoord::Driven(slot) => {
-                    let [u, ud, udd] = sys.motion(slot, t);
-                    ws.kin.x[d] = u;
-                    ws.kin.xd[d] = ud;
-                    ws.kin.xdd[d] = udd;
-                }
+            same_pose &= kin.frame[f][0] == st[0];
+            kin.frame[f][0] = st[0];
+            if with_rates {
+                same_motion &= kin.frame[f][1..] == st[1..];
+                kin.frame[f] = st;
             }
         }
-        let same_pose = ws.pose_key.as_ref().is_some_and(|(x, fr)| {
-            *x == ws.kin.x && fr.iter().zip(&ws.kin.frame).all(|(a, b)| *a == b[0])
-        });
+        for &(d, a) in &ws.free_dofs {
+            same_pose &= kin.x[d] == q[a];
+            kin.x[d] = q[a];
+            let xd = match rates {
+                Rates::Full(v) => v[a],
+                _ => 0.0,
+            };
+            same_motion &= kin.xd[d] == xd;
+            if with_rates {
+                kin.xd[d] = xd;
+            }
+        }
+        for &(d, slot) in &ws.driven_dofs {
+            let [u, ud, udd] = sys.motion(slot, t);
+            same_pose &= kin.x[d] == u;
+            kin.x[d] = u;
+            same_motion &= kin.xd[d] == ud && kin.xdd[d] == udd;
+            if with_rates {
+                (kin.xd[d], kin.xdd[d]) = (ud, udd);
+            }
+        }
         if !same_pose {
             ws.spatial_pose = false;
             ws.spatial_motion = false;
@@ -587,12 +607,7 @@ impl JointModel {
                 ws.kin.positions(&self.nodes);
                 ws.spatial_pose = true;
             }
-            // The key's vectors are reused (no allocation per evaluation).
-            let (x, fr) = ws.pose_key.get_or_insert_with(Default::default);
-            x.clear();
-            x.extend_from_slice(&ws.kin.x);
-            fr.clear();
-            fr.extend(ws.kin.frame.iter().map(|f| f[0]));
+            ws.pose_loaded = true;
             ws.inertia_valid = false;
             ws.motion_valid = false;
             ws.generation += 1;
@@ -603,16 +618,13 @@ impl JointModel {
         let pose_key = Some((ws.pose_gen, ws.inertia_gen));
         if let (true, false, Some(plane)) = (planar, ws.planar.key == pose_key, &ws.fast.plane) {
             let (kin, pws) = (&ws.kin, &mut ws.planar);
-            ws.planar_ref
-                .pose(plane, &self.nodes, &kin.x, &kin.frame, pws);
+            ws.planar_ref.pose(plane, &kin.x, &kin.frame, pws);
             ws.planar.key = pose_key;
             ws.planar_first_poses += 1;
         }
-        if !matches!(rates, Rates::None) {
-            let (xd, xdd, fr) = &ws.motion_key;
-            let same_motion =
-                ws.motion_valid && *xd == ws.kin.xd && *xdd == ws.kin.xdd && *fr == ws.kin.frame;
-            if !same_motion {
+        if with_rates {
+            // A new pose cleared `motion_valid`.
+            if !(same_motion && ws.motion_valid) {
                 ws.spatial_motion = false;
                 if !planar {
                     self.ensure_spatial_pose();
@@ -620,13 +632,6 @@ impl JointModel {
                     self.ws.spatial_motion = true;
                 }
                 let ws = &mut self.ws;
-                let (xd, xdd, fr) = &mut ws.motion_key;
-                xd.clear();
-                xd.extend_from_slice(&ws.kin.xd);
-                xdd.clear();
-                xdd.extend_from_slice(&ws.kin.xdd);
-                fr.clear();
-                fr.extend_from_slice(&ws.kin.frame);
                 ws.motion_valid = true;
                 ws.generation += 1;
             }
@@ -635,7 +640,7 @@ impl JointModel {
             if let (true, true, Some(plane)) = (planar, stale, &ws.fast.plane) {
                 let (kin, pws) = (&ws.kin, &mut ws.planar);
                 ws.planar_ref
-                    .motion(plane, &self.nodes, &kin.xd, &kin.xdd, &kin.frame, pws);
+                    .motion(plane, &kin.xd, &kin.xdd, &kin.frame, pws);
                 ws.planar.motion_key = Some(ws.generation);
             }
         }
@@ -651,18 +656,18 @@ impl JointModel {
     /// reference data from the loaded spatial pose when the bodies changed.
     fn planar_first_ok(&mut self, sys: &System) -> bool {
         let ws = &mut self.ws;
-        let (false, true, Some(plane)) = (ws.general_only, ws.fast.planar_first, ws.fast.plane)
+        let (false, true, Some(plane)) = (ws.general_only, ws.fast.planar_first, &ws.fast.plane)
         else {
             return false;
         };
         if ws.planar_ref.key != Some(sys.bodies_id) {
             // From the spatial pose of the last load (any pose serves as the reference).
-            if ws.pose_key.is_none() || !ws.spatial_pose {
+            if !ws.pose_loaded || !ws.spatial_pose {
                 return false;
             }
             ws.planar_ref.build(
                 sys.bodies_id,
-                &plane,
+                plane,
                 &self.nodes,
                 &ws.kin.x,
                 &ws.kin.s,
@@ -943,10 +948,17 @@ impl JointModel {
     fn forces_loaded(&mut self, sys: &System, t: f64, f: &mut [f64], fast: bool) {
         self.ensure_fast(sys);
         let all_fast = fast && self.ws.fast.all_terms;
-        if !all_fast || !sys.tires.is_empty() || !sys.contact_friction.is_empty() {
+        let extra = !sys.tires.is_empty() || !sys.contact_friction.is_empty();
+        if !all_fast || extra {
             self.fill_snapshot(true);
         }
-        self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
+        let planar = fast && self.planar_loaded(sys, true);
+        // Applied wrenches: none when every element enters `Ψ` directly and the planar
+        // recursion runs (the spatial one reads `ws.w` anyway).
+        let wrenches = !all_fast || extra || !planar;
+        if wrenches {
+            self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
+        }
         self.ws.direct.clear();
         for (k, term) in sys.terms.iter().enumerate() {
             if let (true, Some(tc)) = (fast, self.ws.fast.terms[k]) {
@@ -971,10 +983,10 @@ impl JointModel {
         }
         self.add_tire_wrenches(sys, t);
         self.add_contact_friction_wrenches(sys, t);
-        let planar = fast && self.planar_loaded(sys, true);
         let ws = &mut self.ws;
         if let (true, Some(plane)) = (planar, &ws.fast.plane) {
-            planar::bias_forces(plane, &self.nodes, &mut ws.planar, &sys.gravity, &ws.w, f);
+            let w = wrenches.then_some(&ws.w[..]);
+            planar::bias_forces(plane, &self.nodes, &mut ws.planar, &sys.gravity, w, f);
             for &(a, force) in &ws.direct {
                 f[a] += force;
             }
@@ -1921,6 +1933,37 @@ fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
     debug_assert_eq!(m.shape(), (n, n));
     // Column-major: column j is `a[j n..(j + 1) n]`.
     let a = m.as_mut_slice();
+    let factored = if n <= 4 {
+        ldlt_factor_small(a, n)
+    } else {
+        ldlt_factor(a, n)
+    };
+    if !factored {
+        return false;
+    }
+    // L y = b, z = D⁻¹ y, Lᵀ x = z.
+    for j in 0..n {
+        let bj = b[j];
+        for i in j + 1..n {
+            b[i] -= a[i + j * n] * bj;
+        }
+    }
+    for j in 0..n {
+        b[j] /= a[j + j * n];
+    }
+    for j in (0..n).rev() {
+        let mut dot = -0.0;
+        for i in j + 1..n {
+            dot += a[i + j * n] * b[i];
+        }
+        b[j] -= dot;
+    }
+    true
+}
+
+/// The factorization of [`ldlt_solve`], column by column with contiguous column updates
+/// (which vectorize).
+fn ldlt_factor(a: &mut [f64], n: usize) -> bool {
     for j in 0..n {
         let (done, rest) = a.split_at_mut(j * n);
         let col = &mut rest[..n];
@@ -1933,7 +1976,7 @@ fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
             }
         }
         let d = col[j];
-        if !(d > 0.0 && d.is_finite()) {
+        if !(d > 0.0 && d < f64::INFINITY) {
             return false;
         }
         let r = 1.0 / d;
@@ -1941,25 +1984,37 @@ fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
             *x *= r;
         }
     }
-    // L y = b, z = D⁻¹ y, Lᵀ x = z.
+    true
+}
+
+/// [`ldlt_factor`] for `n ≤ 4` in scalar loops, the same operations in the same order
+/// (bit-identical): the column updates' vectorized loops cost about 400 instructions of
+/// set-up at `n = 2`, ten times the arithmetic (docs/benchmarks.md, "One evaluation,
+/// session 16").
+fn ldlt_factor_small(a: &mut [f64], n: usize) -> bool {
+    debug_assert!(n <= 4 && a.len() == n * n);
+    // Row j's `L_jk D_k` over the earlier columns.
+    let mut ld = [0.0; 4];
     for j in 0..n {
-        let bj = b[j];
-        let col = &a[j * n..(j + 1) * n];
-        for (x, l) in b[j + 1..].iter_mut().zip(&col[j + 1..]) {
-            *x -= l * bj;
+        for k in 0..j {
+            ld[k] = a[j + k * n] * a[k + k * n];
         }
-    }
-    for j in 0..n {
-        b[j] /= a[j + j * n];
-    }
-    for j in (0..n).rev() {
-        let col = &a[j * n..(j + 1) * n];
-        let dot: f64 = col[j + 1..]
-            .iter()
-            .zip(&b[j + 1..])
-            .map(|(l, x)| l * x)
-            .sum();
-        b[j] -= dot;
+        for i in j..n {
+            let mut x = a[i + j * n];
+            for k in 0..j {
+                x -= ld[k] * a[i + k * n];
+            }
+            a[i + j * n] = x;
+        }
+        let d = a[j + j * n];
+        // Not `is_finite`, which compiles to a bit classification of two dozen instructions.
+        if !(d > 0.0 && d < f64::INFINITY) {
+            return false;
+        }
+        let r = 1.0 / d;
+        for i in j + 1..n {
+            a[i + j * n] *= r;
+        }
     }
     true
 }

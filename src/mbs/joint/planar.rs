@@ -221,30 +221,63 @@ impl std::ops::AddAssign for PInertia {
 /// with `A_ref` its rotation at a reference pose and `φ` the sum of the rotation stages'
 /// changes `±(x − x_ref)` on its root path, and the in-plane coordinates of a body-fixed
 /// vector are those at the reference turned by `φ`. This holds what does not depend on the
-/// pose, taken from one spatial pose ([`PlanarRef::build`]); [`PlanarRef::pose`] and
-/// [`PlanarRef::motion`] mirror [`super::kinematics::Kin::positions`] and
-/// [`super::kinematics::Kin::motion`] in the plane, and equal their projections to
-/// round-off (test `planar_first_load_equals_the_spatial_recursion`).
+/// pose, taken from one spatial pose ([`PlanarRef::build`]), with the tree's topology
+/// flattened into [`PNode`]s and [`PStage`]s (one pass over plain arrays per recursion);
+/// [`PlanarRef::pose`] and [`PlanarRef::motion`] mirror
+/// [`super::kinematics::Kin::positions`] and [`super::kinematics::Kin::motion`] in the plane,
+/// and equal their projections to round-off (test
+/// `planar_first_load_equals_the_spatial_recursion`).
 #[derive(Debug, Clone, Default)]
 pub struct PlanarRef {
     /// The bodies' mass data it was built with (`System::bodies_id`).
     pub key: Option<u64>,
-    /// Per dof: the coordinate at the reference; a rotation's sign about `n` (in `w`) or a
-    /// translation's in-plane axis (in `x`, `y`), at the reference.
-    x_ref: Vec<f64>,
-    axis: Vec<Pv>,
-    /// Per node: the parent joint frame's origin from the parent's body origin, and the
-    /// child joint frame's origin from the body origin, in-plane at the reference.
-    pf_off: Vec<[f64; 2]>,
-    cf_off: Vec<[f64; 2]>,
-    /// Per node: mass and rotational inertia about `n` through the centre (0 without body).
-    mass: Vec<f64>,
-    jnn: Vec<f64>,
-    /// Per node at the loaded pose: angle from the reference, its `(cos, sin)`, the body
-    /// origin (centre of mass) in the plane.
-    phi: Vec<f64>,
-    cs: Vec<(f64, f64)>,
-    com: Vec<[f64; 2]>,
+    nodes: Vec<PNode>,
+    /// The nodes' stages in the order they move the child frame (`PNode::stages`).
+    stages: Vec<PStage>,
+    /// Per node at the loaded pose.
+    at: Vec<PAt>,
+}
+
+/// One tree node as the planar recursions read it.
+#[derive(Debug, Clone, PartialEq)]
+struct PNode {
+    parent: Parent,
+    /// Its stages in [`PlanarRef::stages`], and its dofs.
+    stages: std::ops::Range<usize>,
+    dofs: std::ops::Range<usize>,
+    /// A particle's frame, which never rotates (as in `Kin::positions`).
+    particle: bool,
+    /// The stages move each other's axes (`NodeKind::stages_interact`).
+    interact: bool,
+    /// Eliminated by a driver: its dofs carry the driven accelerations.
+    driven: bool,
+    /// The parent joint frame's origin from the parent's body origin, and the child joint
+    /// frame's origin from the body origin, in-plane at the reference.
+    pf_off: [f64; 2],
+    cf_off: [f64; 2],
+    /// Mass and rotational inertia about `n` through the centre (0 without body).
+    mass: f64,
+    jnn: f64,
+}
+
+/// One stage: its dof, whether it rotates, the coordinate at the reference, and the
+/// rotation's sign about `n` (in `w`) or the translation's in-plane axis (in `x`, `y`) at
+/// the reference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PStage {
+    dof: usize,
+    rot: bool,
+    x_ref: f64,
+    axis: Pv,
+}
+
+/// A node at the loaded pose: angle from the reference, its `(cos, sin)`, the body origin
+/// (centre of mass) in the plane.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PAt {
+    phi: f64,
+    cs: (f64, f64),
+    com: [f64; 2],
 }
 
 impl PlanarRef {
@@ -263,71 +296,86 @@ impl PlanarRef {
         body: impl Fn(usize) -> (f64, nalgebra::Matrix3<f64>),
     ) {
         self.key = Some(key);
-        self.x_ref = x.to_vec();
-        self.axis = s
-            .iter()
-            .map(|sd| {
-                let (a, l) = (ang(sd), lin(sd));
-                if a.norm() > 0.0 {
+        self.nodes.clear();
+        self.stages.clear();
+        for (i, node) in nodes.iter().enumerate() {
+            let first = self.stages.len();
+            for st in node.stages() {
+                let d = node.dof + st.k;
+                let (a, l) = (ang(&s[d]), lin(&s[d]));
+                let axis = if st.rot {
                     Pv::new(a.dot(&plane.n).signum(), 0.0, 0.0)
                 } else {
                     Pv::new(0.0, l.dot(&plane.e1), l.dot(&plane.e2))
-                }
-            })
-            .collect();
-        let n = nodes.len();
-        (self.pf_off, self.cf_off) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        (self.mass, self.jnn) = (vec![0.0; n], vec![0.0; n]);
-        for (i, node) in nodes.iter().enumerate() {
+                };
+                self.stages.push(PStage {
+                    dof: d,
+                    rot: st.rot,
+                    x_ref: x[d],
+                    axis,
+                });
+            }
             let pf = match node.parent {
                 Parent::Node(k) => rot[k] * node.parent_frame.origin,
                 Parent::Ground | Parent::Frame(_) => node.parent_frame.origin,
             };
-            self.pf_off.push(plane.point(&pf));
-            self.cf_off
-                .push(plane.point(&(rot[i] * node.child_frame.origin)));
-            if let Some(b) = node.body {
+            let (mass, jnn) = node.body.map_or((0.0, 0.0), |b| {
                 let (m, j) = body(b);
                 let nb = rot[i].transpose() * plane.n;
-                self.mass[i] = m;
-                self.jnn[i] = nb.dot(&(j * nb));
-            }
+                (m, nb.dot(&(j * nb)))
+            });
+            self.nodes.push(PNode {
+                parent: node.parent,
+                stages: first..self.stages.len(),
+                dofs: node.dofs(),
+                particle: node.kind == NodeKind::PlanarTranslation,
+                interact: node.kind.stages_interact(),
+                driven: matches!(node.coord, NodeCoord::Driven(_)),
+                pf_off: plane.point(&pf),
+                cf_off: plane.point(&(rot[i] * node.child_frame.origin)),
+                mass,
+                jnn,
+            });
         }
-        self.phi = vec![0.0; n];
-        self.cs = vec![(1.0, 0.0); n];
-        self.com = vec![[0.0; 2]; n];
+        let at = PAt {
+            phi: 0.0,
+            cs: (1.0, 0.0),
+            com: [0.0; 2],
+        };
+        self.at = vec![at; nodes.len()];
     }
 
     /// `ws.s`, `ws.ib`, `ws.ic` at the dof values `x` (moving frames at `frames`).
     pub fn pose(
         &mut self,
         plane: &Plane,
-        nodes: &[Node],
         x: &[f64],
         frames: &[[Vector3<f64>; 3]],
         ws: &mut PlanarWs,
     ) {
-        let n = nodes.len();
-        ws.s.resize(x.len(), Pv::default());
-        ws.ib.resize(n, PInertia::default());
-        ws.ic.resize(n, PInertia::default());
-        ws.f.resize(n, Pv::default());
-        for (i, node) in nodes.iter().enumerate() {
+        let n = self.nodes.len();
+        ws.fit(n, x.len());
+        let (s, ib, ic, at) = (
+            &mut ws.s[..],
+            &mut ws.ib[..n],
+            &mut ws.ic[..n],
+            &mut self.at[..n],
+        );
+        for (i, node) in self.nodes.iter().enumerate() {
             let (phi_p, cs_p, base) = match node.parent {
                 Parent::Ground => (0.0, (1.0, 0.0), [0.0; 2]),
                 Parent::Frame(f) => (0.0, (1.0, 0.0), plane.point(&frames[f][0])),
-                Parent::Node(k) => (self.phi[k], self.cs[k], self.com[k]),
+                Parent::Node(k) => (at[k].phi, at[k].cs, at[k].com),
             };
-            let off = rot2(cs_p, self.pf_off[i]);
+            let off = rot2(cs_p, node.pf_off);
             let mut o = [base[0] + off[0], base[1] + off[1]];
             // `cs` is current while `turned` is false.
             let (mut phi, mut cs, mut turned) = (phi_p, cs_p, false);
-            for st in node.stages() {
-                let d = node.dof + st.k;
-                let ax = self.axis[d];
+            for st in &self.stages[node.stages.clone()] {
+                let (d, ax) = (st.dof, st.axis);
                 if st.rot {
-                    ws.s[d] = Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]);
-                    phi += ax.w * (x[d] - self.x_ref[d]);
+                    s[d] = Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]);
+                    phi += ax.w * (x[d] - st.x_ref);
                     turned = true;
                 } else {
                     if turned {
@@ -335,30 +383,30 @@ impl PlanarRef {
                         (cs, turned) = ((c, sn), false);
                     }
                     let a = rot2(cs, [ax.x, ax.y]);
-                    ws.s[d] = Pv::new(0.0, a[0], a[1]);
+                    s[d] = Pv::new(0.0, a[0], a[1]);
                     o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
                 }
             }
-            if node.kind == NodeKind::PlanarTranslation {
-                // A particle's frame never rotates (as in `Kin::positions`).
+            if node.particle {
                 (phi, cs, turned) = (0.0, (1.0, 0.0), false);
             }
             if turned {
                 let (sn, c) = phi.sin_cos();
                 cs = (c, sn);
             }
-            let coff = rot2(cs, self.cf_off[i]);
+            let coff = rot2(cs, node.cf_off);
             let c = [o[0] - coff[0], o[1] - coff[1]];
-            (self.phi[i], self.cs[i], self.com[i]) = (phi, cs, c);
-            let m = self.mass[i];
-            ws.ib[i] = PInertia {
+            at[i] = PAt { phi, cs, com: c };
+            let m = node.mass;
+            ib[i] = PInertia {
                 m,
                 hx: m * c[0],
                 hy: m * c[1],
-                j: self.jnn[i] + m * (c[0] * c[0] + c[1] * c[1]),
+                j: node.jnn + m * (c[0] * c[0] + c[1] * c[1]),
             };
+            ic[i] = ib[i];
         }
-        super::crba::composite_inertias(nodes, &ws.ib, &mut ws.ic);
+        super::crba::sum_subtrees(self.nodes.iter().map(|nd| nd.parent), ic);
     }
 
     /// `ws.vel`, `ws.acc` from the rates `xd` and the driven accelerations `xdd` (after
@@ -366,16 +414,15 @@ impl PlanarRef {
     pub fn motion(
         &self,
         plane: &Plane,
-        nodes: &[Node],
         xd: &[f64],
         xdd: &[f64],
         frames: &[[Vector3<f64>; 3]],
         ws: &mut PlanarWs,
     ) {
-        let n = nodes.len();
-        ws.vel.resize(n, Pv::default());
-        ws.acc.resize(n, Pv::default());
-        for (i, node) in nodes.iter().enumerate() {
+        let n = self.nodes.len();
+        ws.fit(n, xd.len());
+        let (s, vel, acc) = (&ws.s[..], &mut ws.vel[..n], &mut ws.acc[..n]);
+        for (i, node) in self.nodes.iter().enumerate() {
             let (vp, ap) = match node.parent {
                 Parent::Ground => (Pv::default(), Pv::default()),
                 Parent::Frame(f) => {
@@ -383,29 +430,27 @@ impl PlanarRef {
                         (plane.point(&frames[f][1]), plane.point(&frames[f][2]));
                     (Pv::new(0.0, vx, vy), Pv::new(0.0, ax, ay))
                 }
-                Parent::Node(k) => (ws.vel[k], ws.acc[k]),
+                Parent::Node(k) => (vel[k], acc[k]),
             };
             // The stages in order: a planar joint's later axes move with its earlier
             // coordinates (`Kin::node_bias`).
-            let interact = node.kind.stages_interact();
             let (mut sxd, mut bias) = (Pv::default(), Pv::default());
-            for st in node.stages() {
-                let d = node.dof + st.k;
-                let sm = ws.s[d] * xd[d];
-                if interact {
+            for st in &self.stages[node.stages.clone()] {
+                let sm = s[st.dof] * xd[st.dof];
+                if node.interact {
                     bias += crm(&sxd, &sm);
                 }
                 sxd += sm;
             }
             let v = vp + sxd;
             let mut a = ap + crm(&v, &sxd) + bias;
-            if let NodeCoord::Driven(_) = node.coord {
-                for d in node.dofs() {
-                    a += ws.s[d] * xdd[d];
+            if node.driven {
+                for d in node.dofs.clone() {
+                    a += s[d] * xdd[d];
                 }
             }
-            ws.vel[i] = v;
-            ws.acc[i] = a;
+            vel[i] = v;
+            acc[i] = a;
         }
     }
 }
@@ -433,6 +478,20 @@ pub struct PlanarWs {
 }
 
 impl PlanarWs {
+    /// Sizes the per-node and per-dof arrays (once; their values are written before read).
+    #[inline]
+    fn fit(&mut self, n: usize, n_dof: usize) {
+        if self.ib.len() != n || self.s.len() != n_dof || self.vel.len() != n {
+            self.s.resize(n_dof, Pv::default());
+            for v in [&mut self.vel, &mut self.acc, &mut self.f] {
+                v.resize(n, Pv::default());
+            }
+            for v in [&mut self.ib, &mut self.ic] {
+                v.resize(n, PInertia::default());
+            }
+        }
+    }
+
     /// The CRBA's pattern (`cols`, `targets`): each free dof against its own node's and its
     /// ancestors' free dofs.
     pub fn layout(&mut self, nodes: &[Node], n_q: usize) {
@@ -501,28 +560,29 @@ pub fn mass_matrix_entries(ws: &PlanarWs, m: &mut DMatrix<f64>) {
 }
 
 /// [`super::rnea::bias_forces`] in the plane: `psi` from the projected recursion, gravity `g`
-/// and the applied wrenches `w_ext` (world frame, at the origin; projected here).
+/// and the applied wrenches `w_ext` (world frame, at the origin; projected here), if any.
 pub fn bias_forces(
     plane: &Plane,
     nodes: &[Node],
     ws: &mut PlanarWs,
     gravity: &Vector3<f64>,
-    w_ext: &[Sv],
+    w_ext: Option<&[Sv]>,
     psi: &mut [f64],
 ) {
     let ag = Pv::new(0.0, -gravity.dot(&plane.e1), -gravity.dot(&plane.e2));
-    let it = ws.ib.iter().zip(&ws.vel).zip(&ws.acc).zip(w_ext);
-    for (f, (((ib, v), a), w)) in ws.f.iter_mut().zip(it) {
-        *f = ib.mul(&(*a + ag)) + crf(v, &ib.mul(v)) - plane.force(w);
+    let n = nodes.len();
+    let (ib, vel, acc, f) = (&ws.ib[..n], &ws.vel[..n], &ws.acc[..n], &mut ws.f[..n]);
+    for i in 0..n {
+        f[i] = ib[i].mul(&(acc[i] + ag)) + crf(&vel[i], &ib[i].mul(&vel[i]));
     }
-    for (i, node) in nodes.iter().enumerate().rev() {
-        if let Parent::Node(p) = node.parent {
-            let fi = ws.f[i];
-            ws.f[p] += fi;
+    if let Some(w) = w_ext {
+        for (fi, wi) in f.iter_mut().zip(w) {
+            *fi = *fi - plane.force(wi);
         }
     }
+    super::crba::sum_subtrees(nodes.iter().map(|nd| nd.parent), f);
     for &(i, d, a, _) in &ws.cols {
-        psi[a] = -ws.s[d].dot(&ws.f[i]);
+        psi[a] = -ws.s[d].dot(&f[i]);
     }
 }
 
