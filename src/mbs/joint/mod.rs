@@ -1931,17 +1931,26 @@ impl JointModel {
 fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
     let n = b.len();
     debug_assert_eq!(m.shape(), (n, n));
-    // Column-major: column j is `a[j n..(j + 1) n]`.
+    // Column-major: column j is `a[j n..(j + 1) n]`. Small systems at constant sizes, so
+    // that their loops unroll (the loop bookkeeping was half of the 2 × 2 solve).
     let a = m.as_mut_slice();
-    let factored = if n <= 4 {
-        ldlt_factor_small(a, n)
-    } else {
-        ldlt_factor(a, n)
-    };
-    if !factored {
-        return false;
+    match n {
+        1 => ldlt_small(a, b, 1),
+        2 => ldlt_small(a, b, 2),
+        3 => ldlt_small(a, b, 3),
+        4 => ldlt_small(a, b, 4),
+        _ => ldlt_factor(a, n) && ldlt_substitute(a, b, n),
     }
-    // L y = b, z = D⁻¹ y, Lᵀ x = z.
+}
+
+#[inline(always)]
+fn ldlt_small(a: &mut [f64], b: &mut [f64], n: usize) -> bool {
+    ldlt_factor_small(a, n) && ldlt_substitute(a, b, n)
+}
+
+/// `L y = b`, `z = D⁻¹ y`, `Lᵀ x = z` with the factors of [`ldlt_solve`]; true.
+#[inline(always)]
+fn ldlt_substitute(a: &[f64], b: &mut [f64], n: usize) -> bool {
     for j in 0..n {
         let bj = b[j];
         for i in j + 1..n {
@@ -1988,9 +1997,9 @@ fn ldlt_factor(a: &mut [f64], n: usize) -> bool {
 }
 
 /// [`ldlt_factor`] for `n ≤ 4` in scalar loops, the same operations in the same order
-/// (bit-identical): the column updates' vectorized loops cost about 400 instructions of
-/// set-up at `n = 2`, ten times the arithmetic (docs/benchmarks.md, "One evaluation,
-/// session 16").
+/// (bit-identical): the column updates' vectorized loops cost more set-up at `n = 2` than
+/// the arithmetic (docs/benchmarks.md, "One evaluation, session 16").
+#[inline(always)]
 fn ldlt_factor_small(a: &mut [f64], n: usize) -> bool {
     debug_assert!(n <= 4 && a.len() == n * n);
     // Row j's `L_jk D_k` over the earlier columns.
@@ -2034,7 +2043,7 @@ fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalF
 
 #[cfg(test)]
 mod tests {
-    use super::ldlt_solve;
+    use super::{ldlt_factor, ldlt_factor_small, ldlt_solve};
     use nalgebra::{DMatrix, DVector};
 
     /// Against nalgebra's LU on symmetric positive definite matrices of sizes 1 to 12 (a
@@ -2064,6 +2073,13 @@ mod tests {
                     (x[i] - want[i]).abs() <= 1e-12 * (1.0 + want[i].abs()),
                     "n = {n}"
                 );
+            }
+            // The small sizes' scalar factorization is the column one, bit for bit.
+            if n <= 4 {
+                let (mut col, mut small) = (m.clone(), m.clone());
+                assert!(ldlt_factor(col.as_mut_slice(), n));
+                assert!(ldlt_factor_small(small.as_mut_slice(), n));
+                assert_eq!(col, small, "n = {n}");
             }
         }
         let indefinite = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
