@@ -2396,6 +2396,26 @@ fn planar_trees_match_the_spatial_recursion() {
     }
 }
 
+/// The accelerations, multipliers and outputs of `sys` at `(t, q, v)`.
+fn accelerations_and_outputs(
+    sys: &mut System,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mut a, mut l) = (vec![0.0; sys.n_q()], vec![0.0; sys.n_c()]);
+    sys.accelerations_into(t, q, v, &mut a, &mut l).unwrap();
+    let mut out = vec![0.0; sys.n_outputs()];
+    let x = MechState {
+        t,
+        q: q.to_vec(),
+        v: v.to_vec(),
+        lambda: l.clone(),
+    };
+    sys.evaluate_outputs(&x, &mut out).unwrap();
+    (a, l, out)
+}
+
 /// The planar-first load (`planar::PlanarRef`: a planar tree's subspaces, inertias,
 /// velocities and bias accelerations straight from the coordinates, the spatial poses made
 /// only on demand) against the spatial recursion with the fast paths off, along a sequence of
@@ -2438,7 +2458,7 @@ fn planar_first_load_equals_the_spatial_recursion() {
             };
         }
         let x0 = sys.initial_state(0.0).unwrap();
-        let (nq, nc) = (sys.n_q(), sys.n_c());
+        let nq = sys.n_q();
         let states: Vec<(f64, Vec<f64>, Vec<f64>)> = (0..8)
             .map(|k| {
                 let t = 0.1 + 0.23 * k as f64;
@@ -2457,16 +2477,7 @@ fn planar_first_load_equals_the_spatial_recursion() {
             let mut f = vec![0.0; nq];
             sys.mass_matrix(*t, q, &mut m);
             sys.forces(*t, q, v, &mut f);
-            let (mut a, mut l) = (vec![0.0; nq], vec![0.0; nc]);
-            sys.accelerations_into(*t, q, v, &mut a, &mut l).unwrap();
-            let mut out = vec![0.0; sys.n_outputs()];
-            let x = MechState {
-                t: *t,
-                q: q.clone(),
-                v: v.clone(),
-                lambda: l.clone(),
-            };
-            sys.evaluate_outputs(&x, &mut out).unwrap();
+            let (a, _, out) = accelerations_and_outputs(sys, *t, q, v);
             (m, f, a, out)
         };
         // Fast paths on: each state twice (the second finds the pose cached), in turn.
@@ -2702,19 +2713,7 @@ fn cached_loads_in_any_order_equal_fresh_evaluations() {
                 a.extend(l);
                 a
             }
-            _ => {
-                let (mut a, mut l) = (vec![0.0; nq], vec![0.0; nc]);
-                sys.accelerations_into(*t, q, v, &mut a, &mut l).unwrap();
-                let mut out = vec![0.0; sys.n_outputs()];
-                let x = MechState {
-                    t: *t,
-                    q: q.clone(),
-                    v: v.clone(),
-                    lambda: l,
-                };
-                sys.evaluate_outputs(&x, &mut out).unwrap();
-                out
-            }
+            _ => accelerations_and_outputs(sys, *t, q, v).2,
         };
         // A fixed mixed order: loads without rates between loads with them at the same and
         // at other states, and the same rates after a load without rates.
