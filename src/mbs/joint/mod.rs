@@ -1935,22 +1935,27 @@ fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
     // that their loops unroll (the loop bookkeeping was half of the 2 × 2 solve).
     let a = m.as_mut_slice();
     match n {
-        1 => ldlt_small(a, b, 1),
-        2 => ldlt_small(a, b, 2),
-        3 => ldlt_small(a, b, 3),
-        4 => ldlt_small(a, b, 4),
-        _ => ldlt_factor(a, n) && ldlt_substitute(a, b, n),
+        1 => ldlt_in(a, b, 1),
+        2 => ldlt_in(a, b, 2),
+        3 => ldlt_in(a, b, 3),
+        4 => ldlt_in(a, b, 4),
+        _ => ldlt_in(a, b, n),
     }
 }
 
+/// [`ldlt_solve`] at the size `n` (inlined at each constant size).
 #[inline(always)]
-fn ldlt_small(a: &mut [f64], b: &mut [f64], n: usize) -> bool {
-    ldlt_factor_small(a, n) && ldlt_substitute(a, b, n)
+fn ldlt_in(a: &mut [f64], b: &mut [f64], n: usize) -> bool {
+    if !ldlt_factor(a, n) {
+        return false;
+    }
+    ldlt_substitute(a, b, n);
+    true
 }
 
-/// `L y = b`, `z = D⁻¹ y`, `Lᵀ x = z` with the factors of [`ldlt_solve`]; true.
+/// `L y = b`, `z = D⁻¹ y`, `Lᵀ x = z` with the factors of [`ldlt_factor`].
 #[inline(always)]
-fn ldlt_substitute(a: &[f64], b: &mut [f64], n: usize) -> bool {
+fn ldlt_substitute(a: &[f64], b: &mut [f64], n: usize) {
     for j in 0..n {
         let bj = b[j];
         for i in j + 1..n {
@@ -1967,11 +1972,11 @@ fn ldlt_substitute(a: &[f64], b: &mut [f64], n: usize) -> bool {
         }
         b[j] -= dot;
     }
-    true
 }
 
 /// The factorization of [`ldlt_solve`], column by column with contiguous column updates
 /// (which vectorize).
+#[inline(always)]
 fn ldlt_factor(a: &mut [f64], n: usize) -> bool {
     for j in 0..n {
         let (done, rest) = a.split_at_mut(j * n);
@@ -1985,44 +1990,13 @@ fn ldlt_factor(a: &mut [f64], n: usize) -> bool {
             }
         }
         let d = col[j];
+        // Not `is_finite`, which compiles to a bit classification of two dozen instructions.
         if !(d > 0.0 && d < f64::INFINITY) {
             return false;
         }
         let r = 1.0 / d;
         for x in &mut col[j + 1..] {
             *x *= r;
-        }
-    }
-    true
-}
-
-/// [`ldlt_factor`] for `n ≤ 4` in scalar loops, the same operations in the same order
-/// (bit-identical): the column updates' vectorized loops cost more set-up at `n = 2` than
-/// the arithmetic (docs/benchmarks.md, "One evaluation, session 16").
-#[inline(always)]
-fn ldlt_factor_small(a: &mut [f64], n: usize) -> bool {
-    debug_assert!(n <= 4 && a.len() == n * n);
-    // Row j's `L_jk D_k` over the earlier columns.
-    let mut ld = [0.0; 4];
-    for j in 0..n {
-        for k in 0..j {
-            ld[k] = a[j + k * n] * a[k + k * n];
-        }
-        for i in j..n {
-            let mut x = a[i + j * n];
-            for k in 0..j {
-                x -= ld[k] * a[i + k * n];
-            }
-            a[i + j * n] = x;
-        }
-        let d = a[j + j * n];
-        // Not `is_finite`, which compiles to a bit classification of two dozen instructions.
-        if !(d > 0.0 && d < f64::INFINITY) {
-            return false;
-        }
-        let r = 1.0 / d;
-        for i in j + 1..n {
-            a[i + j * n] *= r;
         }
     }
     true
@@ -2043,7 +2017,7 @@ fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalF
 
 #[cfg(test)]
 mod tests {
-    use super::{ldlt_factor, ldlt_factor_small, ldlt_solve};
+    use super::{ldlt_in, ldlt_solve};
     use nalgebra::{DMatrix, DVector};
 
     /// Against nalgebra's LU on symmetric positive definite matrices of sizes 1 to 12 (a
@@ -2074,13 +2048,15 @@ mod tests {
                     "n = {n}"
                 );
             }
-            // The small sizes' scalar factorization is the column one, bit for bit.
-            if n <= 4 {
-                let (mut col, mut small) = (m.clone(), m.clone());
-                assert!(ldlt_factor(col.as_mut_slice(), n));
-                assert!(ldlt_factor_small(small.as_mut_slice(), n));
-                assert_eq!(col, small, "n = {n}");
-            }
+            // The constant sizes' solution is the general one, bit for bit (the same code
+            // with the size hidden from the compiler).
+            let mut y = b.clone();
+            assert!(ldlt_in(
+                m.clone().as_mut_slice(),
+                &mut y,
+                std::hint::black_box(n)
+            ));
+            assert_eq!(x, y, "n = {n}");
         }
         let indefinite = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
         assert!(!ldlt_solve(&mut indefinite.clone(), &mut [1.0, 1.0]));
