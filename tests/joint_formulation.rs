@@ -2416,6 +2416,78 @@ fn accelerations_and_outputs(
     (a, l, out)
 }
 
+/// A parameter change of a body's mass at an unchanged state: the planar-first load must not
+/// keep the pose (inertias) or the transmitted forces it made with the old mass. Each
+/// operation is checked against a system built with the new value.
+#[test]
+fn planar_first_load_follows_a_mass_parameter_at_the_same_state() {
+    let with_mass_parameter = |m2: f64| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/double_pendulum_stiff.toml");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replacen("[model]\n", "[model]\nformulation = \"joint\"\n", 1)
+            .replacen("mass = 0.3\n", "mass = \"m2\"\n", 1)
+            .replacen(
+                "[[parameters]]\nname = \"k1\"",
+                &format!(
+                    "[[parameters]]\nname = \"m2\"\nvalue = {m2}\n\n[[parameters]]\nname = \"k1\""
+                ),
+                1,
+            );
+        let spec = mbsfmu::mbs::load_model_str(&text, &path).unwrap();
+        System::new(Arc::new(spec)).unwrap()
+    };
+    let (q, v) = ([0.3, 0.2], [-1.0, 3.0]);
+    // Each operation on its own after the change (the mass matrix's entries as a vector).
+    let op = |name: &str, sys: &mut System| -> Vec<f64> {
+        match name {
+            "mass matrix" => {
+                let mut m = DMatrix::zeros(2, 2);
+                sys.mass_matrix(0.0, &q, &mut m);
+                m.as_slice().to_vec()
+            }
+            "forces" => {
+                let mut f = vec![0.0; 2];
+                sys.forces(0.0, &q, &v, &mut f);
+                f
+            }
+            _ => accelerations_and_outputs(sys, 0.0, &q, &v).0,
+        }
+    };
+    for name in ["mass matrix", "forces", "accelerations"] {
+        let mut sys = with_mass_parameter(0.3);
+        // A planar-first load at this state (the first evaluation, at another state, makes
+        // the spatial pose the reference comes from).
+        accelerations_and_outputs(&mut sys, 0.0, &[0.5, -0.1], &v);
+        accelerations_and_outputs(&mut sys, 0.0, &q, &v);
+        assert!(
+            sys.joint_planar_first_poses() > 0,
+            "{name}: planar-first load not taken"
+        );
+        let i = sys
+            .spec()
+            .parameters
+            .iter()
+            .position(|p| p.name == "m2")
+            .unwrap();
+        sys.set_parameter(i, 0.9).unwrap();
+        let got = op(name, &mut sys);
+        let want = op(name, &mut with_mass_parameter(0.9));
+        let before = op(name, &mut with_mass_parameter(0.3));
+        let close = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+        };
+        assert!(
+            close(&got, &want),
+            "{name} after the mass change: {got:?}, fresh: {want:?}"
+        );
+        // The change shows in what is compared.
+        assert!(!close(&before, &want), "{name}: the mass does not show");
+    }
+}
+
 /// The planar-first load (`planar::PlanarRef`: a planar tree's subspaces, inertias,
 /// velocities and bias accelerations straight from the coordinates, the spatial poses made
 /// only on demand) against the spatial recursion with the fast paths off, along a sequence of

@@ -104,8 +104,10 @@ fn lu_factor(a: &mut [f64], piv: &mut [usize], n: usize) -> Result<(), SingularA
                 p = i;
             }
         }
-        // Zero, infinite or NaN (not `is_finite`, which compiles to two dozen instructions).
-        if !(best > 0.0 && best < f64::INFINITY) {
+        // Zero, infinite or NaN: `0 < best < ∞` tested on `best` and `1/best`, since the
+        // compiler turns the two tests on `best` alone (as `is_finite`) into a bit
+        // classification of two dozen instructions.
+        if !(best > 0.0 && 1.0 / best > 0.0) {
             return Err(SingularAt(k));
         }
         piv[k] = p;

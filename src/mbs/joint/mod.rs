@@ -135,8 +135,6 @@ struct Workspace {
     fast: FastPaths,
     /// Fast paths off (tests compare them with the general path).
     general_only: bool,
-    /// Generalized forces of the fast-path terms, added after the recursion.
-    direct: Vec<(usize, f64)>,
     /// Node accelerations with the state accelerations in (driver forces).
     acc_full: Vec<Sv>,
     /// [`JointModel::saddle_residual`]'s node accelerations from `p̈` alone and the rows'
@@ -613,41 +611,46 @@ impl JointModel {
             ws.generation += 1;
             ws.pose_gen += 1;
         }
-        // The planar pose straight from the coordinates, unless this pose's is there (made
-        // by an earlier planar-first load, or projected since from the spatial one).
-        let pose_key = Some((ws.pose_gen, ws.inertia_gen));
-        if let (true, false, Some(plane)) = (planar, ws.planar.key == pose_key, &ws.fast.plane) {
-            let (kin, pws) = (&ws.kin, &mut ws.planar);
-            ws.planar_ref.pose(plane, &kin.x, &kin.frame, pws);
-            ws.planar.key = pose_key;
-            ws.planar_first_poses += 1;
-        }
-        if with_rates {
-            // A new pose cleared `motion_valid`.
-            if !(same_motion && ws.motion_valid) {
-                ws.spatial_motion = false;
-                if !planar {
-                    self.ensure_spatial_pose();
-                    self.ws.kin.motion(&self.nodes);
-                    self.ws.spatial_motion = true;
-                }
-                let ws = &mut self.ws;
-                ws.motion_valid = true;
-                ws.generation += 1;
+        if with_rates && !(same_motion && ws.motion_valid) {
+            // (A new pose cleared `motion_valid`.)
+            ws.spatial_motion = false;
+            if !planar {
+                self.ensure_spatial_pose();
+                self.ws.kin.motion(&self.nodes);
+                self.ws.spatial_motion = true;
             }
-            let ws = &mut self.ws;
-            let stale = ws.planar.motion_key != Some(ws.generation);
-            if let (true, true, Some(plane)) = (planar, stale, &ws.fast.plane) {
-                let (kin, pws) = (&ws.kin, &mut ws.planar);
-                ws.planar_ref
-                    .motion(plane, &kin.xd, &kin.xdd, &kin.frame, pws);
+            self.ws.motion_valid = true;
+            self.ws.generation += 1;
+        }
+        let ws = &mut self.ws;
+        if let (true, Some(plane)) = (planar, &ws.fast.plane) {
+            // The planar pose and motion straight from the coordinates, unless this state's
+            // are there (made by an earlier planar-first load, or projected since from the
+            // spatial ones), and with the rates the transmitted forces.
+            let pose_key = Some((ws.pose_gen, ws.inertia_gen));
+            let pose = ws.planar.key != pose_key;
+            let motion = with_rates && (pose || ws.planar.motion_key != Some(ws.generation));
+            let kin = &ws.kin;
+            let at = planar::PlanarAt {
+                x: &kin.x,
+                xd: &kin.xd,
+                xdd: &kin.xdd,
+                frames: &kin.frame,
+                gravity: &sys.gravity,
+            };
+            ws.planar_ref
+                .load(plane, at, pose, motion, with_rates, &mut ws.planar);
+            if pose {
+                ws.planar.key = pose_key;
+                ws.planar_first_poses += 1;
+            }
+            if motion {
                 ws.planar.motion_key = Some(ws.generation);
             }
+            return true;
         }
-        if !planar {
-            self.ensure_spatial(!matches!(rates, Rates::None));
-        }
-        planar
+        self.ensure_spatial(with_rates);
+        false
     }
 
     /// Whether the planar-first load may serve an evaluation of `M` and `Ψ`: a planar tree
@@ -674,6 +677,10 @@ impl JointModel {
                 &ws.kin.rot,
                 |b| (sys.bodies[b].mass, sys.bodies[b].inertia),
             );
+            // New body data (or gravity) with the pose unchanged: what the planar-first
+            // load made from the old is stale.
+            ws.planar.key = None;
+            ws.planar.motion_key = None;
         }
         true
     }
@@ -907,7 +914,7 @@ impl JointModel {
     /// The mass matrix's entries from the loaded poses and inertias (any rates).
     fn mass_matrix_loaded(&mut self, sys: &System, q: &[f64], m: &mut DMatrix<f64>) {
         if self.planar_loaded(sys, false) {
-            planar::mass_matrix_entries(&self.ws.planar, m);
+            planar::entries(&self.ws.planar, Some(m), None);
             return; // no Euler parameters in a planar tree
         }
         crba::mass_matrix_entries(&self.nodes, &self.ws.kin.s, &self.ws.ic, m);
@@ -936,16 +943,31 @@ impl JointModel {
         f: &mut [f64],
         fast: bool,
     ) {
-        if !self.load_tree_as(sys, t, q, Rates::Full(v), fast) {
+        let planar_first = self.load_tree_as(sys, t, q, Rates::Full(v), fast);
+        if !planar_first {
             self.inertias(sys);
         }
-        self.forces_loaded(sys, t, f, fast);
+        self.forces_loaded(sys, t, f, fast, planar_first);
     }
 
     /// [`JointModel::forces_with`] from the recursion loaded with the state's rates and the
-    /// inertias. The element layer's snapshot is filled only when an element reads it (and
-    /// then left filled for the callers that linearize the elements, `fast` off).
-    fn forces_loaded(&mut self, sys: &System, t: f64, f: &mut [f64], fast: bool) {
+    /// inertias; `planar_first` when that load was the planar-first one, which made the
+    /// transmitted forces. The element layer's snapshot is filled only when an element reads
+    /// it (and then left filled for the callers that linearize the elements, `fast` off).
+    fn forces_loaded(
+        &mut self,
+        sys: &System,
+        t: f64,
+        f: &mut [f64],
+        fast: bool,
+        planar_first: bool,
+    ) {
+        if planar_first {
+            // Every element enters `Ψ` directly (`planar_first_ok`).
+            planar::entries(&self.ws.planar, None, Some(f));
+            self.add_direct_terms(sys, t, f);
+            return;
+        }
         self.ensure_fast(sys);
         let all_fast = fast && self.ws.fast.all_terms;
         let extra = !sys.tires.is_empty() || !sys.contact_friction.is_empty();
@@ -959,17 +981,9 @@ impl JointModel {
         if wrenches {
             self.ws.w.iter_mut().for_each(|w| *w = Sv::zeros());
         }
-        self.ws.direct.clear();
         for (k, term) in sys.terms.iter().enumerate() {
-            if let (true, Some(tc)) = (fast, self.ws.fast.terms[k]) {
-                let x = self.ws.kin.x[tc.dof];
-                let val = tc.slot.map_or(x, |s| unwrap_near(x, sys.angle_refs[s]));
-                let (force, _, _) = sys.term_law(k, val, self.ws.kin.xd[tc.dof], t);
-                // A driven joint's pair of torques (forces) does not act on the state.
-                if let (Some(a), true) = (tc.state, force != 0.0) {
-                    self.ws.direct.push((a, force));
-                }
-                continue;
+            if fast && self.ws.fast.terms[k].is_some() {
+                continue; // `add_direct_terms`
             }
             let cw = self.wrenches(sys, &term.coord, true);
             // With its preload from equilibrium, if the element has `static_preload`.
@@ -987,24 +1001,37 @@ impl JointModel {
         if let (true, Some(plane)) = (planar, &ws.fast.plane) {
             let w = wrenches.then_some(&ws.w[..]);
             planar::bias_forces(plane, &self.nodes, &mut ws.planar, &sys.gravity, w, f);
-            for &(a, force) in &ws.direct {
+        } else {
+            rnea::bias_forces(
+                &self.nodes,
+                &ws.kin.s,
+                &ws.kin.vel,
+                &ws.kin.acc,
+                &sys.gravity,
+                &ws.ib,
+                &ws.w,
+                &mut ws.f,
+                f,
+            );
+        }
+        if fast {
+            self.add_direct_terms(sys, t, f);
+        }
+    }
+
+    /// The force elements on tree joint coordinates (`ws.fast.terms`), straight into `Ψ` from
+    /// the loaded `x`, `ẋ` (a driven joint's pair of torques or forces does not act on the
+    /// state).
+    fn add_direct_terms(&self, sys: &System, t: f64, f: &mut [f64]) {
+        let kin = &self.ws.kin;
+        for (k, tc) in self.ws.fast.terms.iter().enumerate() {
+            let Some(tc) = tc else { continue };
+            let x = kin.x[tc.dof];
+            let val = tc.slot.map_or(x, |s| unwrap_near(x, sys.angle_refs[s]));
+            let (force, _, _) = sys.term_law(k, val, kin.xd[tc.dof], t);
+            if let (Some(a), true) = (tc.state, force != 0.0) {
                 f[a] += force;
             }
-            return;
-        }
-        rnea::bias_forces(
-            &self.nodes,
-            &ws.kin.s,
-            &ws.kin.vel,
-            &ws.kin.acc,
-            &sys.gravity,
-            &ws.ib,
-            &ws.w,
-            &mut ws.f,
-            f,
-        );
-        for &(a, force) in &ws.direct {
-            f[a] += force;
         }
     }
 
@@ -1353,14 +1380,19 @@ impl JointModel {
             if m.shape() != (nq, nq) {
                 m = DMatrix::zeros(nq, nq);
             }
-            if !self.load_tree_as(sys, t, q, Rates::Full(v), true) {
-                self.inertias(sys);
-            }
+            let planar_first = self.load_tree_as(sys, t, q, Rates::Full(v), true);
             // The CRBA writes the entries of coordinates on one root path only.
             m.as_mut_slice().fill(0.0);
-            self.mass_matrix_loaded(sys, q, &mut m);
-            let fast = !self.ws.general_only;
-            self.forces_loaded(sys, t, acc, fast);
+            if planar_first {
+                // `M` and `Ψ` from the one pass of the load (`planar::PlanarRef::load`).
+                planar::entries(&self.ws.planar, Some(&mut m), Some(acc));
+                self.add_direct_terms(sys, t, acc);
+            } else {
+                self.inertias(sys);
+                self.mass_matrix_loaded(sys, q, &mut m);
+                let fast = !self.ws.general_only;
+                self.forces_loaded(sys, t, acc, fast, false);
+            }
             let ok = ldlt_solve(&mut m, acc);
             self.ws.m = m;
             if ok {
@@ -1990,11 +2022,13 @@ fn ldlt_factor(a: &mut [f64], n: usize) -> bool {
             }
         }
         let d = col[j];
-        // Not `is_finite`, which compiles to a bit classification of two dozen instructions.
-        if !(d > 0.0 && d < f64::INFINITY) {
+        let r = 1.0 / d;
+        // `0 < d < ∞` (NaN fails both): tested on `d` and `1/d`, since the compiler turns the
+        // same two tests on `d` alone (as `is_finite`) into a bit classification of two dozen
+        // instructions.
+        if !(d > 0.0 && r > 0.0) {
             return false;
         }
-        let r = 1.0 / d;
         for x in &mut col[j + 1..] {
             *x *= r;
         }

@@ -345,114 +345,169 @@ impl PlanarRef {
         self.at = vec![at; nodes.len()];
     }
 
-    /// `ws.s`, `ws.ib`, `ws.ic` at the dof values `x` (moving frames at `frames`).
-    pub fn pose(
+    /// The planar-first load's recursions over the nodes, as asked (each after the ones
+    /// before it, here or earlier at the same state):
+    /// - `pose`: `ws.s`, `ws.ib`, `ws.ic` at the dof values `x` (moving frames at `frames`);
+    /// - `motion`: `ws.vel`, `ws.acc` from the rates `xd` and the driven accelerations `xdd`;
+    /// - `force`: `ws.f`, the forces the joints transmit (each body's `I (a − g) + v ×* I v`,
+    ///   summed over its subtree; every applied force enters `Ψ` directly on this path).
+    ///
+    /// All three run in one forward pass and one backward pass: along a trajectory every
+    /// evaluation needs all three, and separate passes cost more in loop and call overhead
+    /// than in arithmetic on a small tree (docs/benchmarks.md, "One evaluation, session 17").
+    pub fn load(
         &mut self,
         plane: &Plane,
-        x: &[f64],
-        frames: &[[Vector3<f64>; 3]],
+        at: PlanarAt,
+        pose: bool,
+        motion: bool,
+        force: bool,
+        ws: &mut PlanarWs,
+    ) {
+        match (pose, motion, force) {
+            (true, true, true) => self.pass::<true, true, true>(plane, &at, ws),
+            (true, true, false) => self.pass::<true, true, false>(plane, &at, ws),
+            (true, false, _) => self.pass::<true, false, false>(plane, &at, ws),
+            (false, true, true) => self.pass::<false, true, true>(plane, &at, ws),
+            (false, true, false) => self.pass::<false, true, false>(plane, &at, ws),
+            (false, false, true) => self.pass::<false, false, true>(plane, &at, ws),
+            (false, false, false) => {}
+        }
+    }
+
+    fn pass<const POSE: bool, const MOTION: bool, const FORCE: bool>(
+        &mut self,
+        plane: &Plane,
+        inp: &PlanarAt,
         ws: &mut PlanarWs,
     ) {
         let n = self.nodes.len();
-        ws.fit(n, x.len());
+        ws.fit(n, inp.x.len());
+        let (x, xd, xdd, frames) = (inp.x, inp.xd, inp.xdd, inp.frames);
+        let ag = Pv::new(
+            0.0,
+            -inp.gravity.dot(&plane.e1),
+            -inp.gravity.dot(&plane.e2),
+        );
         let (s, ib, ic, at) = (
             &mut ws.s[..],
             &mut ws.ib[..n],
             &mut ws.ic[..n],
             &mut self.at[..n],
         );
+        let (vel, acc, f) = (&mut ws.vel[..n], &mut ws.acc[..n], &mut ws.f[..n]);
         for (i, node) in self.nodes.iter().enumerate() {
-            let (phi_p, cs_p, base) = match node.parent {
-                Parent::Ground => (0.0, (1.0, 0.0), [0.0; 2]),
-                Parent::Frame(f) => (0.0, (1.0, 0.0), plane.point(&frames[f][0])),
-                Parent::Node(k) => (at[k].phi, at[k].cs, at[k].com),
-            };
-            let off = rot2(cs_p, node.pf_off);
-            let mut o = [base[0] + off[0], base[1] + off[1]];
-            // `cs` is current while `turned` is false.
-            let (mut phi, mut cs, mut turned) = (phi_p, cs_p, false);
-            for st in &self.stages[node.stages.clone()] {
-                let (d, ax) = (st.dof, st.axis);
-                if st.rot {
-                    s[d] = Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]);
-                    phi += ax.w * (x[d] - st.x_ref);
-                    turned = true;
-                } else {
-                    if turned {
-                        let (sn, c) = phi.sin_cos();
-                        (cs, turned) = ((c, sn), false);
+            if POSE {
+                let (phi_p, cs_p, base) = match node.parent {
+                    Parent::Ground => (0.0, (1.0, 0.0), [0.0; 2]),
+                    Parent::Frame(f) => (0.0, (1.0, 0.0), plane.point(&frames[f][0])),
+                    Parent::Node(k) => (at[k].phi, at[k].cs, at[k].com),
+                };
+                let off = rot2(cs_p, node.pf_off);
+                let mut o = [base[0] + off[0], base[1] + off[1]];
+                // `cs` is current while `turned` is false.
+                let (mut phi, mut cs, mut turned) = (phi_p, cs_p, false);
+                for st in &self.stages[node.stages.clone()] {
+                    let (d, ax) = (st.dof, st.axis);
+                    if st.rot {
+                        s[d] = Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]);
+                        phi += ax.w * (x[d] - st.x_ref);
+                        turned = true;
+                    } else {
+                        if turned {
+                            let (sn, c) = phi.sin_cos();
+                            (cs, turned) = ((c, sn), false);
+                        }
+                        let a = rot2(cs, [ax.x, ax.y]);
+                        s[d] = Pv::new(0.0, a[0], a[1]);
+                        o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
                     }
-                    let a = rot2(cs, [ax.x, ax.y]);
-                    s[d] = Pv::new(0.0, a[0], a[1]);
-                    o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
+                }
+                if node.particle {
+                    (phi, cs, turned) = (0.0, (1.0, 0.0), false);
+                }
+                if turned {
+                    let (sn, c) = phi.sin_cos();
+                    cs = (c, sn);
+                }
+                let coff = rot2(cs, node.cf_off);
+                let c = [o[0] - coff[0], o[1] - coff[1]];
+                at[i] = PAt { phi, cs, com: c };
+                let m = node.mass;
+                ib[i] = PInertia {
+                    m,
+                    hx: m * c[0],
+                    hy: m * c[1],
+                    j: node.jnn + m * (c[0] * c[0] + c[1] * c[1]),
+                };
+                ic[i] = ib[i];
+            }
+            if MOTION {
+                let (vp, ap) = match node.parent {
+                    Parent::Ground => (Pv::default(), Pv::default()),
+                    Parent::Frame(f) => {
+                        let ([vx, vy], [ax, ay]) =
+                            (plane.point(&frames[f][1]), plane.point(&frames[f][2]));
+                        (Pv::new(0.0, vx, vy), Pv::new(0.0, ax, ay))
+                    }
+                    Parent::Node(k) => (vel[k], acc[k]),
+                };
+                // The stages in order: a planar joint's later axes move with its earlier
+                // coordinates (`Kin::node_bias`).
+                let (mut sxd, mut bias) = (Pv::default(), Pv::default());
+                for st in &self.stages[node.stages.clone()] {
+                    let sm = s[st.dof] * xd[st.dof];
+                    if node.interact {
+                        bias += crm(&sxd, &sm);
+                    }
+                    sxd += sm;
+                }
+                let v = vp + sxd;
+                let mut a = ap + crm(&v, &sxd) + bias;
+                if node.driven {
+                    for d in node.dofs.clone() {
+                        a += s[d] * xdd[d];
+                    }
+                }
+                vel[i] = v;
+                acc[i] = a;
+            }
+            if FORCE {
+                f[i] = body_force(&ib[i], &vel[i], &acc[i], &ag);
+            }
+        }
+        if POSE || FORCE {
+            for (i, node) in self.nodes.iter().enumerate().rev() {
+                if let Parent::Node(k) = node.parent {
+                    if POSE {
+                        let c = ic[i];
+                        ic[k] += c;
+                    }
+                    if FORCE {
+                        let g = f[i];
+                        f[k] += g;
+                    }
                 }
             }
-            if node.particle {
-                (phi, cs, turned) = (0.0, (1.0, 0.0), false);
-            }
-            if turned {
-                let (sn, c) = phi.sin_cos();
-                cs = (c, sn);
-            }
-            let coff = rot2(cs, node.cf_off);
-            let c = [o[0] - coff[0], o[1] - coff[1]];
-            at[i] = PAt { phi, cs, com: c };
-            let m = node.mass;
-            ib[i] = PInertia {
-                m,
-                hx: m * c[0],
-                hy: m * c[1],
-                j: node.jnn + m * (c[0] * c[0] + c[1] * c[1]),
-            };
-            ic[i] = ib[i];
         }
-        super::crba::sum_subtrees(self.nodes.iter().map(|nd| nd.parent), ic);
     }
+}
 
-    /// `ws.vel`, `ws.acc` from the rates `xd` and the driven accelerations `xdd` (after
-    /// [`PlanarRef::pose`]).
-    pub fn motion(
-        &self,
-        plane: &Plane,
-        xd: &[f64],
-        xdd: &[f64],
-        frames: &[[Vector3<f64>; 3]],
-        ws: &mut PlanarWs,
-    ) {
-        let n = self.nodes.len();
-        ws.fit(n, xd.len());
-        let (s, vel, acc) = (&ws.s[..], &mut ws.vel[..n], &mut ws.acc[..n]);
-        for (i, node) in self.nodes.iter().enumerate() {
-            let (vp, ap) = match node.parent {
-                Parent::Ground => (Pv::default(), Pv::default()),
-                Parent::Frame(f) => {
-                    let ([vx, vy], [ax, ay]) =
-                        (plane.point(&frames[f][1]), plane.point(&frames[f][2]));
-                    (Pv::new(0.0, vx, vy), Pv::new(0.0, ax, ay))
-                }
-                Parent::Node(k) => (vel[k], acc[k]),
-            };
-            // The stages in order: a planar joint's later axes move with its earlier
-            // coordinates (`Kin::node_bias`).
-            let (mut sxd, mut bias) = (Pv::default(), Pv::default());
-            for st in &self.stages[node.stages.clone()] {
-                let sm = s[st.dof] * xd[st.dof];
-                if node.interact {
-                    bias += crm(&sxd, &sm);
-                }
-                sxd += sm;
-            }
-            let v = vp + sxd;
-            let mut a = ap + crm(&v, &sxd) + bias;
-            if node.driven {
-                for d in node.dofs.clone() {
-                    a += s[d] * xdd[d];
-                }
-            }
-            vel[i] = v;
-            acc[i] = a;
-        }
-    }
+/// What the planar-first load reads: dof values, rates, driven accelerations, the moving
+/// frames' positions, velocities and accelerations, and gravity.
+#[derive(Clone, Copy)]
+pub struct PlanarAt<'a> {
+    pub x: &'a [f64],
+    pub xd: &'a [f64],
+    pub xdd: &'a [f64],
+    pub frames: &'a [[Vector3<f64>; 3]],
+    pub gravity: &'a Vector3<f64>,
+}
+
+/// A body's `I (a + a_g) + v ×* I v` (`a_g` the planar gravity acceleration, reversed).
+#[inline(always)]
+fn body_force(ib: &PInertia, vel: &Pv, acc: &Pv, ag: &Pv) -> Pv {
+    ib.mul(&(*acc + *ag)) + crf(vel, &ib.mul(vel))
 }
 
 /// The planar recursion's workspace: the projections of the loaded recursion (`s` per dof,
@@ -540,27 +595,39 @@ impl PlanarWs {
     }
 }
 
-/// [`super::crba::mass_matrix_entries`] in the plane: writes the entries of coordinates on one
-/// root path (the pattern of [`PlanarWs::layout`], for this `m`'s size).
-pub fn mass_matrix_entries(ws: &PlanarWs, m: &mut DMatrix<f64>) {
-    assert_eq!(
-        m.shape(),
-        (ws.n_q, ws.n_q),
-        "planar mass matrix of another size"
-    );
-    let a = m.as_mut_slice();
-    for (i, dk, _, range) in &ws.cols {
-        let f = ws.ic[*i].mul(&ws.s[*dk]);
-        for &(dl, ix, iy) in &ws.targets[range.clone()] {
-            let v = ws.s[dl].dot(&f);
-            a[ix] = v;
-            a[iy] = v;
+/// [`super::crba::mass_matrix_entries`] in the plane into `m`, and `Ψ = −Sᵀ f` from the
+/// transmitted forces `ws.f` into `psi`, each if given, in one pass over the free dofs:
+/// writes the entries of coordinates on one root path (the pattern of
+/// [`PlanarWs::layout`], for this `m`'s size).
+pub fn entries(ws: &PlanarWs, m: Option<&mut DMatrix<f64>>, psi: Option<&mut [f64]>) {
+    let mut m = m.map(|m| {
+        assert_eq!(
+            m.shape(),
+            (ws.n_q, ws.n_q),
+            "planar mass matrix of another size"
+        );
+        m.as_mut_slice()
+    });
+    let mut psi = psi;
+    for (i, dk, a, range) in &ws.cols {
+        let s = ws.s[*dk];
+        if let Some(m) = m.as_deref_mut() {
+            let f = ws.ic[*i].mul(&s);
+            for &(dl, ix, iy) in &ws.targets[range.clone()] {
+                let v = ws.s[dl].dot(&f);
+                m[ix] = v;
+                m[iy] = v;
+            }
+        }
+        if let Some(psi) = psi.as_deref_mut() {
+            psi[*a] = -s.dot(&ws.f[*i]);
         }
     }
 }
 
-/// [`super::rnea::bias_forces`] in the plane: `psi` from the projected recursion, gravity `g`
-/// and the applied wrenches `w_ext` (world frame, at the origin; projected here), if any.
+/// [`super::rnea::bias_forces`] in the plane from the projected recursion (the planar-first
+/// load makes `ws.f` itself): `psi` from gravity `g` and the applied wrenches `w_ext`
+/// (world frame, at the origin; projected here), if any.
 pub fn bias_forces(
     plane: &Plane,
     nodes: &[Node],
@@ -573,7 +640,7 @@ pub fn bias_forces(
     let n = nodes.len();
     let (ib, vel, acc, f) = (&ws.ib[..n], &ws.vel[..n], &ws.acc[..n], &mut ws.f[..n]);
     for i in 0..n {
-        f[i] = ib[i].mul(&(acc[i] + ag)) + crf(&vel[i], &ib[i].mul(&vel[i]));
+        f[i] = body_force(&ib[i], &vel[i], &acc[i], &ag);
     }
     if let Some(w) = w_ext {
         for (fi, wi) in f.iter_mut().zip(w) {
@@ -581,9 +648,7 @@ pub fn bias_forces(
         }
     }
     super::crba::sum_subtrees(nodes.iter().map(|nd| nd.parent), f);
-    for &(i, d, a, _) in &ws.cols {
-        psi[a] = -ws.s[d].dot(&f[i]);
-    }
+    entries(ws, None, Some(psi));
 }
 
 #[cfg(test)]
