@@ -222,10 +222,9 @@ impl std::ops::AddAssign for PInertia {
 /// changes `±(x − x_ref)` on its root path, and the in-plane coordinates of a body-fixed
 /// vector are those at the reference turned by `φ`. This holds what does not depend on the
 /// pose, taken from one spatial pose ([`PlanarRef::build`]), with the tree's topology
-/// flattened into [`PNode`]s and [`PStage`]s (one pass over plain arrays per recursion);
-/// [`PlanarRef::pose`] and [`PlanarRef::motion`] mirror
-/// [`super::kinematics::Kin::positions`] and [`super::kinematics::Kin::motion`] in the plane,
-/// and equal their projections to round-off (test
+/// flattened into [`PNode`]s and [`PStage`]s (plain arrays); [`PlanarRef::load`]'s pose and
+/// motion mirror [`super::kinematics::Kin::positions`] and [`super::kinematics::Kin::motion`]
+/// in the plane, and equal their projections to round-off (test
 /// `planar_first_load_equals_the_spatial_recursion`).
 #[derive(Debug, Clone, Default)]
 pub struct PlanarRef {
