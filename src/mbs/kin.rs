@@ -10,7 +10,7 @@
 //! (the acceleration right-hand side `γ`). Writing each element once as a scalar coordinate
 //! keeps all these consistent by construction.
 
-use super::math::{b_mat, bt_w_jacobian, unwrap_near};
+use super::math::{b_mat, b_mul, bt_w_jacobian, unwrap_near};
 use super::spec::{BodyKind, BodyRef};
 use nalgebra::{Matrix3, Matrix3x4, SMatrix, SVector, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
@@ -222,10 +222,9 @@ fn eval_point(
                 // Without velocities the snapshot's rates are zero, and so are ẋ and the
                 // convective term.
                 let (xd, conv) = if with_vel {
-                    let bd = b_mat(&s.pd[b], local);
                     (
-                        sign * (s.rd[b] + b_mat(&s.p[b], local) * s.pd[b]),
-                        sign * (bd * s.pd[b]),
+                        sign * (s.rd[b] + b_mul(&s.p[b], local, &s.pd[b])),
+                        sign * b_mul(&s.pd[b], local, &s.pd[b]),
                     )
                 } else {
                     (Vector3::zeros(), Vector3::zeros())
@@ -290,8 +289,8 @@ fn eval_vector(
             }
             let (xd, conv) = if with_vel {
                 (
-                    b_mat(&s.p[b], local) * s.pd[b],
-                    b_mat(&s.pd[b], local) * s.pd[b],
+                    b_mul(&s.p[b], local, &s.pd[b]),
+                    b_mul(&s.pd[b], local, &s.pd[b]),
                 )
             } else {
                 (Vector3::zeros(), Vector3::zeros())
