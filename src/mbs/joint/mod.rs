@@ -629,7 +629,7 @@ impl JointModel {
             // spatial ones), and with the rates the transmitted forces.
             let pose_key = Some((ws.pose_gen, ws.inertia_gen));
             let pose = ws.planar.key != pose_key;
-            let motion = with_rates && (pose || ws.planar.motion_key != Some(ws.generation));
+            let stale = ws.planar.motion_key != Some(ws.generation);
             let kin = &ws.kin;
             let at = planar::PlanarAt {
                 x: &kin.x,
@@ -638,8 +638,8 @@ impl JointModel {
                 frames: &kin.frame,
                 gravity: &sys.gravity,
             };
-            ws.planar_ref
-                .load(plane, at, pose, motion, with_rates, &mut ws.planar);
+            let rates = with_rates.then_some(stale);
+            let motion = ws.planar_ref.load(plane, at, pose, rates, &mut ws.planar);
             if pose {
                 ws.planar.key = pose_key;
                 ws.planar_first_poses += 1;

@@ -344,34 +344,37 @@ impl PlanarRef {
         self.at = vec![at; nodes.len()];
     }
 
-    /// The planar-first load's recursions over the nodes, as asked (each after the ones
-    /// before it, here or earlier at the same state):
-    /// - `pose`: `ws.s`, `ws.ib`, `ws.ic` at the dof values `x` (moving frames at `frames`);
-    /// - `motion`: `ws.vel`, `ws.acc` from the rates `xd` and the driven accelerations `xdd`;
-    /// - `force`: `ws.f`, the forces the joints transmit (each body's `I (a − g) + v ×* I v`,
-    ///   summed over its subtree; every applied force enters `Ψ` directly on this path).
+    /// The planar-first load's recursions over the nodes:
+    /// - with `pose`: `ws.s`, `ws.ib`, `ws.ic` at the dof values `x` (moving frames at
+    ///   `frames`);
+    /// - with `rates = Some(stale)`: `ws.vel`, `ws.acc` from the rates `xd` and the driven
+    ///   accelerations `xdd` when the pose is new or they are `stale`, then always `ws.f`,
+    ///   the forces the joints transmit (each body's `I (a − g) + v ×* I v`, summed over its
+    ///   subtree; every applied force enters `Ψ` directly on this path).
     ///
-    /// All three run in one forward pass and one backward pass: along a trajectory every
-    /// evaluation needs all three, and separate passes cost more in loop and call overhead
-    /// than in arithmetic on a small tree (docs/benchmarks.md, "One evaluation, session 17").
+    /// True when the motion was made. What is not made must be current in `ws` already. All
+    /// run in one forward pass, then the subtree sums: along a trajectory every evaluation
+    /// needs all three, and separate passes cost more in loop and call overhead than in
+    /// arithmetic on a small tree (docs/benchmarks.md, "One evaluation, session 17").
     pub fn load(
         &mut self,
         plane: &Plane,
         at: PlanarAt,
         pose: bool,
-        motion: bool,
-        force: bool,
+        rates: Option<bool>,
         ws: &mut PlanarWs,
-    ) {
-        match (pose, motion, force) {
-            (true, true, true) => self.pass::<true, true, true>(plane, &at, ws),
-            (true, true, false) => self.pass::<true, true, false>(plane, &at, ws),
-            (true, false, _) => self.pass::<true, false, false>(plane, &at, ws),
-            (false, true, true) => self.pass::<false, true, true>(plane, &at, ws),
-            (false, true, false) => self.pass::<false, true, false>(plane, &at, ws),
-            (false, false, true) => self.pass::<false, false, true>(plane, &at, ws),
-            (false, false, false) => {}
+    ) -> bool {
+        match (pose, rates) {
+            (true, None) => self.pass::<true, false, false>(plane, &at, ws),
+            (false, None) => return false,
+            (true, Some(_)) => self.pass::<true, true, true>(plane, &at, ws),
+            (false, Some(true)) => self.pass::<false, true, true>(plane, &at, ws),
+            (false, Some(false)) => {
+                self.pass::<false, false, true>(plane, &at, ws);
+                return false;
+            }
         }
+        rates.is_some()
     }
 
     fn pass<const POSE: bool, const MOTION: bool, const FORCE: bool>(
@@ -475,19 +478,12 @@ impl PlanarRef {
                 f[i] = body_force(&ib[i], &vel[i], &acc[i], &ag);
             }
         }
-        if POSE || FORCE {
-            for (i, node) in self.nodes.iter().enumerate().rev() {
-                if let Parent::Node(k) = node.parent {
-                    if POSE {
-                        let c = ic[i];
-                        ic[k] += c;
-                    }
-                    if FORCE {
-                        let g = f[i];
-                        f[k] += g;
-                    }
-                }
-            }
+        let parents = || self.nodes.iter().map(|nd| nd.parent);
+        if POSE {
+            super::crba::sum_subtrees(parents(), ic);
+        }
+        if FORCE {
+            super::crba::sum_subtrees(parents(), f);
         }
     }
 }
