@@ -1,6 +1,7 @@
 //! mbsfmu: multibody models as FMI 2.0 / FMI 3.0 Co-Simulation FMUs.
 //!
 //! Layers (each knows only the ones above it in this list):
+//! - [`dense`]: small dense kernels (`L D Lᵀ`) shared by the engine and the integrators.
 //! - [`mbs`]: the multibody problem (model file, kinematics, forces, constraints).
 //! - [`integrate`]: time integration; sees the problem only through the traits in
 //!   [`integrate::system`].
@@ -10,6 +11,7 @@
 //! - [`fmi`]: the C ABI (the only unsafe code).
 
 pub mod cosim;
+pub mod dense;
 pub mod description;
 pub mod fmi;
 pub mod integrate;

@@ -16,7 +16,8 @@
 //! structural nonzeros of `M` and `Φ_q` are filled, `M` is factored block by block (the
 //! connected components of its pattern: a diagonal entry per translational coordinate, a 4×4
 //! block per set of Euler parameters) and the `Φ_q` products run over the nonzeros; otherwise
-//! `M` and `Φ_q` are dense, `M` is factored by LU, with a diagonal fast path. (On the pendulum
+//! `M` and `Φ_q` are dense, `M` is factored by `L D Lᵀ` (by LU where that meets a pivot that
+//! is not positive), with a diagonal fast path. (On the pendulum
 //! chain N = 32 zeroing and filling the dense `M` and scanning it for off-diagonal entries were
 //! a quarter of the BDF's time.) A singular `M` (e.g. Euler-parameter inertia without
 //! augmentation) is reported as `IntegrateError::Singular`: the explicit form needs a regular
@@ -383,13 +384,19 @@ struct SparseForms {
     j_vals: Vec<f64>,
 }
 
-/// The factorization of `M`: dense LU, diagonal, or LU per diagonal block of a sparse pattern.
+/// The factorization of `M`: dense `L D Lᵀ` (symmetric positive definite), else dense LU,
+/// diagonal, or LU per diagonal block of a sparse pattern.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct MassFactor {
     n: usize,
     is_diag: bool,
     diag: Vec<f64>,
     lu: DenseLu,
+    /// `L D Lᵀ` factors (column-major `n × n`), valid when `use_ldlt`.
+    #[serde(default)]
+    ldlt: Vec<f64>,
+    #[serde(default)]
+    use_ldlt: bool,
     /// Sparse pattern only: the coordinates of each block (connected component of the pattern),
     /// where each value of `M` goes `(block, row, column within the block)`, and the blocks.
     blocks: Vec<Vec<usize>>,
@@ -408,6 +415,8 @@ impl MassFactor {
             is_diag: false,
             diag: vec![0.0; n],
             lu: DenseLu::new(n),
+            ldlt: vec![0.0; n * n],
+            use_ldlt: false,
             blocks: Vec::new(),
             at: Vec::new(),
             block_mats: Vec::new(),
@@ -473,6 +482,11 @@ impl MassFactor {
         IntegrateError::Singular { t, what }
     }
 
+    /// `M` is symmetric ([`super::system::Mechanical::mass_matrix`]) and, where the explicit
+    /// GGL form can use it (regular), positive definite: `L D Lᵀ` factors it (its lower
+    /// triangle) at half the flops of the LU, with no pivot search or row swaps
+    /// (docs/benchmarks.md, "The mass matrix by L D Lᵀ"). The LU remains for a matrix where
+    /// `L D Lᵀ` finds a pivot that is not positive, and names the singular step as before.
     fn factor_dense(&mut self, m: &DMatrix<f64>, t: f64) -> Result<(), IntegrateError> {
         let n = self.n;
         let mut diag = true;
@@ -485,11 +499,18 @@ impl MassFactor {
             }
         }
         self.is_diag = diag;
+        self.use_ldlt = false;
         if diag {
             for i in 0..n {
                 self.diag[i] = m[(i, i)];
             }
             return self.check_diag(t);
+        }
+        self.ldlt.resize(n * n, 0.0);
+        self.ldlt.copy_from_slice(m.as_slice());
+        if crate::dense::ldlt_factor(&mut self.ldlt, n) {
+            self.use_ldlt = true;
+            return Ok(());
         }
         self.lu.factor(m).map_err(|e| {
             Self::singular(
@@ -514,6 +535,7 @@ impl MassFactor {
 
     /// Factor from the values of the pattern given to [`MassFactor::set_blocks`].
     fn factor_blocks(&mut self, vals: &[f64], t: f64) -> Result<(), IntegrateError> {
+        self.use_ldlt = false;
         if self.is_diag {
             self.diag.fill(0.0);
             for (&c, &x) in self.diag_at.iter().zip(vals) {
@@ -547,6 +569,8 @@ impl MassFactor {
             for (xi, d) in x.iter_mut().zip(&self.diag) {
                 *xi /= d;
             }
+        } else if self.use_ldlt {
+            crate::dense::ldlt_substitute(&self.ldlt, x);
         } else if self.blocks.is_empty() {
             self.lu.solve(x);
         } else {
@@ -561,5 +585,44 @@ impl MassFactor {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MassFactor;
+    use nalgebra::{DMatrix, DVector};
+
+    fn solve_with(mf: &mut MassFactor, m: &DMatrix<f64>, b: &[f64]) -> Vec<f64> {
+        mf.factor_dense(m, 0.0).unwrap();
+        let mut x = b.to_vec();
+        mf.solve(&mut x);
+        x
+    }
+
+    /// `M⁻¹ b` against nalgebra's LU: by `L D Lᵀ` for a positive definite `M`, by the LU for
+    /// a regular symmetric indefinite one (where `L D Lᵀ` meets a negative pivot), by the
+    /// diagonal for a diagonal one; a singular `M` is still an error naming the step.
+    #[test]
+    fn mass_factor_solves_by_ldlt_and_falls_back_to_lu() {
+        let n = 7;
+        let a = DMatrix::from_fn(n, n, |i, j| ((3 * i + 5 * j) % 11) as f64 / 7.0 - 0.6);
+        let b: Vec<f64> = (0..n).map(|i| 1.0 + i as f64).collect();
+        let spd = &a * a.transpose() + DMatrix::identity(n, n);
+        let mut indefinite = spd.clone();
+        indefinite[(0, 0)] = -3.0;
+        let diagonal = DMatrix::from_diagonal(&DVector::from_fn(n, |i, _| 2.0 + i as f64));
+        let mut mf = MassFactor::new(n);
+        for (m, ldlt) in [(&spd, true), (&indefinite, false), (&diagonal, false)] {
+            let want = m.clone().lu().solve(&DVector::from_column_slice(&b)).unwrap();
+            let x = solve_with(&mut mf, m, &b);
+            assert_eq!(mf.use_ldlt, ldlt);
+            for i in 0..n {
+                assert!((x[i] - want[i]).abs() <= 1e-12 * (1.0 + want[i].abs()));
+            }
+        }
+        let singular = DMatrix::from_element(n, n, 1.0);
+        let err = mf.factor_dense(&singular, 0.5).unwrap_err().to_string();
+        assert!(err.contains("mass matrix is singular"), "{err}");
     }
 }

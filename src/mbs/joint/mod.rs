@@ -1393,7 +1393,7 @@ impl JointModel {
                 let fast = !self.ws.general_only;
                 self.forces_loaded(sys, t, acc, fast, false);
             }
-            let ok = ldlt_solve(&mut m, acc);
+            let ok = crate::dense::ldlt_solve(m.as_mut_slice(), acc);
             self.ws.m = m;
             if ok {
                 return Ok(());
@@ -1953,89 +1953,6 @@ impl JointModel {
     }
 }
 
-/// Solve `M x = b` in place (`b` becomes `x`) for a symmetric positive definite `M` (its
-/// lower triangle read) by `M = L D Lᵀ`, overwriting `M`; false if `M` is not positive
-/// definite. Written out rather than nalgebra's `Cholesky`: for a small tree its generic code
-/// costs more than the arithmetic, and `L D Lᵀ` has no square roots and one division per
-/// column in its dependent chain (nalgebra's 2 × 2 Cholesky solve is a chain of 2 square
-/// roots and 6 divisions). After the factorization `L` (unit diagonal) is below the diagonal
-/// and `D` on it. Column-oriented like nalgebra's (contiguous column updates).
-fn ldlt_solve(m: &mut DMatrix<f64>, b: &mut [f64]) -> bool {
-    let n = b.len();
-    debug_assert_eq!(m.shape(), (n, n));
-    // Column-major: column j is `a[j n..(j + 1) n]`. Small systems at constant sizes, so
-    // that their loops unroll (the loop bookkeeping was half of the 2 × 2 solve).
-    let a = m.as_mut_slice();
-    match n {
-        1 => ldlt_in(a, b, 1),
-        2 => ldlt_in(a, b, 2),
-        3 => ldlt_in(a, b, 3),
-        4 => ldlt_in(a, b, 4),
-        _ => ldlt_in(a, b, n),
-    }
-}
-
-/// [`ldlt_solve`] at the size `n` (inlined at each constant size).
-#[inline(always)]
-fn ldlt_in(a: &mut [f64], b: &mut [f64], n: usize) -> bool {
-    if !ldlt_factor(a, n) {
-        return false;
-    }
-    ldlt_substitute(a, b, n);
-    true
-}
-
-/// `L y = b`, `z = D⁻¹ y`, `Lᵀ x = z` with the factors of [`ldlt_factor`].
-#[inline(always)]
-fn ldlt_substitute(a: &[f64], b: &mut [f64], n: usize) {
-    for j in 0..n {
-        let bj = b[j];
-        for i in j + 1..n {
-            b[i] -= a[i + j * n] * bj;
-        }
-    }
-    for j in 0..n {
-        b[j] /= a[j + j * n];
-    }
-    for j in (0..n).rev() {
-        let mut dot = -0.0;
-        for i in j + 1..n {
-            dot += a[i + j * n] * b[i];
-        }
-        b[j] -= dot;
-    }
-}
-
-/// The factorization of [`ldlt_solve`], column by column with contiguous column updates
-/// (which vectorize).
-#[inline(always)]
-fn ldlt_factor(a: &mut [f64], n: usize) -> bool {
-    for j in 0..n {
-        let (done, rest) = a.split_at_mut(j * n);
-        let col = &mut rest[..n];
-        // Column j of `L D` (rows j..n): M_ij − Σ_k L_ik (D_k L_jk) over the earlier columns.
-        for k in 0..j {
-            let ck = &done[k * n..(k + 1) * n];
-            let w = ck[j] * ck[k];
-            for (x, y) in col[j..].iter_mut().zip(&ck[j..]) {
-                *x -= w * y;
-            }
-        }
-        let d = col[j];
-        let r = 1.0 / d;
-        // `0 < d < ∞` (NaN fails both): tested on `d` and `1/d`, since the compiler turns the
-        // same two tests on `d` alone (as `is_finite`) into a bit classification of two dozen
-        // instructions.
-        if !(d > 0.0 && r > 0.0) {
-            return false;
-        }
-        for x in &mut col[j + 1..] {
-            *x *= r;
-        }
-    }
-    true
-}
-
 /// The `c` of a spherical node's `c e eᵀ` mass term: `4/3` of the trace of the child body's
 /// rotational inertia about the joint point (the scale of its `4 Eᵀ J E` block), 1 if zero.
 fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalFrame) -> f64 {
@@ -2046,55 +1963,5 @@ fn euler_mass_scale(sys: &System, body: usize, child_frame: &super::spec::LocalF
         c
     } else {
         1.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{ldlt_in, ldlt_solve};
-    use nalgebra::{DMatrix, DVector};
-
-    /// Against nalgebra's LU on symmetric positive definite matrices of sizes 1 to 12 (a
-    /// deterministic pseudo-random `A Aᵀ + I`), and `false` for indefinite and singular ones.
-    #[test]
-    fn ldlt_solve_matches_lu_and_refuses_indefinite() {
-        let mut seed = 12345u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-        };
-        for n in 1..=12 {
-            let a = DMatrix::from_fn(n, n, |_, _| rnd());
-            let m = &a * a.transpose() + DMatrix::identity(n, n);
-            let b: Vec<f64> = (0..n).map(|_| rnd()).collect();
-            let want = m
-                .clone()
-                .lu()
-                .solve(&DVector::from_column_slice(&b))
-                .unwrap();
-            let mut x = b.clone();
-            assert!(ldlt_solve(&mut m.clone(), &mut x));
-            for i in 0..n {
-                assert!(
-                    (x[i] - want[i]).abs() <= 1e-12 * (1.0 + want[i].abs()),
-                    "n = {n}"
-                );
-            }
-            // The constant sizes' solution is the general one, bit for bit (the same code
-            // with the size hidden from the compiler).
-            let mut y = b.clone();
-            assert!(ldlt_in(
-                m.clone().as_mut_slice(),
-                &mut y,
-                std::hint::black_box(n)
-            ));
-            assert_eq!(x, y, "n = {n}");
-        }
-        let indefinite = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
-        assert!(!ldlt_solve(&mut indefinite.clone(), &mut [1.0, 1.0]));
-        let singular = DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 1.0, 1.0]);
-        assert!(!ldlt_solve(&mut singular.clone(), &mut [1.0, 1.0]));
     }
 }
