@@ -614,7 +614,11 @@ mod tests {
         let diagonal = DMatrix::from_diagonal(&DVector::from_fn(n, |i, _| 2.0 + i as f64));
         let mut mf = MassFactor::new(n);
         for (m, ldlt) in [(&spd, true), (&indefinite, false), (&diagonal, false)] {
-            let want = m.clone().lu().solve(&DVector::from_column_slice(&b)).unwrap();
+            let want = m
+                .clone()
+                .lu()
+                .solve(&DVector::from_column_slice(&b))
+                .unwrap();
             let x = solve_with(&mut mf, m, &b);
             assert_eq!(mf.use_ldlt, ldlt);
             for i in 0..n {
