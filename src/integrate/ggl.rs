@@ -171,6 +171,15 @@ impl Ggl {
         let (o1, rest) = out.split_at_mut(nq);
         let (o2, rest) = rest.split_at_mut(nq);
         let (o3, o4) = rest.split_at_mut(nc);
+        // Without constraints `g` is `(−v, −M⁻¹ f)`: from the system's own O(n) recursion
+        // where it has one (a planar tree), instead of forming and factoring `M`.
+        if nc == 0 && sys.unconstrained_accelerations(t, q, v, &mut self.r) {
+            for j in 0..nq {
+                o1[j] = -v[j];
+                o2[j] = -self.r[j];
+            }
+            return Ok(());
+        }
         self.prepare_mass(sys, t, q)?;
         sys.forces(t, q, v, &mut self.f);
         match (&mut self.sparse, sys.sparse_structure()) {

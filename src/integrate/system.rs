@@ -32,6 +32,18 @@ pub trait Mechanical {
     fn mass_matrix(&mut self, t: f64, q: &[f64], m: &mut DMatrix<f64>);
     /// `f(t, q, v)`, length `n_q`.
     fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]);
+    /// `a = M⁻¹ f(t, q, v)` for a system without constraints (`n_c = 0`), by the system's own
+    /// recursion where it has one cheaper than forming and factoring `M` (the articulated-body
+    /// algorithm): `false`, nothing written, where it has none (the caller then forms `M`).
+    fn unconstrained_accelerations(
+        &mut self,
+        _t: f64,
+        _q: &[f64],
+        _v: &[f64],
+        _a: &mut [f64],
+    ) -> bool {
+        false
+    }
     /// `Φ(q, t)`, length `n_c`.
     fn constraints(&mut self, t: f64, q: &[f64], phi: &mut [f64]);
     /// `Φ_q(q, t)`, `n_c × n_q`.

@@ -1507,6 +1507,10 @@ impl Mechanical for System {
         }
     }
 
+    fn unconstrained_accelerations(&mut self, t: f64, q: &[f64], v: &[f64], a: &mut [f64]) -> bool {
+        self.joint.is_some() && self.with_joint(|j, s| j.unconstrained_accelerations(s, t, q, v, a))
+    }
+
     fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]) {
         if self.joint.is_some() {
             return self.with_joint(|j, s| j.forces(s, t, q, v, f));

@@ -26,6 +26,7 @@
 //! The implicit methods' Jacobian terms `∂Ψ/∂ṗ`, `∂Ψ/∂p`, `∂(Gᵀλ)/∂p`, `∂(M a)/∂p` are
 //! analytic: tangents of the recursions ([`rnea::bias_velocity_jacobian`], `derivatives.rs`).
 
+mod aba;
 mod contact_friction;
 pub mod crba;
 mod derivatives;
@@ -49,6 +50,11 @@ use kinematics::{sv, Inertia, Kin, Sv};
 use nalgebra::{DMatrix, DVector, Matrix6, Vector3, Vector4};
 use serde::{Deserialize, Serialize};
 use tree::{Node, NodeCoord, Parent};
+
+/// From this many free coordinates on, a planar tree's accelerations come from the
+/// articulated-body algorithm (`aba.rs`, O(n)) instead of `L D Lᵀ` of the composite-rigid-body
+/// `M`; below it the formed `M` is cheaper (docs/benchmarks.md, "The articulated-body solve").
+const ABA_MIN_DOFS: usize = 5;
 
 /// The tree, the constraint rows and the workspace of the joint formulation. Lives inside
 /// [`System`] (field `joint`), which dispatches to it.
@@ -1376,25 +1382,30 @@ impl JointModel {
             return Ok(());
         }
         if nc == 0 {
-            let mut m = std::mem::take(&mut self.ws.m);
-            if m.shape() != (nq, nq) {
-                m = DMatrix::zeros(nq, nq);
-            }
             let planar_first = self.load_tree_as(sys, t, q, Rates::Full(v), true);
-            // The CRBA writes the entries of coordinates on one root path only.
-            m.as_mut_slice().fill(0.0);
-            if planar_first {
-                // `M` and `Ψ` from the one pass of the load (`planar::PlanarRef::load`).
-                planar::entries(&self.ws.planar, Some(&mut m), Some(acc));
-                self.add_direct_terms(sys, t, acc);
+            let ok = if planar_first && nq >= ABA_MIN_DOFS {
+                self.planar_articulated(sys, t, acc)
             } else {
-                self.inertias(sys);
-                self.mass_matrix_loaded(sys, q, &mut m);
-                let fast = !self.ws.general_only;
-                self.forces_loaded(sys, t, acc, fast, false);
-            }
-            let ok = crate::dense::ldlt_solve(m.as_mut_slice(), acc);
-            self.ws.m = m;
+                let mut m = std::mem::take(&mut self.ws.m);
+                if m.shape() != (nq, nq) {
+                    m = DMatrix::zeros(nq, nq);
+                }
+                // The CRBA writes the entries of coordinates on one root path only.
+                m.as_mut_slice().fill(0.0);
+                if planar_first {
+                    // `M` and `Ψ` from the one pass of the load.
+                    planar::entries(&self.ws.planar, Some(&mut m), Some(acc));
+                    self.add_direct_terms(sys, t, acc);
+                } else {
+                    self.inertias(sys);
+                    self.mass_matrix_loaded(sys, q, &mut m);
+                    let fast = !self.ws.general_only;
+                    self.forces_loaded(sys, t, acc, fast, false);
+                }
+                let ok = crate::dense::ldlt_solve(m.as_mut_slice(), acc);
+                self.ws.m = m;
+                ok
+            };
             if ok {
                 return Ok(());
             }
@@ -1419,6 +1430,35 @@ impl JointModel {
         acc.copy_from_slice(&x.as_slice()[..nq]);
         lambda.copy_from_slice(&x.as_slice()[nq..]);
         Ok(())
+    }
+
+    /// `p̈ = M⁻¹ Ψ` of a tree (no loop rows) by the articulated-body algorithm, where the tree
+    /// is planar (the planar-first load serves it) with at least [`ABA_MIN_DOFS`] free
+    /// coordinates; `false`, nothing usable written, otherwise (or where `M` is singular).
+    /// [`crate::integrate::system::Mechanical::unconstrained_accelerations`].
+    pub fn unconstrained_accelerations(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        acc: &mut [f64],
+    ) -> bool {
+        self.n_c() == 0
+            && self.n_q() >= ABA_MIN_DOFS
+            && self.load_tree_as(sys, t, q, Rates::Full(v), true)
+            && self.planar_articulated(sys, t, acc)
+    }
+
+    /// `p̈ = M⁻¹ Ψ` after a planar-first load: `Ψ` from its one pass (`planar::PlanarRef::load`)
+    /// and the force elements, then the articulated-body algorithm, without forming `M`. Not
+    /// inlined: the small trees' path beside it stays as it was.
+    #[inline(never)]
+    fn planar_articulated(&mut self, sys: &System, t: f64, acc: &mut [f64]) -> bool {
+        planar::entries(&self.ws.planar, None, Some(acc));
+        self.add_direct_terms(sys, t, acc);
+        let ws = &mut self.ws;
+        ws.planar_ref.solve(&mut ws.planar, acc)
     }
 
     // ----- Jacobians of the implicit methods -----

@@ -235,15 +235,18 @@ pub struct PlanarRef {
     stages: Vec<PStage>,
     /// Per node at the loaded pose.
     at: Vec<PAt>,
+    /// Per node: the state coordinate of its first dof, if they are free (not driven, not
+    /// fixed).
+    states: Vec<Option<usize>>,
 }
 
 /// One tree node as the planar recursions read it.
 #[derive(Debug, Clone, PartialEq)]
-struct PNode {
-    parent: Parent,
+pub(super) struct PNode {
+    pub(super) parent: Parent,
     /// Its stages in [`PlanarRef::stages`], and its dofs.
     stages: std::ops::Range<usize>,
-    dofs: std::ops::Range<usize>,
+    pub(super) dofs: std::ops::Range<usize>,
     /// A particle's frame, which never rotates (as in `Kin::positions`).
     particle: bool,
     /// The stages move each other's axes (`NodeKind::stages_interact`).
@@ -297,8 +300,13 @@ impl PlanarRef {
         self.key = Some(key);
         self.nodes.clear();
         self.stages.clear();
+        self.states.clear();
         for (i, node) in nodes.iter().enumerate() {
             let first = self.stages.len();
+            self.states.push(match node.coord {
+                NodeCoord::Free(a) => Some(a),
+                _ => None,
+            });
             for st in node.stages() {
                 let d = node.dof + st.k;
                 let (a, l) = (ang(&s[d]), lin(&s[d]));
@@ -375,6 +383,20 @@ impl PlanarRef {
             }
         }
         rates.is_some()
+    }
+
+    /// `tau` (per state coordinate) becomes `M⁻¹ tau` at the loaded pose, by the
+    /// articulated-body algorithm ([`super::aba`]); false where `M` is singular.
+    pub fn solve(&self, ws: &mut PlanarWs, tau: &mut [f64]) -> bool {
+        let n = self.nodes.len();
+        super::aba::solve(
+            &self.nodes,
+            &self.states,
+            &ws.s,
+            &ws.ib[..n],
+            &mut ws.aba,
+            tau,
+        )
     }
 
     fn pass<const POSE: bool, const MOTION: bool, const FORCE: bool>(
@@ -525,6 +547,8 @@ pub struct PlanarWs {
     pub vel: Vec<Pv>,
     pub acc: Vec<Pv>,
     pub f: Vec<Pv>,
+    /// The articulated-body solve's storage ([`PlanarRef::solve`]).
+    aba: super::aba::AbaWs,
 }
 
 impl PlanarWs {
