@@ -122,6 +122,9 @@ pub fn solve(
         if let Some(a) = states[i] {
             let dofs = node.dofs.clone();
             let k = dofs.len();
+            if k > 3 {
+                return false; // not a planar joint (`Plane::detect` admits none)
+            }
             jt.k = k;
             if k == 1 {
                 // One direction (revolute, prismatic): scalars.

@@ -1435,7 +1435,8 @@ impl JointModel {
     /// `p̈ = M⁻¹ Ψ` of a tree (no loop rows) by the articulated-body algorithm, where the tree
     /// is planar (the planar-first load serves it) with at least [`ABA_MIN_DOFS`] free
     /// coordinates; `false`, nothing usable written, otherwise (or where `M` is singular).
-    /// [`crate::integrate::system::Mechanical::unconstrained_accelerations`].
+    /// What [`crate::integrate::system::Mechanical::unconstrained_accelerations`] asks of the
+    /// joint formulation (the BDF's residual without constraints).
     pub fn unconstrained_accelerations(
         &mut self,
         sys: &System,
