@@ -92,18 +92,10 @@ pub struct AbaWs {
     joints: Vec<Joint>,
 }
 
-/// `tau` (per state coordinate) becomes `M⁻¹ tau`, for the tree of `nodes` (`states`: the
-/// state coordinate of each one's first dof, if free) at the pose whose
+/// `tau` (per state coordinate) becomes `M⁻¹ tau`, for the tree of `nodes` at the pose whose
 /// subspaces `s` (per dof) and body inertias `ib` (per node) are given. False where a joint's
 /// `D` is not positive definite (a massless subtree: `M` is singular), `tau` then unusable.
-pub fn solve(
-    nodes: &[PNode],
-    states: &[Option<usize>],
-    s: &[Pv],
-    ib: &[PInertia],
-    ws: &mut AbaWs,
-    tau: &mut [f64],
-) -> bool {
+pub fn solve(nodes: &[PNode], s: &[Pv], ib: &[PInertia], ws: &mut AbaWs, tau: &mut [f64]) -> bool {
     let n = nodes.len();
     if ws.ia.len() != n {
         ws.ia.resize(n, PSym::default());
@@ -119,7 +111,7 @@ pub fn solve(
         let (mut ia, mut pa) = (ws.ia[i], ws.pa[i]);
         let jt = &mut ws.joints[i];
         jt.k = 0;
-        if let Some(a) = states[i] {
+        if let Some(a) = node.state {
             let dofs = node.dofs.clone();
             let k = dofs.len();
             if k > 3 {
@@ -186,7 +178,7 @@ pub fn solve(
             _ => Pv::default(),
         };
         let jt = &ws.joints[i];
-        if let (Some(a), k) = (states[i], jt.k) {
+        if let (Some(a), k) = (node.state, jt.k) {
             let mut x = [0.0; 3];
             for ((xl, ul), dir) in x.iter_mut().zip(&jt.u).zip(&jt.u_dir).take(k) {
                 *xl = ul - dir.dot(&da);

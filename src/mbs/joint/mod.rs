@@ -1382,30 +1382,30 @@ impl JointModel {
             return Ok(());
         }
         if nc == 0 {
+            if self.unconstrained_accelerations(sys, t, q, v, acc) {
+                return Ok(());
+            }
+            // A small or spatial tree (the load is the one above where that ran), or a singular
+            // `M` there (this `L D Lᵀ` refuses it too).
             let planar_first = self.load_tree_as(sys, t, q, Rates::Full(v), true);
-            let ok = if planar_first && nq >= ABA_MIN_DOFS {
-                self.planar_articulated(sys, t, acc)
+            let mut m = std::mem::take(&mut self.ws.m);
+            if m.shape() != (nq, nq) {
+                m = DMatrix::zeros(nq, nq);
+            }
+            // The CRBA writes the entries of coordinates on one root path only.
+            m.as_mut_slice().fill(0.0);
+            if planar_first {
+                // `M` and `Ψ` from the one pass of the load (`planar::PlanarRef::load`).
+                planar::entries(&self.ws.planar, Some(&mut m), Some(acc));
+                self.add_direct_terms(sys, t, acc);
             } else {
-                let mut m = std::mem::take(&mut self.ws.m);
-                if m.shape() != (nq, nq) {
-                    m = DMatrix::zeros(nq, nq);
-                }
-                // The CRBA writes the entries of coordinates on one root path only.
-                m.as_mut_slice().fill(0.0);
-                if planar_first {
-                    // `M` and `Ψ` from the one pass of the load.
-                    planar::entries(&self.ws.planar, Some(&mut m), Some(acc));
-                    self.add_direct_terms(sys, t, acc);
-                } else {
-                    self.inertias(sys);
-                    self.mass_matrix_loaded(sys, q, &mut m);
-                    let fast = !self.ws.general_only;
-                    self.forces_loaded(sys, t, acc, fast, false);
-                }
-                let ok = crate::dense::ldlt_solve(m.as_mut_slice(), acc);
-                self.ws.m = m;
-                ok
-            };
+                self.inertias(sys);
+                self.mass_matrix_loaded(sys, q, &mut m);
+                let fast = !self.ws.general_only;
+                self.forces_loaded(sys, t, acc, fast, false);
+            }
+            let ok = crate::dense::ldlt_solve(m.as_mut_slice(), acc);
+            self.ws.m = m;
             if ok {
                 return Ok(());
             }
@@ -1451,13 +1451,12 @@ impl JointModel {
             && self.planar_articulated(sys, t, acc)
     }
 
-    /// `p̈ = M⁻¹ Ψ` after a planar-first load: `Ψ` from its one pass (`planar::PlanarRef::load`)
-    /// and the force elements, then the articulated-body algorithm, without forming `M`. Not
-    /// inlined: the small trees' path beside it stays as it was.
+    /// `p̈ = M⁻¹ Ψ` after a planar-first load: `Ψ` from its one pass and the force elements
+    /// ([`JointModel::forces_loaded`]), then the articulated-body algorithm, without forming
+    /// `M`. Not inlined: the small trees' path in `accelerations_into` stays as it was.
     #[inline(never)]
     fn planar_articulated(&mut self, sys: &System, t: f64, acc: &mut [f64]) -> bool {
-        planar::entries(&self.ws.planar, None, Some(acc));
-        self.add_direct_terms(sys, t, acc);
+        self.forces_loaded(sys, t, acc, true, true);
         let ws = &mut self.ws;
         ws.planar_ref.solve(&mut ws.planar, acc)
     }

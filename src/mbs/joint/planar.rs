@@ -235,9 +235,6 @@ pub struct PlanarRef {
     stages: Vec<PStage>,
     /// Per node at the loaded pose.
     at: Vec<PAt>,
-    /// Per node: the state coordinate of its first dof, if they are free (not driven, not
-    /// fixed).
-    states: Vec<Option<usize>>,
 }
 
 /// One tree node as the planar recursions read it.
@@ -247,6 +244,8 @@ pub(super) struct PNode {
     /// Its stages in [`PlanarRef::stages`], and its dofs.
     stages: std::ops::Range<usize>,
     pub(super) dofs: std::ops::Range<usize>,
+    /// The state coordinate of its first dof, if they are free (not driven, not fixed).
+    pub(super) state: Option<usize>,
     /// A particle's frame, which never rotates (as in `Kin::positions`).
     particle: bool,
     /// The stages move each other's axes (`NodeKind::stages_interact`).
@@ -300,13 +299,8 @@ impl PlanarRef {
         self.key = Some(key);
         self.nodes.clear();
         self.stages.clear();
-        self.states.clear();
         for (i, node) in nodes.iter().enumerate() {
             let first = self.stages.len();
-            self.states.push(match node.coord {
-                NodeCoord::Free(a) => Some(a),
-                _ => None,
-            });
             for st in node.stages() {
                 let d = node.dof + st.k;
                 let (a, l) = (ang(&s[d]), lin(&s[d]));
@@ -335,6 +329,10 @@ impl PlanarRef {
                 parent: node.parent,
                 stages: first..self.stages.len(),
                 dofs: node.dofs(),
+                state: match node.coord {
+                    NodeCoord::Free(a) => Some(a),
+                    _ => None,
+                },
                 particle: node.kind == NodeKind::PlanarTranslation,
                 interact: node.kind.stages_interact(),
                 driven: matches!(node.coord, NodeCoord::Driven(_)),
@@ -389,14 +387,7 @@ impl PlanarRef {
     /// articulated-body algorithm ([`super::aba`]); false where `M` is singular.
     pub fn solve(&self, ws: &mut PlanarWs, tau: &mut [f64]) -> bool {
         let n = self.nodes.len();
-        super::aba::solve(
-            &self.nodes,
-            &self.states,
-            &ws.s,
-            &ws.ib[..n],
-            &mut ws.aba,
-            tau,
-        )
+        super::aba::solve(&self.nodes, &ws.s, &ws.ib[..n], &mut ws.aba, tau)
     }
 
     fn pass<const POSE: bool, const MOTION: bool, const FORCE: bool>(
