@@ -473,7 +473,7 @@ impl Bdf {
     /// Re-anchor the history to the right-hand side that changed at the current point with
     /// the state (new input segments at a communication point; see [`super::reanchor`]), when
     /// the kink can matter at the current step size and tolerance. Costs one LU of the
-    /// saddle-point matrix and four evaluations of forces, `M`, `Φ_q`, `γ` (six when the next
+    /// saddle-point matrix and four evaluations of forces, `M`, `Φ_q`, `γ` (five when the next
     /// order is 4 or 5 and `a⃛` is re-anchored too); allocates only the first time.
     fn reanchor<S: MultibodySystem + ?Sized>(
         &mut self,
@@ -498,10 +498,10 @@ impl Bdf {
         // here (a singular saddle-point matrix, values not finite), the step's own Newton
         // iteration and error test decide as before.
         // `a⃛` enters the history from order 4 on (the velocities' fourth derivative), from
-        // third differences at `±h/4`: their truncation error (`δ²` times the fifth
-        // derivative) stays below the order-4 terms it corrects, and their round-off is
-        // `ε |r| / δ³` (at `δ = 0.02 h`, the first passes' increment, it swamped the `a⃛` of
-        // smooth motions: more steps on the smooth rig test).
+        // a third difference at `h/4`: its truncation error (`δ` times the fourth
+        // derivative, see `third_derivative`) stays below the order-4 terms it corrects, and
+        // its round-off is `ε |r| / δ³` (at `δ = 0.02 h`, the first passes' increment, it
+        // swamped the `a⃛` of smooth motions: more steps on the smooth rig test).
         let third = (k >= 4).then_some(0.25 * h);
         if !matches!(
             work.rhs_derivatives(sys, t, &self.state.q, &self.state.v, 0.02 * h, third),
