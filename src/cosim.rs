@@ -355,10 +355,16 @@ impl<E: Engine> Simulation<E> {
         let e = self.st.events.last_error()?;
         // What to choose instead, for the methods that stall on stiff models.
         let hint = match self.effective_settings().method {
-            Method::HalfImplicit | Method::Dopri5 => {
+            Method::Dopri5 => {
                 "; this method treats the forces explicitly, so stiff springs, dampers and \
                  contacts bound its step size: for stiff models use solver.integrator = bdf \
                  (or sdirk, rosenbrock_nystrom)"
+            }
+            Method::HalfImplicit => {
+                "; this method treats the forces explicitly and is first order, so stiff \
+                 springs, dampers and contacts bound its step size, and so does a velocity \
+                 that starts from zero under a large acceleration (a rig's input start-up): \
+                 use solver.integrator = bdf (or sdirk, rosenbrock_nystrom)"
             }
             Method::LocalLinearization => {
                 "; local_linearization evaluates a matrix exponential of the full Jacobian in \

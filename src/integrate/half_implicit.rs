@@ -453,6 +453,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for HalfImplicit {
         let fixed = self.settings.fixed_step.is_some();
         let mut h_try = self.h;
         let mut failures = 0u32;
+        // The component that failed the last error test: (index in (q, v), |value|, estimate,
+        // weight), for the message if the step size collapses.
+        let mut worst: Option<(usize, f64, f64, f64)> = None;
         loop {
             let p = dense::plan_step(&self.settings, t, h_try, t_limit)?;
             let h = p.h;
@@ -461,7 +464,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for HalfImplicit {
                     t,
                     h,
                     h_min: dense::h_min(t),
-                    reason: "step doubling".into(),
+                    reason: stall_reason(worst, n),
                 });
             }
             let t1 = dense::advance(t, p, t_limit);
@@ -548,6 +551,7 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for HalfImplicit {
                 self.finish(sys, t1, h, half, err, p.clipped, h_try);
                 return Ok(t1);
             }
+            worst = worst_component(&self.err, &self.y_old, &self.y_new, &self.settings);
             self.stats.rejected_steps += 1;
             self.stats.error_test_failures += 1;
             h_try = if err.is_finite() {
@@ -618,4 +622,55 @@ impl HalfImplicit {
         }
         sys.accept_step(t1, &self.state.q, &self.state.v, Some(&self.state.lambda));
     }
+}
+
+/// The component with the largest weighted error of a failed test: (index in `(q, v)`,
+/// `max(|y_old|, |y_new|)`, estimate, weight).
+fn worst_component(
+    err: &[f64],
+    y_old: &[f64],
+    y_new: &[f64],
+    s: &Settings,
+) -> Option<(usize, f64, f64, f64)> {
+    let mut worst: Option<(usize, f64, f64, f64)> = None;
+    let mut largest = -1.0;
+    for i in 0..err.len() {
+        let y = y_old[i].abs().max(y_new[i].abs());
+        let w = s.atol + s.rtol * y;
+        let r = (err[i] / w).abs();
+        if r > largest {
+            largest = r;
+            worst = Some((i, y, err[i].abs(), w));
+        }
+    }
+    worst
+}
+
+/// Why the step size collapsed, from the component that failed the last error test. Where a
+/// velocity's estimate is a large part of the velocity itself, the step size cannot fix it:
+/// the velocities are difference quotients half a step behind, and from rest under an
+/// acceleration `a` the estimate is about `a h / 4` against a velocity of about `a h`
+/// (docs/integrators.md, the half-implicit method).
+fn stall_reason(worst: Option<(usize, f64, f64, f64)>, n: usize) -> String {
+    let Some((i, y, est, w)) = worst else {
+        return "step doubling".into();
+    };
+    if i < n {
+        return format!(
+            "step doubling; the last failed test: estimate {est:.1e} against a weight {w:.1e} \
+             in position coordinate {i} (|q| = {y:.3e})"
+        );
+    }
+    let k = i - n;
+    let lag = if est > 0.1 * y {
+        "; that estimate is a large part of the velocity itself, as where a velocity starts \
+         from zero under a large acceleration: this first-order method's velocities are \
+         difference quotients half a step behind, and only solver.atol can accept them there"
+    } else {
+        ""
+    };
+    format!(
+        "step doubling; the last failed test: estimate {est:.1e} against a weight {w:.1e} in \
+         the velocity of coordinate {k} (|v| = {y:.3e}){lag}"
+    )
 }
