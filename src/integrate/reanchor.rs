@@ -320,7 +320,8 @@ impl ReanchorWork {
     /// - `R₁ / δ²`, `R₁ = K₀ (x₁ − x₁_computed)`: the forward difference's error (about `δ_f
     ///   x₂`) and its round-off `ε |r| / δ_f` (the larger on the rig's corner: a few percent of
     ///   `a⃛`).
-    /// - `R₂ / δ`, from the central pair's error in `x₂`: `(δ₂ ω)²` relative, negligible.
+    /// - `R₂ / δ`, from the second pass's error in `x₂` (its pair at `±0.02 h` in the BDF:
+    ///   about `(0.02 h ω)²` of `x₂`), negligible.
     ///
     /// (A central pair at `±δ` cancels the `R₄` term but costs a second evaluation, one of the
     /// six a re-anchoring made, for an error mostly below the `R₁` term already there: on the
