@@ -325,8 +325,8 @@ impl ReanchorWork {
     ///
     /// (A central pair at `±δ` cancels the `R₄` term but costs a second evaluation, one of the
     /// six a re-anchoring made, for an error mostly below the `R₁` term already there: on the
-    /// rig's corner 8 % fewer `fmi2DoStep` instructions with it gone, and the same steps.) One
-    /// more evaluation of `M`, `Φ_q`, forces and `γ`, no new LU.
+    /// rig's corner 8 % fewer `fmi2DoStep` instructions with it gone, for about the same
+    /// steps.) One more evaluation of `M`, `Φ_q`, forces and `γ`, no new LU.
     fn third_derivative<S: MultibodySystem + ?Sized>(
         &mut self,
         sys: &mut S,
