@@ -22,7 +22,7 @@
 
 use super::dense::{self, Lu};
 use super::sparse::{SaddleSolver, SparseSaddle};
-use super::step_control::{weighted_rms_norm, StepController};
+use super::step_control::{error_weight, weighted_rms_norm, StepController};
 use super::{IntegrateError, Integrator, MechState, Method, MultibodySystem, Settings, Stats};
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
@@ -636,7 +636,7 @@ fn worst_component(
     let mut largest = -1.0;
     for i in 0..err.len() {
         let y = y_old[i].abs().max(y_new[i].abs());
-        let w = s.atol + s.rtol * y;
+        let w = error_weight(y_old[i], y_new[i], s.rtol, s.atol);
         let r = (err[i] / w).abs();
         if r > largest {
             largest = r;

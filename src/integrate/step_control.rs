@@ -2,6 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The error weight `atol + rtol · max(|a|, |b|)` of one component.
+#[inline]
+pub fn error_weight(a: f64, b: f64, rtol: f64, atol: f64) -> f64 {
+    atol + rtol * a.abs().max(b.abs())
+}
+
 /// Weighted RMS norm `sqrt(1/n Σ (e_i / (atol + rtol·max(|a_i|, |b_i|)))²)`, the usual
 /// mixed absolute/relative error measure (DASSL, Hairer–Wanner). `a`, `b` are the old and new
 /// values the weights are taken from.
@@ -12,8 +18,7 @@ pub fn weighted_rms_norm(err: &[f64], a: &[f64], b: &[f64], rtol: f64, atol: f64
     }
     let mut s = 0.0;
     for i in 0..err.len() {
-        let w = atol + rtol * a[i].abs().max(b[i].abs());
-        let r = err[i] / w;
+        let r = err[i] / error_weight(a[i], b[i], rtol, atol);
         s += r * r;
     }
     (s / err.len() as f64).sqrt()
