@@ -24,8 +24,8 @@ use super::super::math::e_mat;
 use super::super::system::System;
 use super::kinematics::{crf, crm, euler, euler_subspace_derivative, sv, Sv};
 use super::tree::{NodeCoord, NodeKind, Parent};
-use super::{JointModel, Rates};
-use nalgebra::{DMatrix, Vector3, Vector4};
+use super::{body_wrench, rnea, JointModel, Rates};
+use nalgebra::{DMatrix, DVector, Vector3, Vector4};
 
 /// One scalar-coordinate force linearized in absolute coordinates.
 pub(super) struct TermLin {
@@ -315,7 +315,7 @@ impl JointModel {
     }
 
     /// `out = ∂Ψ/∂p` at `(t, q, v)`.
-    pub(super) fn position_jacobian(
+    fn position_jacobian(
         &mut self,
         sys: &System,
         t: f64,
@@ -347,7 +347,7 @@ impl JointModel {
 
     /// `out = ∂(M a)/∂p` at `q` (`M a` is the Newton–Euler pass with zero rates, no gravity
     /// and the state accelerations `a`).
-    pub(super) fn mass_times_accel_position_jacobian(
+    fn mass_times_accel_position_jacobian(
         &mut self,
         sys: &System,
         t: f64,
@@ -409,7 +409,7 @@ impl JointModel {
     }
 
     /// `out = ∂(Gᵀλ)/∂p` at `q`: the constraint forces as applied forces `λ_r ∇ξ_r`.
-    pub(super) fn constraint_force_position_jacobian(
+    fn constraint_force_position_jacobian(
         &mut self,
         sys: &System,
         t: f64,
@@ -445,5 +445,92 @@ impl JointModel {
                 out[(col + d, col + d)] += l;
             }
         }
+    }
+}
+
+/// The Jacobians the implicit methods ask for.
+impl JointModel {
+    /// `∂Ψ/∂ṗ` analytic: the tree's tangent recursion ([`rnea::bias_velocity_jacobian`]) plus,
+    /// per force element, `F_ξ̇ g gᵀ` with `g = ∂ξ̇/∂ṗ = Jᵀ∇ξ` (the element's rate depends on
+    /// `ṗ` linearly, its direction not at all). `∂Ψ/∂p` analytic too (`derivatives.rs`).
+    pub fn force_jacobians(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        df_dq: &mut DMatrix<f64>,
+        df_dv: &mut DMatrix<f64>,
+    ) {
+        self.velocity_jacobian(sys, t, q, v, df_dv);
+        self.position_jacobian(sys, t, q, v, df_dq);
+    }
+
+    fn velocity_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        self.load(sys, t, q, Rates::Full(v));
+        self.inertias(sys);
+        self.inertia_matrices();
+        let n = self.n_q();
+        let nn = self.nodes.len();
+        let (mut dv, mut da, mut df) = (
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+            vec![Sv::zeros(); nn],
+        );
+        let ws = &self.ws;
+        rnea::bias_velocity_jacobian(&self.nodes, &ws.kin, &ws.i6, &mut dv, &mut da, &mut df, out);
+        let mut g = DVector::zeros(n);
+        for term in &sys.terms {
+            let cw = self.wrenches(sys, &term.coord, true);
+            let (_, _, f_rate) = sys.law(&term.law, cw.val, cw.rate, t);
+            if f_rate == 0.0 {
+                continue;
+            }
+            g.fill(0.0);
+            for bw in &cw.bodies[..cw.n] {
+                let w = body_wrench(bw);
+                let mut node = Parent::Node(self.body_node[bw.body]);
+                while let Parent::Node(i) = node {
+                    if let NodeCoord::Free(a) = self.nodes[i].coord {
+                        for (l, d) in self.nodes[i].dofs().enumerate() {
+                            g[a + l] += self.ws.kin.s[d].dot(&w);
+                        }
+                    }
+                    node = self.nodes[i].parent;
+                }
+            }
+            out.ger(f_rate, &g, &g, 1.0);
+        }
+        self.add_tire_velocity_jacobian(sys, t, out);
+        self.add_contact_friction_velocity_jacobian(sys, t, out);
+    }
+
+    pub fn constraint_force_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        lambda: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        self.constraint_force_position_jacobian(sys, t, q, lambda, out);
+    }
+
+    pub fn mass_times_accel_jacobian(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        a: &[f64],
+        out: &mut DMatrix<f64>,
+    ) {
+        self.mass_times_accel_position_jacobian(sys, t, q, a, out);
     }
 }
