@@ -494,7 +494,7 @@ impl<E: Engine> Simulation<E> {
                     rule.check(value)
                         .map_err(|reason| CosimError::InvalidValue {
                             name: v.name.clone(),
-                            value: value.to_string(),
+                            value: show_real(value),
                             reason,
                         })?;
                 }
@@ -503,7 +503,7 @@ impl<E: Engine> Simulation<E> {
                     .set_parameter(i, value)
                     .map_err(|e| CosimError::InvalidValue {
                         name: v.name.clone(),
-                        value: value.to_string(),
+                        value: show_real(value),
                         reason: e.to_string(),
                     })?;
                 self.st.params[i] = value;
@@ -520,7 +520,7 @@ impl<E: Engine> Simulation<E> {
             VarKind::Solver(s) => {
                 let bad = |reason: &str| CosimError::InvalidValue {
                     name: v.name.clone(),
-                    value: value.to_string(),
+                    value: show_real(value),
                     reason: reason.into(),
                 };
                 match s {
@@ -1539,6 +1539,17 @@ impl<E: Engine> Simulation<E> {
 /// before `f64::MAX`; no physical input comes near this.
 pub const MAX_INPUT_MAGNITUDE: f64 = 1e100;
 
+/// A real for a message: as written for ordinary magnitudes, in exponent form beyond (`1e101`,
+/// not its 102 digits).
+fn show_real(x: f64) -> String {
+    let a = x.abs();
+    if x == 0.0 || (1e-4..1e15).contains(&a) || !x.is_finite() {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 fn check_input_magnitude(name: &str, value: f64) -> Result<(), CosimError> {
     if !value.is_finite() {
         return Err(CosimError::NotFinite {
@@ -1549,7 +1560,7 @@ fn check_input_magnitude(name: &str, value: f64) -> Result<(), CosimError> {
     if value.abs() > MAX_INPUT_MAGNITUDE {
         return Err(CosimError::InvalidValue {
             name: name.into(),
-            value: value.to_string(),
+            value: show_real(value),
             reason: format!("inputs are limited to |u| <= {MAX_INPUT_MAGNITUDE:e}"),
         });
     }

@@ -291,6 +291,24 @@ fn invalid_name() {
     );
 }
 
+/// The model name is the FMU library's file name: a name too long for a file system is refused
+/// here, not by the importer that cannot unpack the FMU.
+#[test]
+fn model_name_too_long_for_a_file_name() {
+    let long = "a".repeat(201);
+    expect(
+        &replace("name = \"m\"", &format!("name = §\"{long}\"")),
+        "[model]",
+        "name is 201 characters long: at most 200",
+    );
+    let ok = "a".repeat(200);
+    load_model_str(
+        &replace("name = \"m\"", &format!("name = \"{ok}\"")),
+        Path::new(FILE),
+    )
+    .unwrap();
+}
+
 #[test]
 fn duplicate_joint_name() {
     expect(

@@ -1574,3 +1574,115 @@ fn cli_check_says_whether_the_joint_tree_is_planar() {
         assert_eq!(line.contains("spatial tree"), !planar, "{name}: {line}");
     }
 }
+
+/// `simulate --input` drives the model through the table's slopes, also at the first step and
+/// at the last row, where the table ends: the slider-crank's crank turned by a table of 2πt
+/// (0.01 s samples to exactly the stop time) gives the outputs of the same model with the
+/// built-in ramp 2πt at every row. Before, the last row's slope was the table's "constant
+/// after its end" (the crank stopped dead: crank torque −4.96 N m for 0.304) and the first
+/// step ran without a slope (13.46 N m at t = 0.01 s).
+#[test]
+fn cli_simulate_input_table_matches_the_built_in_motion_at_every_row() {
+    let dir = temp_dir("input_rows");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/slider_crank.toml");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let table_model = dir.join("slider_crank.toml");
+    std::fs::write(&table_model, &text).unwrap();
+    let ramp_model = dir.join("slider_crank_ramp.toml");
+    // The same model with the ramp in place of the input (and without the input).
+    let inputs = text.find("[[inputs]]").unwrap();
+    let end = inputs + text[inputs..].find("\n\n").unwrap() + 2;
+    let ramp = format!("{}{}", &text[..inputs], &text[end..]).replacen(
+        "motion = { input = \"crank_angle\" }",
+        "motion = { type = \"ramp\", initial = 0.0, slope = 6.283185307179586 }",
+        1,
+    );
+    assert_ne!(ramp, text);
+    std::fs::write(&ramp_model, ramp).unwrap();
+    let csv: String = std::iter::once("time,crank_angle\n".to_string())
+        .chain((0..=100).map(|k| {
+            let t = k as f64 * 0.01;
+            format!("{t},{}\n", 2.0 * std::f64::consts::PI * t)
+        }))
+        .collect();
+    let input = dir.join("crank.csv");
+    std::fs::write(&input, csv).unwrap();
+    let run = |model: &Path, extra: &[&str], out: &str| {
+        let out = dir.join(out);
+        let mut args = vec![
+            "simulate",
+            model.to_str().unwrap(),
+            "--stop",
+            "1",
+            "--step",
+            "0.01",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, _, err) = mbsfmu(&args);
+        assert_eq!(code, 0, "{err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let header: Vec<String> = text
+            .lines()
+            .next()
+            .unwrap()
+            .split(',')
+            .map(String::from)
+            .collect();
+        let rows: Vec<Vec<f64>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+            .collect();
+        (header, rows)
+    };
+    let (header, table_rows) = run(&table_model, &["--input", input.to_str().unwrap()], "t.csv");
+    let (_, ramp_rows) = run(&ramp_model, &[], "r.csv");
+    assert_eq!(table_rows.len(), 101);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for (name, tol) in [("crank_torque", 1e-3), ("slider_x", 1e-6)] {
+        let c = col(name);
+        for (a, b) in table_rows.iter().zip(&ramp_rows) {
+            assert!(
+                (a[c] - b[c]).abs() < tol,
+                "{name} at t = {}: table {} vs ramp {}",
+                a[0],
+                a[c],
+                b[c]
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A reader that leaves early (`mbsfmu check m.toml | head -1`, `export ... | tail -n 0` under
+/// `set -o pipefail`) does not make the tool panic, and `export` still writes the FMU: the
+/// report to stdout is written last and a closed stdout is not an error. Before, the first
+/// `println!` panicked ("failed printing to stdout: Broken pipe", exit 101), in `export` before
+/// the archive was written.
+#[test]
+fn cli_with_a_closed_stdout_neither_panics_nor_loses_the_fmu() {
+    let dir = temp_dir("closed_stdout");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/slider_crank.toml");
+    let fmu = dir.join("sc.fmu");
+    for args in [
+        vec!["check", model],
+        vec!["export", model, "--fmi", "2", "-o", fmu.to_str().unwrap()],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mbsfmu"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the tool has loaded the model and printed anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+    assert!(std::fs::metadata(&fmu).unwrap().len() > 1000);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

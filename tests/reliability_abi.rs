@@ -618,6 +618,10 @@ fn export_refuses_what_check_refuses() {
     };
     let check = run(&["check", model.to_str().unwrap()]);
     assert!(!check.status.success());
+    // The model file is named once (the engine's message names it; the tool adds nothing).
+    let path = model.to_str().unwrap();
+    let text = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(text.matches(path).count(), 1, "{text}");
     let out = dir.0.join("out");
     let export = run(&[
         "export",
@@ -631,6 +635,7 @@ fn export_refuses_what_check_refuses() {
         text.contains("cannot be assembled") && text.contains("not exported"),
         "{text}"
     );
+    assert_eq!(text.matches(path).count(), 1, "{text}");
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
 }
 

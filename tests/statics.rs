@@ -259,3 +259,66 @@ fn no_equilibrium_names_the_drifting_coordinates() {
     assert!(e.contains("body 'chassis' z"), "{e}");
     assert!(e.contains("nothing holds it"), "{e}");
 }
+
+/// A pendulum (bob 1 kg at `L` = 1 m on a revolute pivot, gravity −y) starting at `angle`
+/// above the horizontal, `initial = "static"`, in `formulation`.
+fn pendulum(angle_deg: f64, formulation: &str) -> ModelSpec {
+    let a = angle_deg.to_radians();
+    let text = format!(
+        r#"[model]
+name = "pendulum_static"
+gravity = [0.0, -9.81, 0.0]
+initial = "static"
+formulation = "{formulation}"
+
+[[bodies]]
+name = "bob"
+mass = 1.0
+inertia = [0.01, 0.01, 0.01]
+position = [{}, {}, 0.0]
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[outputs]]
+name = "bob_y"
+type = "position"
+body = "bob"
+component = "y"
+"#,
+        a.cos(),
+        a.sin()
+    );
+    mbsfmu::mbs::load_model_str(&text, Path::new("pendulum.toml")).unwrap()
+}
+
+/// The static initialization returns the equilibrium a damped run settles to, the bob
+/// hanging at y = −L, from starts where Newton alone finds the upright (unstable) one (45°
+/// and 80° above the horizontal: it is the nearest root) or finds no stiffness to start from
+/// (exactly horizontal: gravity across the link, no reaction yet), in both formulations.
+/// Before the stability check the 45° start came back balanced upright (y = +L) and the
+/// horizontal one failed with "no equilibrium ... it tips over".
+#[test]
+fn static_initialization_leaves_the_unstable_equilibrium_for_the_stable_one() {
+    for formulation in ["absolute", "joint"] {
+        for deg in [0.0, 45.0, 80.0, -30.0, 170.0] {
+            let spec = pendulum(deg, formulation);
+            let mut sys = System::new(Arc::new(spec)).unwrap();
+            let x = sys.initial_state(0.0).unwrap_or_else(|e| {
+                panic!("{formulation}, start {deg} deg: {e}");
+            });
+            let mut out = [0.0];
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            assert!(
+                (out[0] + 1.0).abs() < 1e-9,
+                "{formulation}, start {deg} deg: bob at y = {}, not hanging at -1",
+                out[0]
+            );
+        }
+    }
+}

@@ -170,6 +170,8 @@ struct CallBudget {
     begun: bool,
     /// Why the last step failed (for the importer's log).
     last_error: Option<String>,
+    /// Steps of this call take over 1 ms each: the clock is read after every step.
+    slow: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -416,11 +418,17 @@ impl EventLocator {
                 ..Default::default()
             };
         }
-        // Every 8 steps (past `CPU_AFTER`, a system call).
+        // The clock (past `CPU_AFTER` a system call) every 8 steps, and after the first step
+        // and every step once they are slow (a large model's steps take a good part of the
+        // budget each): a call ends at most one step past its budget.
+        let steps = self.call.steps;
         let cpu = match &mut self.call.clock {
-            Some(c) if timed && self.call.steps % 8 == 7 => c.elapsed(),
+            Some(c) if timed && (steps % 8 == 7 || steps == 1 || self.call.slow) => c.elapsed(),
             _ => 0.0,
         };
+        if cpu > 1e-3 * steps as f64 {
+            self.call.slow = true;
+        }
         if self.call.steps >= self.max_steps_per_call || cpu > self.max_cpu_per_call {
             // The next call starts with a fresh budget (progress in every call).
             self.call.t_limit = None;

@@ -305,10 +305,18 @@ fn static_equilibrium(
         Err(e) => {
             // How far the search went: a large sag means the springs cannot carry the load
             // within the mechanism's travel (it collapses to a kinematic limit).
+            // (Only a sag of at least 5 % of the model's extent gets the hint.)
             let moves = body_moves(sys, &q_start, q);
+            let extent = (0..sys.spec().bodies.len())
+                .map(|b| {
+                    let o = sys.layout().offsets[b];
+                    (0..3).map(|k| q_start[o + k].powi(2)).sum::<f64>().sqrt()
+                })
+                .fold(0.0, f64::max);
             let far = moves
                 .iter()
                 .max_by(|a, b| a.1.total_cmp(&b.1))
+                .filter(|(_, d, _)| *d > 0.05 * extent)
                 .map(|(name, d, _)| format!("; where it stopped, body '{name}' had moved {d:.3} m from the assembled position (a sag that large: check that the springs can carry the load within the travel of the mechanism)"))
                 .unwrap_or_default();
             Err(fail(

@@ -19,6 +19,9 @@ use std::f64::consts::PI;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+/// The longest `[model] name` (it is the library's file name in the FMU).
+const MAX_MODEL_NAME: usize = 200;
+
 mod contact_friction;
 mod curves;
 mod elements;
@@ -992,6 +995,12 @@ impl<'a> Resolver<'a> {
     fn resolve(&mut self, raw: &RawFile) -> Res<ModelSpec> {
         let model = raw.model.get_ref();
         self.check_name(&model.name, "[model]")?;
+        // The name is the FMU's model identifier, the library's file name (`<name>.so`,
+        // `.dylib`, `.dll`): file systems allow 255 bytes per name.
+        let len = model.name.get_ref().len();
+        self.ensure(len <= MAX_MODEL_NAME, model.name.span(), "[model]", || {
+            format!("name is {len} characters long: at most {MAX_MODEL_NAME} (it names the FMU's library file, and file names are limited to 255 bytes)")
+        })?;
 
         // Parameters first: everything else may refer to them.
         for (i, p) in raw.parameters.iter().enumerate() {

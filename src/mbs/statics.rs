@@ -58,6 +58,9 @@ pub struct StaticFailure {
 }
 
 const MAX_ITER: usize = 400;
+/// Unstable equilibria left behind before giving up, and the steps to leave each.
+const MAX_ESCAPES: usize = 3;
+const ESCAPE_STEPS: usize = 200;
 /// Converged when the scaled residual (force rows relative to the load scale, constraint rows
 /// relative to the length scale) is below this.
 const TOL: f64 = 1e-11;
@@ -71,6 +74,9 @@ struct Scales {
     row_c: Vec<f64>,
     /// Per multiplier: divides `Δλ`.
     col_l: Vec<f64>,
+    /// The load scale `F` (N) and the length scale `L` (m).
+    force: f64,
+    len: f64,
 }
 
 struct Work {
@@ -191,6 +197,8 @@ fn scales<S: Mechanical + CoordinateInfo>(sys: &mut S, t: f64, q: &[f64], w: &mu
         row_f,
         row_c,
         col_l,
+        force,
+        len,
     }
 }
 
@@ -276,28 +284,62 @@ where
     // diagonal stiffness-to-mass ratio, so that a relaxation step at μ_ref is small.
     sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
     sys.mass_matrix(t, q, &mut w.mass);
+    // Where nothing is stiff at the start (gravity alone in absolute coordinates, a link
+    // that starts horizontal: no reaction yet), the load over mass and length (`g / L`).
+    let m_max = (0..nq)
+        .filter(|&i| sys.coordinate_is_length(i))
+        .map(|i| w.mass[(i, i)])
+        .fold(0.0, f64::max);
+    let mu_load = if m_max > 0.0 {
+        s.force / (m_max * s.len)
+    } else {
+        0.0
+    };
     let mu_ref = (0..nq)
         .filter(|&i| w.mass[(i, i)] > 0.0)
         .map(|i| w.dfq[(i, i)].abs() / w.mass[(i, i)])
-        .fold(0.0, f64::max)
+        .fold(mu_load, f64::max)
         .max(1e-300);
     let mut mu = 0.0;
     let mut relax = 0;
     let (mut r1, mut r2) = residual(sys, t, q, &lambda, &mut w);
     let mut m0 = merit(&r1, &r2, &s);
     let mut stalls = 0;
+    let mut escapes = 0;
     for it in 0..MAX_ITER {
         let (rf, rc) = scaled_norm(&r1, &r2, &s);
         if !(rf.is_finite() && rc.is_finite()) {
             break;
         }
         if rf < TOL && rc < TOL {
-            return Ok(StaticSolution {
-                lambda: lambda.as_slice().to_vec(),
-                iterations: it,
-                relaxation_steps: relax,
-                force_residual: rf,
-            });
+            let Some(mode) = unstable_mode(sys, t, q, &lambda, &mut w, &s) else {
+                return Ok(StaticSolution {
+                    lambda: lambda.as_slice().to_vec(),
+                    iterations: it,
+                    relaxation_steps: relax,
+                    force_residual: rf,
+                });
+            };
+            // An unstable equilibrium (a link balanced upright): a damped run would leave
+            // it. Follow the overdamped motion away to where the structure is stable, then
+            // solve again from there.
+            escapes += 1;
+            if escapes > MAX_ESCAPES || !escape(sys, t, q, &mut lambda, &mut w, &s, &mode, mu_ref) {
+                return Err(StaticFailure {
+                    message: format!(
+                        "the only equilibrium found is unstable: {} (it tips over); start \
+                         from positions nearer the stable one, or use initial = \"consistent\" \
+                         and let the dynamics settle",
+                        mode_names(sys, &mode)
+                    ),
+                });
+            }
+            relax += 1;
+            (r1, r2) = residual(sys, t, q, &lambda, &mut w);
+            m0 = merit(&r1, &r2, &s);
+            mu = 0.0;
+            stalls = 0;
+            continue;
         }
         sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
         sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
@@ -364,7 +406,7 @@ fn diagnose<S>(
 where
     S: Mechanical + ForceJacobians + ConstraintHessians + CoordinateInfo,
 {
-    let (nq, nc) = (sys.n_q(), sys.n_c());
+    let nq = sys.n_q();
     let (r1, r2) = residual(sys, t, q, lambda, w);
     let (rf, rc) = scaled_norm(&r1, &r2, s);
     let mut msg = format!(
@@ -378,9 +420,55 @@ where
             message: format!("{msg}: the iteration produced non-finite values"),
         };
     }
+    let Some((null, eig)) = reduced_stiffness(sys, t, q, lambda, w, s) else {
+        msg.push_str(": the constraints fix every coordinate, so an equilibrium should exist (check the drivers and the inputs)");
+        return StaticFailure { message: msg };
+    };
+    let fr = null.transpose() * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
+    let kmax = eig.eigenvalues.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let mut found = Vec::new();
+    for (e, &val) in eig.eigenvalues.iter().enumerate() {
+        let dir = eig.eigenvectors.column(e);
+        let push = dir.dot(&fr);
+        if val <= 1e-9 * kmax.max(1e-300) && push.abs() > 1e-3 * rf.max(1e-300) {
+            let v = &null * dir;
+            let why = if val < -1e-9 * kmax.max(1e-300) {
+                "the stiffness is negative there (an unstable position: it tips over)"
+            } else {
+                "nothing holds it there (no joint, spring or driver resists that motion)"
+            };
+            found.push(format!("{} ({why})", mode_names(sys, &v)));
+        }
+    }
+    if found.is_empty() {
+        msg.push_str(": the solver stalled although the structure supports the load (a stiff or non-smooth force law? try `initial = \"consistent\"` and let the dynamics settle)");
+    } else {
+        msg.push_str(&format!(
+            "; no equilibrium: the unbalanced force drives {}",
+            found.join("; ")
+        ));
+    }
+    StaticFailure { message: msg }
+}
+
+/// The scaled tangent stiffness `K = −(∂f/∂q − H)` (`H` the constraint forces' Jacobian)
+/// reduced to the null space of `Φ_q`: the basis and the eigen-decomposition; `None` where
+/// the constraints fix every coordinate.
+fn reduced_stiffness<S>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    lambda: &DVector<f64>,
+    w: &mut Work,
+    s: &Scales,
+) -> Option<(DMatrix<f64>, nalgebra::SymmetricEigen<f64, nalgebra::Dyn>)>
+where
+    S: Mechanical + ForceJacobians + ConstraintHessians,
+{
+    let (nq, nc) = (sys.n_q(), sys.n_c());
     sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
     sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
-    // Scaled tangent stiffness K = −(dfq − H), reduced to the null space of Φq.
+    sys.constraint_jacobian(t, q, &mut w.jac);
     let mut k = DMatrix::zeros(nq, nq);
     for i in 0..nq {
         for j in 0..nq {
@@ -396,45 +484,102 @@ where
     }
     let null = null_space(&jq, nq);
     if null.ncols() == 0 {
-        msg.push_str(": the constraints fix every coordinate, so an equilibrium should exist (check the drivers and the inputs)");
-        return StaticFailure { message: msg };
+        return None;
     }
     let kr = null.transpose() * &k * &null;
-    let fr = null.transpose() * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
-    let eig = nalgebra::SymmetricEigen::new(kr);
+    Some((null, nalgebra::SymmetricEigen::new(kr)))
+}
+
+/// At an equilibrium: the direction (scaled coordinates) of the most negative reduced
+/// stiffness, if it is clearly negative (an unstable equilibrium); `None` for a stable or
+/// neutral one.
+fn unstable_mode<S>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    lambda: &DVector<f64>,
+    w: &mut Work,
+    s: &Scales,
+) -> Option<DVector<f64>>
+where
+    S: Mechanical + ForceJacobians + ConstraintHessians,
+{
+    let (null, eig) = reduced_stiffness(sys, t, q, lambda, w, s)?;
     let kmax = eig.eigenvalues.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    let mut found = Vec::new();
-    for (e, &val) in eig.eigenvalues.iter().enumerate() {
-        let dir = eig.eigenvectors.column(e);
-        let push = dir.dot(&fr);
-        if val <= 1e-9 * kmax.max(1e-300) && push.abs() > 1e-3 * rf.max(1e-300) {
-            let v = &null * dir;
-            let mut comps: Vec<(f64, usize)> =
-                v.iter().enumerate().map(|(i, x)| (x.abs(), i)).collect();
-            comps.sort_by(|a, b| b.0.total_cmp(&a.0));
-            let names: Vec<String> = comps
-                .iter()
-                .take(3)
-                .filter(|c| c.0 > 0.1 * comps[0].0)
-                .map(|c| sys.coordinate_label(c.1))
-                .collect();
-            let why = if val < -1e-9 * kmax.max(1e-300) {
-                "the stiffness is negative there (an unstable position: it tips over)"
-            } else {
-                "nothing holds it there (no joint, spring or driver resists that motion)"
-            };
-            found.push(format!("{} ({why})", names.join(", ")));
+    let (e, &val) = eig
+        .eigenvalues
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(b.1))?;
+    (val < -1e-6 * kmax.max(1e-300)).then(|| &null * eig.eigenvectors.column(e))
+}
+
+/// Leave an unstable equilibrium along `mode` (scaled) by the overdamped motion
+/// `μ M q̇ = f − Φ_qᵀλ`: steps of a fixed scaled length in the direction of the relaxation
+/// step, with `μ` raised until the step moves with the force, until the reduced stiffness is
+/// no longer negative (the basin of a stable equilibrium). `false` if it does not get there.
+#[allow(clippy::too_many_arguments)]
+fn escape<S>(
+    sys: &mut S,
+    t: f64,
+    q: &mut [f64],
+    lambda: &mut DVector<f64>,
+    w: &mut Work,
+    s: &Scales,
+    mode: &DVector<f64>,
+    mu_ref: f64,
+) -> bool
+where
+    S: Mechanical + ForceJacobians + ConstraintHessians + StepHooks,
+{
+    const LEN: f64 = 0.05;
+    let nq = q.len();
+    let norm = mode.norm().max(1e-300);
+    for i in 0..nq {
+        q[i] += LEN * mode[i] / norm * s.col_q[i];
+    }
+    sys.accept_step(t, q, &w.zeros, None);
+    for k in 0..ESCAPE_STEPS {
+        let (r1, r2) = residual(sys, t, q, lambda, w);
+        sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
+        sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
+        sys.mass_matrix(t, q, &mut w.mass);
+        let mut mu = mu_ref;
+        let (dq, dl) = loop {
+            match step(w, &r1, &r2, s, mu) {
+                Some((dq, dl)) if dq.dot(&r1) > 0.0 => break (dq, dl),
+                _ if mu < 1e12 * mu_ref => mu *= 10.0,
+                _ => return false,
+            }
+        };
+        let len = (0..nq)
+            .map(|i| (dq[i] / s.col_q[i]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let a = (LEN / len.max(1e-300)).min(1.0);
+        for i in 0..nq {
+            q[i] += a * dq[i];
+        }
+        *lambda += a * dl;
+        sys.accept_step(t, q, &w.zeros, None);
+        if k >= 1 && unstable_mode(sys, t, q, lambda, w, s).is_none() {
+            return true;
         }
     }
-    if found.is_empty() {
-        msg.push_str(": the solver stalled although the structure supports the load (a stiff or non-smooth force law? try `initial = \"consistent\"` and let the dynamics settle)");
-    } else {
-        msg.push_str(&format!(
-            "; no equilibrium: the unbalanced force drives {}",
-            found.join("; ")
-        ));
-    }
-    StaticFailure { message: msg }
+    false
+}
+
+/// The (up to three) coordinates that take part most in `v`, by name.
+fn mode_names<S: CoordinateInfo>(sys: &S, v: &DVector<f64>) -> String {
+    let mut comps: Vec<(f64, usize)> = v.iter().enumerate().map(|(i, x)| (x.abs(), i)).collect();
+    comps.sort_by(|a, b| b.0.total_cmp(&a.0));
+    comps
+        .iter()
+        .take(3)
+        .filter(|c| c.0 > 0.1 * comps[0].0)
+        .map(|c| sys.coordinate_label(c.1))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Orthonormal basis of the null space of `a` (`n` columns), by SVD.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 /// Assemble the model as the FMU will at its start time: degrees of freedom, redundant
 /// constraints dropped, how far the file's state was from consistent. `Err` for a model that
-/// cannot be assembled (a user error).
+/// cannot be assembled (a user error; the message names the model file).
 pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
     let mut sys = System::new(Arc::new(spec.clone())).map_err(|e| e.to_string())?;
     let t0 = spec.experiment.start;
@@ -169,23 +169,19 @@ pub fn summary(spec: &ModelSpec) -> String {
 
 pub fn run(model: &Path) -> CliResult {
     let spec = mbsfmu::mbs::load_model(model)?;
-    print!("{}", summary(&spec));
+    out!("{}", summary(&spec));
     if spec.warnings.is_empty() {
-        println!("  loads without errors or warnings");
+        outln!("  loads without errors or warnings");
     } else {
-        println!("  loads without errors; warnings:");
+        outln!("  loads without errors; warnings:");
         for w in &spec.warnings {
-            println!("    warning: {w}");
+            outln!("    warning: {w}");
         }
     }
     match assembly_report(&spec) {
-        Ok(report) => print!("{report}"),
-        Err(message) => {
-            return Err(super::CliError::User(format!(
-                "{}: {message}",
-                model.display()
-            )))
-        }
+        Ok(report) => out!("{report}"),
+        // The engine's errors name the model file themselves.
+        Err(message) => return Err(super::CliError::User(message)),
     }
     Ok(())
 }

@@ -98,15 +98,14 @@ pub fn run(a: &ExportArgs) -> CliResult {
     // Refuse what `check` refuses: an FMU whose initialization cannot succeed is no FMU.
     super::check::assembly_report(&spec).map_err(|message| {
         CliError::User(format!(
-            "{}: {message} (not exported; `mbsfmu check` shows the same)",
-            a.model.display()
+            "{message} (not exported; `mbsfmu check` shows the same)"
         ))
     })?;
     let library = match &a.library {
         Some(l) => l.clone(),
         None => default_library()?,
     };
-    println!("runtime library: {}", library.display());
+    outln!("runtime library: {}", library.display());
     let date = now_utc();
     for v in versions {
         let out = match &a.output {
@@ -135,7 +134,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
             }
         })?;
         let md = &packed.description;
-        println!(
+        outln!(
             "wrote {} (FMI {}, {} variables: {} inputs, {} outputs; token {})",
             out.display(),
             v.attr(),
@@ -145,7 +144,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
             md.token
         );
         if model_text.is_some() {
-            println!(
+            outln!(
                 "  solver baked into resources/model.toml: integrator {}, jacobian {}, rtol {}, atol {}",
                 spec.solver.method.name(),
                 spec.solver.jacobian.name(),
@@ -163,7 +162,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
         } else {
             megabytes(packed_lib)
         };
-        println!(
+        outln!(
             "  FMU size {} ({} bytes); library {library}",
             megabytes(packed.fmu_size),
             packed.fmu_size

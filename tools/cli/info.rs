@@ -194,6 +194,6 @@ pub fn describe(fmu: &Path) -> CliResult<String> {
 }
 
 pub fn run(fmu: &Path) -> CliResult {
-    print!("{}", describe(fmu)?);
+    out!("{}", describe(fmu)?);
     Ok(())
 }

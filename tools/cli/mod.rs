@@ -1,5 +1,22 @@
 //! Subcommands of the `mbsfmu` tool.
 
+/// `print!` that does not panic when stdout is closed (`mbsfmu check m.toml | head -1`): the
+/// report is for a reader who left; the work (an FMU written, a result CSV) stands.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `println!` that does not panic when stdout is closed (see [`out!`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod check;
 pub mod csv;
 pub mod export;

@@ -24,10 +24,10 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub input: Option<PathBuf>,
     /// Start time (default: the model's experiment start).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub start: Option<f64>,
     /// Stop time (default: the model's experiment stop).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub stop: Option<f64>,
     /// Communication step (default: the model's experiment step).
     #[arg(long)]
@@ -97,13 +97,12 @@ impl CoSimulation for InProcess {
         } else {
             SetPhase::Setup
         };
-        let r = self.sim.set_real(vr, value, phase).and_then(|_| {
-            if self.initialized {
-                self.sim.set_input_derivative(vr, 1, slope)
-            } else {
-                Ok(())
-            }
-        });
+        // The slope in setup too: the initial state's driver rates and the first step follow
+        // the table (an FMI 2 master may set input derivatives in Initialization Mode).
+        let r = self
+            .sim
+            .set_real(vr, value, phase)
+            .and_then(|_| self.sim.set_input_derivative(vr, 1, slope));
         if let Err(e) = r {
             self.error.get_or_insert(e.to_string());
         }
@@ -233,22 +232,33 @@ pub fn map_inputs(spec: &ModelSpec, table: &InputTable) -> CliResult<Vec<usize>>
 
 /// Communication points from `start` to `stop` (the last one exactly `stop`).
 pub fn grid(start: f64, stop: f64, step: f64) -> CliResult<Vec<f64>> {
+    for (name, x) in [("start", start), ("stop", stop)] {
+        if !x.is_finite() || x.abs() > 1e15 {
+            return Err(CliError::User(format!(
+                "{name} time {x:e} s (--{name} or the model's [experiment]): must be a finite \
+                 number of magnitude below 1e15 s"
+            )));
+        }
+    }
     if !(step > 0.0 && step.is_finite()) {
         return Err(CliError::User(format!(
             "--step {step}: must be a positive number"
         )));
     }
-    if stop.partial_cmp(&start) != Some(std::cmp::Ordering::Greater) {
+    if stop <= start {
         return Err(CliError::User(format!(
             "--stop {stop} must be after --start {start}"
         )));
     }
-    let n = ((stop - start) / step - 1e-9).ceil() as usize;
-    if n > 50_000_000 {
+    let steps = (stop - start) / step;
+    if steps.is_nan() || steps > 5e7 {
         return Err(CliError::User(format!(
-            "{n} communication steps: choose a larger --step"
+            "{steps:.3e} communication steps of {step} s from {start} to {stop} s: choose a \
+             larger --step"
         )));
     }
+    // At least one step: a step longer than the run is one step to `stop`.
+    let n = ((steps - 1e-9).ceil() as usize).max(1);
     Ok((0..=n)
         .map(|k| {
             if k == n {
@@ -275,10 +285,19 @@ pub fn run_loop(
     grid: &[f64],
     progress: bool,
 ) -> LoopResult {
+    // The slope for the step that follows; at the last point no step follows and the slope
+    // only enters the outputs there (through `u̇` and `ü`): the segment that ends there,
+    // not the table's "constant after its end", which would stop the input dead.
+    let last = grid[grid.len() - 1];
     let set_inputs = |sim: &mut dyn CoSimulation, t: f64| {
         if let Some((table, map)) = inputs {
             for (c, &i) in map.iter().enumerate() {
-                sim.set_input(i, table.value(c, t), table.slope(c, t));
+                let slope = if t == last {
+                    table.slope_before(c, t)
+                } else {
+                    table.slope(c, t)
+                };
+                sim.set_input(i, table.value(c, t), slope);
             }
         }
     };
@@ -449,9 +468,9 @@ pub fn run(a: &SimulateArgs) -> CliResult {
             out.display()
         )));
     }
-    print!("{}", summary(&spec, &rows, secs));
+    out!("{}", summary(&spec, &rows, secs));
     if let Some(st) = sim.stats() {
-        println!(
+        outln!(
             "  solver: {} steps ({} rejected), {} evaluations, {} Jacobians, {} updates, {} LU, \
              {} restarts",
             st.steps,
@@ -463,10 +482,10 @@ pub fn run(a: &SimulateArgs) -> CliResult {
             st.restarts
         );
     }
-    println!("wrote {}", out.display());
+    outln!("wrote {}", out.display());
     if let Some(p) = &a.plot {
         write_plot_file(&spec, &rows, &plot_sel, p)?;
-        println!("wrote {}", p.display());
+        outln!("wrote {}", p.display());
     }
     Ok(())
 }
@@ -588,5 +607,16 @@ mod tests {
         assert_eq!(grid(0.0, 1.0, 0.1).unwrap().len(), 11);
         assert!(matches!(grid(0.0, 1.0, 0.0), Err(CliError::User(_))));
         assert!(matches!(grid(1.0, 1.0, 0.1), Err(CliError::User(_))));
+        // A step longer than the run: one step to `stop` (not zero steps that label the
+        // start's values with the stop time).
+        assert_eq!(grid(0.0, 1.0, 1e9).unwrap(), vec![0.0, 1.0]);
+        assert_eq!(grid(-1.0, 1.0, 5.0).unwrap(), vec![-1.0, 1.0]);
+        let msg = |r: CliResult<Vec<f64>>| match r {
+            Err(CliError::User(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(msg(grid(0.0, f64::INFINITY, 0.1)).contains("stop time inf"));
+        assert!(msg(grid(f64::NAN, 1.0, 0.1)).contains("start time NaN"));
+        assert!(msg(grid(0.0, 1e9, 1e-3)).contains("1.000e12 communication steps"));
     }
 }
