@@ -322,3 +322,54 @@ fn static_initialization_leaves_the_unstable_equilibrium_for_the_stable_one() {
         }
     }
 }
+
+/// Where the only equilibrium is unstable (a slider between a spring of negative rate, a
+/// polynomial law `F = −1000 x`, at its free length), the static initialization says so and
+/// names the coordinate that runs away, instead of returning the unstable position.
+#[test]
+fn an_equilibrium_that_is_only_unstable_is_refused_by_name() {
+    let text = r#"[model]
+name = "repelled_slider"
+gravity = [0.0, -9.81, 0.0]
+initial = "static"
+
+[[bodies]]
+name = "slider"
+mass = 1.0
+inertia = [0.01, 0.01, 0.01]
+position = [1.0, 0.0, 0.0]
+
+[[joints]]
+name = "guide"
+type = "prismatic"
+body1 = "ground"
+body2 = "slider"
+point = [1.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[forces]]
+name = "repeller"
+type = "spring_damper"
+body1 = "ground"
+body2 = "slider"
+point1 = [0.0, 0.0, 0.0]
+point2 = [1.0, 0.0, 0.0]
+law = "polynomial"
+coeffs = [-1000.0]
+"#;
+    for formulation in ["absolute", "joint"] {
+        let text = text.replace(
+            "initial = \"static\"",
+            &format!("initial = \"static\"\nformulation = \"{formulation}\""),
+        );
+        let spec = mbsfmu::mbs::load_model_str(&text, Path::new("repelled.toml")).unwrap();
+        let mut sys = System::new(Arc::new(spec)).unwrap();
+        let e = sys.initial_state(0.0).unwrap_err().to_string();
+        assert!(
+            e.contains("static equilibrium not found")
+                && e.contains("the only equilibrium found is unstable")
+                && e.contains("body 'slider' x"),
+            "{formulation}: {e}"
+        );
+    }
+}

@@ -324,12 +324,15 @@ where
             // it. Follow the overdamped motion away to where the structure is stable, then
             // solve again from there.
             escapes += 1;
+            let at = q.to_vec();
             if escapes > MAX_ESCAPES || !escape(sys, t, q, &mut lambda, &mut w, &s, &mode, mu_ref) {
+                // Left at the equilibrium found (where the escape went says nothing).
+                q.copy_from_slice(&at);
                 return Err(StaticFailure {
                     message: format!(
-                        "the only equilibrium found is unstable: {} (it tips over); start \
-                         from positions nearer the stable one, or use initial = \"consistent\" \
-                         and let the dynamics settle",
+                        "the only equilibrium found is unstable: the stiffness is negative \
+                         along {}; start from positions nearer a stable one, or use initial = \
+                         \"consistent\" and let the dynamics settle",
                         mode_names(sys, &mode)
                     ),
                 });

@@ -515,11 +515,12 @@ pub fn write_plot_file(
 /// Printed after a run: per output its final value, minimum and maximum.
 pub fn summary(spec: &ModelSpec, rows: &[Vec<f64>], secs: f64) -> String {
     let last = rows.last().map(|r| r[0]).unwrap_or(0.0);
+    let n = rows.len().saturating_sub(1);
     let mut s = format!(
-        "{}: simulated to t = {} s in {} communication steps ({:.3} s wall time)\n",
+        "{}: simulated to t = {} s in {n} communication step{} ({:.3} s wall time)\n",
         spec.name,
         last,
-        rows.len().saturating_sub(1),
+        if n == 1 { "" } else { "s" },
         secs
     );
     s.push_str(&format!(
