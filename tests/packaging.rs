@@ -1638,6 +1638,22 @@ fn cli_simulate_input_table_matches_the_built_in_motion_at_every_row() {
         (header, rows)
     };
     let (header, table_rows) = run(&table_model, &["--input", input.to_str().unwrap()], "t.csv");
+    // A run past the table's end says so.
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        table_model.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--stop",
+        "1.2",
+        "--out",
+        dir.join("past.csv").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("covers t = 0 .. 1 s, the run 0 .. 1.2 s"),
+        "{err}"
+    );
     let (_, ramp_rows) = run(&ramp_model, &[], "r.csv");
     assert_eq!(table_rows.len(), 101);
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();

@@ -411,6 +411,17 @@ pub fn run(a: &SimulateArgs) -> CliResult {
     let g = grid(start, a.stop.unwrap_or(e.stop), a.step.unwrap_or(e.step))?;
     let input = a.input.as_deref().map(InputTable::read).transpose()?;
     let map = input.as_ref().map(|t| map_inputs(&spec, t)).transpose()?;
+    if let Some(table) = &input {
+        let (first, last) = (table.t[0], table.t[table.t.len() - 1]);
+        let (a, b) = (g[0], g[g.len() - 1]);
+        if first > a || last < b {
+            eprintln!(
+                "warning: {} covers t = {first} .. {last} s, the run {a} .. {b} s: outside the \
+                 table each input keeps its first or last value",
+                table.file.display()
+            );
+        }
+    }
     let plot_sel: Vec<usize> = if a.plot_outputs.is_empty() {
         (0..spec.outputs.len().min(8)).collect()
     } else {
