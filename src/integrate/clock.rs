@@ -44,19 +44,10 @@ impl CallClock {
     }
 }
 
-/// This thread's CPU time in seconds (a system call), 0 where the clock is unavailable.
+/// This thread's CPU time in seconds (a system call), 0 where the clock is unavailable. By the
+/// `cpu-time` crate, which keeps the platform calls (and their `unsafe`) out of this crate.
 pub fn thread_cpu_time() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r == 0 {
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    } else {
-        0.0
-    }
+    cpu_time::ThreadTime::try_now().map_or(0.0, |t| t.as_duration().as_secs_f64())
 }
 
 #[cfg(test)]

@@ -129,26 +129,6 @@ impl InputTable {
             Some(i) => v[i] + (v[i + 1] - v[i]) * (time - self.t[i]) / (self.t[i + 1] - self.t[i]),
         }
     }
-
-    /// Slope of column `c` at `time` (right-sided at sample times; zero outside).
-    pub fn slope(&self, c: usize, time: f64) -> f64 {
-        let v = &self.values[c];
-        if time < self.t[0] || time >= *self.t.last().expect("non-empty") {
-            return 0.0;
-        }
-        let i = self.t.partition_point(|&x| x <= time) - 1;
-        (v[i + 1] - v[i]) / (self.t[i + 1] - self.t[i])
-    }
-
-    /// Slope of column `c` just before `time` (left-sided at sample times; zero outside).
-    pub fn slope_before(&self, c: usize, time: f64) -> f64 {
-        let v = &self.values[c];
-        if time <= self.t[0] || time > *self.t.last().expect("non-empty") {
-            return 0.0;
-        }
-        let i = self.t.partition_point(|&x| x < time);
-        (v[i] - v[i - 1]) / (self.t[i] - self.t[i - 1])
-    }
 }
 
 /// A number for a CSV cell: shortest round-trip text, exponent form for very large/small.
@@ -186,15 +166,6 @@ mod tests {
         assert_eq!(t.value(0, -1.0), 0.0);
         assert_eq!(t.value(1, 2.0), 0.0);
         assert_eq!(t.value(1, 9.0), -1.0);
-        assert_eq!(t.slope(0, 0.5), 10.0);
-        assert_eq!(t.slope(1, 1.0), -1.0);
-        assert_eq!(t.slope(1, 5.0), 0.0);
-        assert_eq!(t.slope_before(0, 1.0), 10.0);
-        assert_eq!(t.slope_before(0, 3.0), 0.0);
-        assert_eq!(t.slope_before(1, 3.0), -1.0);
-        assert_eq!(t.slope_before(1, 2.0), -1.0);
-        assert_eq!(t.slope_before(1, 0.0), 0.0);
-        assert_eq!(t.slope_before(1, 3.5), 0.0);
         let e = |s: &str| match InputTable::parse(s, p) {
             Err(CliError::User(m)) => m,
             other => panic!("{other:?}"),

@@ -285,19 +285,22 @@ pub fn run_loop(
     grid: &[f64],
     progress: bool,
 ) -> LoopResult {
-    // The slope for the step that follows; at the last point no step follows and the slope
-    // only enters the outputs there (through `u̇` and `ü`): the segment that ends there,
-    // not the table's "constant after its end", which would stop the input dead.
-    let last = grid[grid.len() - 1];
-    let set_inputs = |sim: &mut dyn CoSimulation, t: f64| {
+    // At point `k` the value there and, as its FMI 2 derivative, the chord of the table over
+    // the step that follows: the step then ends exactly on the table's value, whatever rows lie
+    // inside it or a rounding error away from its ends (a row at 0.30000000000000004 against
+    // a grid point 0.3 gave the step the slope of a segment 6e-17 s long). At the last point
+    // no step follows and the chord of the step before serves the outputs there (through `u̇`
+    // and `ü`), not the table's "constant after its end", which would stop the input dead.
+    let set_inputs = |sim: &mut dyn CoSimulation, k: usize| {
         if let Some((table, map)) = inputs {
+            let (a, b) = if k + 1 < grid.len() {
+                (grid[k], grid[k + 1])
+            } else {
+                (grid[k - 1], grid[k])
+            };
             for (c, &i) in map.iter().enumerate() {
-                let slope = if t == last {
-                    table.slope_before(c, t)
-                } else {
-                    table.slope(c, t)
-                };
-                sim.set_input(i, table.value(c, t), slope);
+                let slope = (table.value(c, b) - table.value(c, a)) / (b - a);
+                sim.set_input(i, table.value(c, grid[k]), slope);
             }
         }
     };
@@ -305,7 +308,7 @@ pub fn run_loop(
     let mut out = vec![0.0; n_outputs];
     let started = Instant::now();
     let mut last_draw = started;
-    set_inputs(sim, grid[0]);
+    set_inputs(sim, 0);
     sim.outputs(&mut out);
     rows.push(
         std::iter::once(grid[0])
@@ -313,7 +316,7 @@ pub fn run_loop(
             .collect(),
     );
     let mut failure = None;
-    for w in grid.windows(2) {
+    for (k, w) in grid.windows(2).enumerate() {
         if let Err(m) = sim.advance_to(w[1]) {
             failure = Some(format!(
                 "simulation failed in the step to t = {}: {m}",
@@ -321,7 +324,7 @@ pub fn run_loop(
             ));
             break;
         }
-        set_inputs(sim, w[1]);
+        set_inputs(sim, k + 1);
         sim.outputs(&mut out);
         rows.push(std::iter::once(w[1]).chain(out.iter().copied()).collect());
         if progress
@@ -608,6 +611,60 @@ mod tests {
                 "t = {}: {} vs {exact}",
                 r[0],
                 r[1]
+            );
+        }
+    }
+
+    /// Records where each step's input ends: `u + u̇ h` (the FMI 2 derivative path's value at
+    /// the end of a step).
+    struct Ends {
+        t: f64,
+        u: f64,
+        du: f64,
+        ends: Vec<(f64, f64)>,
+    }
+
+    impl CoSimulation for Ends {
+        fn set_input(&mut self, _index: usize, value: f64, slope: f64) {
+            self.u = value;
+            self.du = slope;
+        }
+        fn advance_to(&mut self, t: f64) -> Result<(), String> {
+            self.ends.push((t, self.u + self.du * (t - self.t)));
+            self.t = t;
+            Ok(())
+        }
+        fn outputs(&mut self, out: &mut [f64]) {
+            out[0] = self.u;
+        }
+    }
+
+    /// Every step ends on the table's value, also where a row lies a rounding error after a
+    /// grid point (numpy's `3 * 0.1` = 0.30000000000000004 against the grid's 0.3, which gave
+    /// the step [0.3, 0.31] the slope of a segment 6e-17 s long: the input lagged one step)
+    /// and where a row lies inside a step.
+    #[test]
+    fn every_step_ends_on_the_table_with_rows_off_the_grid() {
+        let table = InputTable::parse(
+            "time,u\n0,0\n0.30000000000000004,0\n0.655,0.0355\n2,0.0355\n",
+            Path::new("u.csv"),
+        )
+        .unwrap();
+        let g = grid(0.0, 1.0, 0.01).unwrap();
+        let mut sim = Ends {
+            t: 0.0,
+            u: 0.0,
+            du: 0.0,
+            ends: Vec::new(),
+        };
+        let LoopResult { failure, .. } = run_loop(&mut sim, 1, Some((&table, &[0])), &g, false);
+        assert_eq!(failure, None);
+        assert_eq!(sim.ends.len(), 100);
+        for (t, u) in sim.ends {
+            let want = table.value(0, t);
+            assert!(
+                (u - want).abs() < 1e-15,
+                "t = {t}: step ends at {u}, table {want}"
             );
         }
     }
