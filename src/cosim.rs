@@ -1023,9 +1023,51 @@ impl<E: Engine> Simulation<E> {
         let mut t_n = t0;
         // The accepted time at which a kink seen at the stage times was already restarted on.
         let mut kink_restarted_at = f64::NAN;
+        // Times closer than this are one instant: no method can step across a gap of a few
+        // rounding units (3 · 0.1 = 0.30000000000000004 against a ramp starting at 0.3).
+        let sliver = 1e3 * f64::EPSILON * t_end.abs().max(1.0);
         let result = loop {
             // Steps land on the breakpoints of built-in motions (a ramp's start).
-            let t_now = Integrator::<E>::state(&*integ).t;
+            let mut t_now = Integrator::<E>::state(&*integ).t;
+            let next = self.st.engine.next_motion_breakpoint(t_now, t_end);
+            // A breakpoint a sliver after the current time, or (after landing on one) a
+            // sliver left before the communication point: the state is taken there as it is,
+            // and a breakpoint handled as if landed on.
+            let jump_to = match next {
+                Some(tb) if tb - t_now <= sliver => Some(tb),
+                None if t_end - t_now <= sliver => Some(t_end),
+                _ => None,
+            };
+            if let Some(t_to) = jump_to {
+                let mut x = Integrator::<E>::state(&*integ).clone();
+                x.t = t_to;
+                let r = restart_after_jump(
+                    integ,
+                    &mut self.st.engine,
+                    &settings,
+                    &x,
+                    &mut self.st.stats_base,
+                );
+                if let Err(e) = r {
+                    break Err(CosimError::Integrate(e));
+                }
+                self.st.events.reset();
+                if t_to >= t_end {
+                    break Ok(Advance::Completed);
+                }
+                self.st.engine.set_motion_right_limit_at(t_to);
+                let r = continue_after_change(
+                    integ,
+                    &mut self.st.engine,
+                    &settings,
+                    &mut self.st.stats_base,
+                    &mut self.st.events,
+                );
+                if let Err(e) = r {
+                    break Err(CosimError::Integrate(e));
+                }
+                t_now = t_to;
+            }
             let t_stop = self
                 .st
                 .engine

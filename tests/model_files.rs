@@ -1027,3 +1027,22 @@ fn the_packed_resolved_model_is_the_model_resolved_where_the_fmu_is_unpacked() {
     );
     assert!(with_warnings >= 1, "no model with warnings");
 }
+
+/// The experiment's tolerance (what importers pass, overriding `solver.rtol`) follows a
+/// `[solver] rtol` the file writes when the file gives no tolerance of its own: before, the
+/// unwritten default 1e-4 overrode it in every importer and in `mbsfmu simulate`.
+#[test]
+fn experiment_tolerance_follows_a_written_solver_rtol() {
+    let base = "[model]\nname = \"m\"\ngravity = [0.0, 0.0, -9.81]\n\n[[bodies]]\nname = \"b\"\nmass = 1.0\ninertia = [1.0, 1.0, 1.0]\nposition = [0.0, 0.0, 0.0]\n";
+    let load = |extra: &str| {
+        mbsfmu::mbs::load_model_str(&format!("{base}\n{extra}"), Path::new("m.toml")).unwrap()
+    };
+    let s = load("[solver]\nrtol = 1e-8\n");
+    assert_eq!((s.experiment.tolerance, s.solver.rtol), (1e-8, 1e-8));
+    let s = load("[solver]\nrtol = 1e-8\n\n[experiment]\ntolerance = 1e-5\n");
+    assert_eq!((s.experiment.tolerance, s.solver.rtol), (1e-5, 1e-8));
+    let s = load("[experiment]\ntolerance = 1e-5\n");
+    assert_eq!((s.experiment.tolerance, s.solver.rtol), (1e-5, 1e-4));
+    let s = load("");
+    assert_eq!((s.experiment.tolerance, s.solver.rtol), (1e-4, 1e-4));
+}

@@ -1034,9 +1034,23 @@ impl<'a> Resolver<'a> {
             });
         }
 
-        let experiment = self.experiment(raw)?;
+        let mut experiment = self.experiment(raw)?;
         self.t0 = experiment.start;
         let solver = self.solver(raw)?;
+        // The experiment's tolerance is what importers pass (and it overrides `solver.rtol`):
+        // where the file gives `solver.rtol` and no tolerance of the experiment, the rtol
+        // written is the experiment's too, not the unwritten default 1e-4.
+        let tolerance_written = raw
+            .experiment
+            .as_ref()
+            .is_some_and(|x| x.get_ref().tolerance.is_some());
+        let rtol_written = raw
+            .solver
+            .as_ref()
+            .is_some_and(|x| x.get_ref().rtol.is_some());
+        if rtol_written && !tolerance_written {
+            experiment.tolerance = solver.rtol;
+        }
         let initialization = match &model.initial {
             None => Initialization::Consistent,
             Some(s) => match s.get_ref().as_str() {

@@ -93,6 +93,16 @@ pub fn run(a: &ExportArgs) -> CliResult {
             .map_err(|e| CliError::User(e.to_string()))?;
         let spec = mbsfmu::mbs::load_model_str(&baked, &a.model)
             .map_err(|e| CliError::User(format!("with --set {}: {e}", a.set.join(" --set "))))?;
+        // Importers pass the DefaultExperiment tolerance, which overrides solver.rtol: say so
+        // where the file's own [experiment] tolerance makes the --set moot.
+        let (tol, rtol) = (spec.experiment.tolerance, spec.solver.rtol);
+        if a.set.iter().any(|s| s.starts_with("solver.rtol=")) && tol != rtol {
+            eprintln!(
+                "warning: the model's [experiment] tolerance {tol} is the FMU's default \
+                 experiment tolerance, which importers pass and which overrides solver.rtol = \
+                 {rtol}; change or remove that tolerance to make the rtol the default"
+            );
+        }
         (spec, Some(baked))
     };
     // Refuse what `check` refuses: an FMU whose initialization cannot succeed is no FMU.
