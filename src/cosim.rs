@@ -1068,11 +1068,11 @@ impl<E: Engine> Simulation<E> {
                 }
                 t_now = t_to;
             }
-            let t_stop = self
-                .st
-                .engine
-                .next_motion_breakpoint(t_now, t_end)
-                .unwrap_or(t_end);
+            let t_stop = match jump_to {
+                Some(_) => self.st.engine.next_motion_breakpoint(t_now, t_end),
+                None => next,
+            }
+            .unwrap_or(t_end);
             let stepped = match intermediate.as_mut() {
                 Some(cb) => {
                     let mut sys = StageSampled {
