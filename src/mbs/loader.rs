@@ -1149,7 +1149,7 @@ impl<'a> Resolver<'a> {
                 return Err(self.err(
                     inp.name.span(),
                     &label("inputs", i, inp.name.get_ref()),
-                    "this input drives nothing: no driver, frame or actuator refers to it",
+                    "this input drives nothing: no driver, frame, actuator or tire refers to it",
                 ));
             }
         }
