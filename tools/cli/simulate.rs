@@ -49,8 +49,8 @@ pub struct SimulateArgs {
 /// A model instance advancing in communication steps: what `cosim` provides to the FMU and
 /// to this command alike.
 pub trait CoSimulation {
-    /// Set input `index` (in `ModelSpec::inputs` order) to `value` with time derivative `slope`
-    /// from the current time on.
+    /// Set input `index` (in `ModelSpec::inputs` order) to `value` now, with time derivative
+    /// `slope` for the coming step (an FMI 2 input derivative).
     fn set_input(&mut self, index: usize, value: f64, slope: f64);
     /// Integrate to `t`.
     fn advance_to(&mut self, t: f64) -> Result<(), String>;
