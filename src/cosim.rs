@@ -1055,13 +1055,13 @@ impl<E: Engine> Simulation<E> {
                 if t_to >= t_end {
                     break Ok(Advance::Completed);
                 }
-                self.st.engine.set_motion_right_limit_at(t_to);
-                let r = continue_after_change(
+                let r = continue_at_breakpoint(
                     integ,
                     &mut self.st.engine,
                     &settings,
                     &mut self.st.stats_base,
                     &mut self.st.events,
+                    t_to,
                 );
                 if let Err(e) = r {
                     break Err(CosimError::Integrate(e));
@@ -1106,16 +1106,13 @@ impl<E: Engine> Simulation<E> {
                         break Ok(Advance::Completed);
                     }
                     if t >= t_stop {
-                        // On a breakpoint: continue by the motions' right limits; a rate jump
-                        // moves the driven velocities (projected, multistep methods
-                        // restarted, as for an input's jump).
-                        self.st.engine.set_motion_right_limit_at(t);
-                        let r = continue_after_change(
+                        let r = continue_at_breakpoint(
                             integ,
                             &mut self.st.engine,
                             &settings,
                             &mut self.st.stats_base,
                             &mut self.st.events,
+                            t,
                         );
                         if let Err(e) = r {
                             break Err(CosimError::Integrate(e));
@@ -1929,6 +1926,20 @@ fn continue_after_change<E: Engine>(
         events.reset();
     }
     Ok(())
+}
+
+/// On a motion's breakpoint at `t`: continue by the motions' right limits; a rate jump moves
+/// the driven velocities (projected, multistep methods restarted, as for an input's jump).
+fn continue_at_breakpoint<E: Engine>(
+    integ: &mut AnyIntegrator,
+    e: &mut E,
+    s: &Settings,
+    base: &mut Stats,
+    events: &mut EventLocator,
+    t: f64,
+) -> Result<(), IntegrateError> {
+    e.set_motion_right_limit_at(t);
+    continue_after_change(integ, e, s, base, events)
 }
 
 /// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the
