@@ -1737,6 +1737,50 @@ impl<E: Engine> crate::integrate::system::Mechanical for StageSampled<'_, E> {
         self.prepare(t, true);
         self.engine.acceleration_rhs(t, q, v, gamma)
     }
+    // The methods with defaults are forwarded too: a default here would silently take the
+    // engine's fast paths away on this path only (the articulated-body solve, the one-pass
+    // constraint rows, the saddle residual, sparse factorizations); the test
+    // `the_stage_sampled_engine_keeps_the_engine_fast_paths` checks each.
+    fn unconstrained_accelerations(&mut self, t: f64, q: &[f64], v: &[f64], a: &mut [f64]) -> bool {
+        self.prepare(t, true);
+        self.engine.unconstrained_accelerations(t, q, v, a)
+    }
+    fn constraint_values(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        phi: &mut [f64],
+        jac: &mut nalgebra::DMatrix<f64>,
+        phi_t: &mut [f64],
+    ) {
+        self.prepare(t, true);
+        self.engine.constraint_values(t, q, phi, jac, phi_t)
+    }
+    fn constraint_jacobian_and_rhs(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        jac: &mut nalgebra::DMatrix<f64>,
+        gamma: &mut [f64],
+    ) {
+        self.prepare(t, true);
+        self.engine.constraint_jacobian_and_rhs(t, q, v, jac, gamma)
+    }
+    fn saddle_residual(
+        &mut self,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        x: &[f64],
+        out: &mut [f64],
+    ) -> bool {
+        self.prepare(t, true);
+        self.engine.saddle_residual(t, q, v, x, out)
+    }
+    fn sparse_structure(&mut self) -> Option<&mut dyn crate::integrate::sparse::SparseStructure> {
+        self.engine.sparse_structure()
+    }
 }
 
 impl<E: Engine> crate::integrate::system::ForceJacobians for StageSampled<'_, E> {
@@ -2142,6 +2186,79 @@ mod tests {
                 let tol = 1e-6 * d.abs().max(1e-3 * scale).max(1e-9);
                 assert!((a - d).abs() <= tol, "{m}: analytic {a} vs differenced {d}");
             }
+        }
+    }
+
+    /// The FMI 3 intermediate-update path wraps the engine in `StageSampled`; every method
+    /// with a default in the integrator's traits must reach the engine, or that path alone
+    /// loses the articulated-body solve, the saddle residual and the sparse structure (the
+    /// answers are equal either way, so only this comparison shows a missing forward).
+    #[test]
+    fn the_stage_sampled_engine_keeps_the_engine_fast_paths() {
+        use crate::integrate::system::Mechanical;
+        use std::fmt::Write as _;
+        // A planar chain of 6 revolute links in joint coordinates (a tree: the
+        // articulated-body solve and the saddle residual), and the same in absolute
+        // coordinates (the sparse structure).
+        let mut text = String::from(
+            "[model]\nname = \"chain6\"\nformulation = \"FORM\"\ngravity = [0.0, -9.81, 0.0]\n",
+        );
+        for k in 1..=6 {
+            let parent = if k == 1 {
+                "ground".to_string()
+            } else {
+                format!("b{}", k - 1)
+            };
+            write!(
+                text,
+                "[[bodies]]\nname = \"b{k}\"\nmass = 1.0\ninertia = [0.01, 0.01, 0.01]\n\
+                 position = [{}.5, 0.0, 0.0]\n\
+                 [[joints]]\nname = \"j{k}\"\ntype = \"revolute\"\nbody1 = \"{parent}\"\n\
+                 body2 = \"b{k}\"\npoint = [{}.0, 0.0, 0.0]\naxis = [0.0, 0.0, 1.0]\n",
+                k - 1,
+                k - 1
+            )
+            .unwrap();
+        }
+        for form in ["joint", "absolute"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/x.toml");
+            let spec = crate::mbs::load_model_str(&text.replace("FORM", form), &path).unwrap();
+            let mut engine = crate::mbs::system::System::new(Arc::new(spec)).unwrap();
+            let x = engine.initial_state(0.0).unwrap();
+            let (n, nc) = (engine.n_q(), engine.n_c());
+            let v: Vec<f64> = (0..n).map(|k| 0.1 * k as f64).collect();
+            let direct = {
+                let (mut a, mut r) = (vec![0.0; n], vec![0.0; n + nc]);
+                let fast = engine.unconstrained_accelerations(0.1, &x.q, &v, &mut a);
+                let saddle = engine.saddle_residual(0.1, &x.q, &v, &vec![0.0; n + nc], &mut r);
+                (fast, saddle, engine.sparse_structure().is_some())
+            };
+            let inputs: Vec<InputState> = Vec::new();
+            let (base, mut samples) = (Vec::new(), Vec::new());
+            let mut ask = |_: f64, _: InputRequest| Vec::new();
+            let mut wrapped = StageSampled {
+                engine: &mut engine,
+                ask: &mut ask,
+                inputs: &inputs,
+                base: &base,
+                samples: &mut samples,
+                t_n: 0.0,
+                t_end: 0.2,
+                current: f64::NAN,
+            };
+            let (mut a, mut r) = (vec![0.0; n], vec![0.0; n + nc]);
+            let fast = wrapped.unconstrained_accelerations(0.1, &x.q, &v, &mut a);
+            let saddle = wrapped.saddle_residual(0.1, &x.q, &v, &vec![0.0; n + nc], &mut r);
+            let sparse = wrapped.sparse_structure().is_some();
+            assert_eq!((fast, saddle, sparse), direct, "{form}");
+            // The test means something: the joint chain has the first two, the absolute
+            // one the third.
+            let expected = if form == "joint" {
+                (true, true, direct.2)
+            } else {
+                (false, false, true)
+            };
+            assert_eq!(direct, expected, "{form}");
         }
     }
 }

@@ -8,7 +8,8 @@
 //! each at the loosest tolerance of a sweep whose error is at most 1e-4 against the
 //! independent reference, CPU medians (min, max) over `--repeats` runs; and the cost of one
 //! acceleration evaluation of the C right-hand side against the joint formulation.
-//! Writes the `minimal_peers` section of docs/benchmarks.md (unless `--print`).
+//! Writes the `minimal_peers` section of docs/benchmarks.md (unless `--print`, or any option
+//! that narrows the run: only the whole default set replaces the section).
 //!
 //! `cargo run --release --bin minimal_peers -- [--repeats 3] [--cases dp10,dp1,slider1,
 //!  slider10,chain16] [--methods bdf,sdirk,...] [--formulations absolute,joint] [--no-peers]
@@ -656,7 +657,18 @@ fn main() {
         .split(',')
         .map(String::from)
         .collect();
-    let print_only = flag("--print");
+    // Only a run of the whole default set may replace the docs' section: a partial run
+    // (one case, one method, no peers) once overwrote it with a single profiling row.
+    let full_run = ["--cases", "--methods", "--formulations"]
+        .iter()
+        .all(|o| opt(o).is_none())
+        && !["--no-eval", "--no-peers", "--no-exudyn"]
+            .iter()
+            .any(|f| flag(f));
+    let print_only = flag("--print") || !full_run;
+    if !full_run && !flag("--print") {
+        eprintln!("a partial run (--cases/--methods/--formulations/--no-*): printing, not writing docs/benchmarks.md");
+    }
     if let Some(n) = opt("--profile-eval") {
         // For `perf record`: only the joint formulation's evaluations, `n` times each.
         let only = opt("--profile-only");
