@@ -938,3 +938,45 @@ fn ggl_sparse_residual_equals_dense_on_the_engine_models() {
         println!("{name}: n_q {nq}, n_c {nc}: residual diff {diff:.1e}, Jacobian diff {jdiff:.1e}");
     }
 }
+
+/// The BDF adapts order and step the same way whatever the time origin: at t = 1e5 s a step's
+/// `t + h − t` differs from `h` by an ulp of `t`, which is rounding, not a change of step
+/// size (judged as one, it reset the equal-step count at every step, so the order and the
+/// step never grew: the stiff double pendulum took 529 steps from t0 = 1e4 s against 322
+/// from 0).
+#[test]
+fn step_and_order_adapt_the_same_at_a_late_start_time() {
+    let run = |t0: f64| {
+        let mut sys = Oscillator {
+            m: 1.0,
+            k: 100.0,
+            c: 0.0,
+        };
+        let (x0, v0) = (1.0, 0.0);
+        let mut bdf = Bdf::new(settings(JacobianStrategy::Dense, 1e-8, 1e-8), 1, 0);
+        let x = MechState {
+            t: t0,
+            q: vec![x0],
+            v: vec![v0],
+            lambda: vec![],
+        };
+        bdf.initialize(&mut sys, &x).unwrap();
+        // Communication points every 10 ms, as a master (or `mbsfmu simulate`) sets them.
+        for i in 1..=500 {
+            let t_comm = t0 + i as f64 * 0.01;
+            while bdf.state().t < t_comm {
+                bdf.step(&mut sys, t_comm).unwrap();
+            }
+        }
+        let (x, _) = sys.exact(x0, v0, 5.0);
+        (bdf.stats().steps, (bdf.state().q[0] - x).abs())
+    };
+    let (steps0, err0) = run(0.0);
+    let (steps_late, err_late) = run(1e5);
+    println!("from 0: {steps0} steps, error {err0:.1e}; from 1e5: {steps_late} steps, error {err_late:.1e}");
+    assert!(err0 < 1e-5 && err_late < 1e-5, "{err0} {err_late}");
+    assert!(
+        (steps_late as f64) <= 1.1 * steps0 as f64 + 5.0,
+        "{steps_late} steps from t0 = 1e5 against {steps0} from 0"
+    );
+}

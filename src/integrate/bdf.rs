@@ -59,6 +59,11 @@ const MAX_FACTOR: f64 = 10.0;
 /// Step reductions within one call of `step` before giving up.
 const MAX_REJECTIONS: u32 = 30;
 
+/// A few ulps of `t`: differences of times near `t` below this are rounding, not steps.
+fn time_resolution(t: f64) -> f64 {
+    4.0 * f64::EPSILON * t.abs()
+}
+
 /// `γ_k = Σ_{j=1..k} 1/j`.
 fn gamma(k: usize) -> f64 {
     (1..=k).map(|j| 1.0 / j as f64).sum()
@@ -795,18 +800,23 @@ impl Bdf {
                 (r / h_target - 1e-6).ceil().max(1.0)
             };
             let mut h_plan = r / n;
-            // Keep the grid (no re-interpolation) for changes at rounding level.
-            if (h_plan - self.h).abs() <= 1e-10 * self.h {
+            // Keep the grid (no re-interpolation) for changes at rounding level: of `h`, and
+            // of the time itself (`t + h − t` differs from `h` by up to an ulp of `t`; judged
+            // against `h` alone, every step at t = 1e4 s with h = 1 ms was a change, which
+            // resets the equal-step count, so order and step size never adapted: the stiff
+            // double pendulum took 529 steps from t0 = 1e4 against 322 from 0).
+            let same = |a: f64, b: f64| (a - b).abs() <= 1e-10 * b + time_resolution(t_limit);
+            if same(h_plan, self.h) {
                 h_plan = self.h;
             }
             let clipped = h_plan < 0.999 * h_target;
-            let t_new = if t + h_plan >= t_limit - 1e-10 * h_plan {
+            let t_new = if t + h_plan >= t_limit - 1e-10 * h_plan - time_resolution(t_limit) {
                 t_limit
             } else {
                 t + h_plan
             };
             let h_actual = t_new - t;
-            let h_step = if (h_actual - self.h).abs() <= 1e-10 * self.h {
+            let h_step = if same(h_actual, self.h) {
                 self.h
             } else {
                 h_actual
