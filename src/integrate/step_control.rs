@@ -84,7 +84,7 @@ impl StepController {
 }
 
 /// The first step size by the Hairer–Wanner heuristic: `h = 0.01 · ‖y‖ / ‖y'‖` (weighted), at
-/// most `h_max`, at least `1e-10·max(1,|t|)`. `y`, `dy` the state and its derivative.
+/// most `h_max`, at least `max(1e-10, 1600 ε |t|)`. `y`, `dy` the state and its derivative.
 pub fn initial_step_size(
     t: f64,
     y: &[f64],
@@ -108,7 +108,10 @@ pub fn initial_step_size(
         (0.01 / d1).powf(1.0 / (order as f64 + 1.0))
     };
     let h = h0.min(h1.max(h0 * 1e-2)).min(100.0 * h0);
-    let h_floor = 1e-10 * t.abs().max(1.0);
+    // Not below 1e-10 s, nor within a hundred times the smallest step at `t` (16 ε |t|):
+    // far from t = 0 a floor proportional to `t` alone (1e-10 t, 1e-6 s at t = 1e4 s) forced
+    // a first step far above what a stiff start needs.
+    let h_floor = 1e-10_f64.max(1600.0 * f64::EPSILON * t.abs());
     let h = if h_max > 0.0 { h.min(h_max) } else { h };
     h.max(h_floor)
 }
