@@ -141,4 +141,22 @@ mod tests {
         // err = 1 with safety 0.9: shrink slightly.
         assert!((c.factor(1.0, 3, true) - 0.9).abs() < 1e-12);
     }
+
+    /// A stiff start (a large derivative) gets the same first step far from t = 0 as at 0,
+    /// down to a hundred times the smallest step the time resolution allows there.
+    #[test]
+    fn a_stiff_start_far_from_zero_is_not_floored_at_a_long_step() {
+        let (y, dy) = ([1.0, 0.5], [1e6, -3e6]);
+        let h0 = initial_step_size(0.0, &y, &dy, 1e-6, 1e-8, 1, 0.0);
+        assert!(h0 < 1e-8, "{h0}");
+        for t in [1e4, 86400.0] {
+            let h = initial_step_size(t, &y, &dy, 1e-6, 1e-8, 1, 0.0);
+            let h_min = 16.0 * f64::EPSILON * t;
+            assert!(
+                h <= h0.max(100.0 * h_min) * (1.0 + 1e-12),
+                "t = {t}: {h} against {h0}"
+            );
+            assert!(h >= 100.0 * h_min * (1.0 - 1e-12), "t = {t}: {h}");
+        }
+    }
 }
