@@ -980,3 +980,50 @@ fn step_and_order_adapt_the_same_at_a_late_start_time() {
         "{steps_late} steps from t0 = 1e5 against {steps0} from 0"
     );
 }
+
+/// A communication step of 1e-8 s between ordinary ones (a master's grid is the master's
+/// business) leaves the BDF's differences on a 1e-8 s grid; the next steps grow from there by
+/// at most the usual factor, instead of stretching them back to the old step at once (ρ^j on
+/// the j-th difference's rounding: the predictor left the constraints and every later step
+/// failed). The chain still meets its reference at the paper's tolerances.
+#[test]
+fn a_tiny_communication_step_between_ordinary_ones_is_harmless() {
+    let n = 8;
+    let refs = reference(n);
+    let mut sys = CartesianChain::paper(n);
+    let x0 = sys.consistent_state(0.0);
+    let mut bdf = Bdf::new(settings(JacobianStrategy::Dense, 1e-4, 1e-6), 2 * n, n);
+    bdf.initialize(&mut sys, &x0).unwrap();
+    let mut points: Vec<f64> = (1..=50).map(|i| i as f64 * 0.1).collect();
+    points.push(5.0 + 1e-8);
+    points.extend((1..=50).map(|i| 5.0 + 1e-8 + i as f64 * 0.1));
+    let steps_before = |b: &Bdf| b.stats().steps;
+    let mut at_tiny = 0;
+    let mut dev = 0.0f64;
+    let (mut q, mut v) = (vec![0.0; 2 * n], vec![0.0; 2 * n]);
+    let mut next = 1;
+    for &t_comm in &points {
+        while bdf.state().t < t_comm {
+            let t = bdf.step(&mut sys, t_comm).unwrap();
+            while next < refs.len() && refs[next].0 <= t {
+                bdf.interpolate(refs[next].0, &mut q, &mut v);
+                let (_, xr, yr) = refs[next];
+                dev = dev
+                    .max((q[2 * n - 2] - xr).abs())
+                    .max((q[2 * n - 1] - yr).abs());
+                next += 1;
+            }
+        }
+        assert_eq!(bdf.state().t, t_comm);
+        if t_comm > 5.0 && at_tiny == 0 {
+            at_tiny = steps_before(&bdf);
+        }
+    }
+    let s = bdf.stats();
+    println!(
+        "tiny step: {s:?}, tip dev {dev:.2e}, steps from the tiny step on {}",
+        s.steps - at_tiny
+    );
+    assert!(next > 19, "reference points compared: {next}");
+    assert!(dev < 1e-3, "tip deviation {dev}");
+}

@@ -1025,8 +1025,12 @@ impl Bdf {
                 self.h_next = h_step;
             } else {
                 // Landed on a shortened grid: keep the target, but the one this step came to
-                // after rejections (not the one it started with, which failed).
-                self.h_next = h_target;
+                // after rejections (not the one it started with, which failed), and at most
+                // MAX_FACTOR times this step: the differences are now on its grid, and
+                // stretching them by ρ multiplies the j-th one's rounding by ρ^j (a 1e-8 s
+                // communication step, then 10 ms ones: ρ = 1e5, a predictor far off the
+                // constraints, "mass matrix singular", Discard at every retry).
+                self.h_next = h_target.min(MAX_FACTOR * h_step);
             }
             return Ok(t_new);
         }
