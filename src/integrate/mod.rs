@@ -229,7 +229,7 @@ pub enum IntegrateError {
     },
     #[error("Newton iteration failed to converge at t = {t} after {failures} step reductions")]
     NewtonFailed { t: f64, failures: u32 },
-    #[error("singular iteration matrix at t = {t}: {what}")]
+    #[error("singular matrix at t = {t}: {what}")]
     Singular { t: f64, what: String },
     #[error("non-finite value in {what} at t = {t}")]
     NonFinite { t: f64, what: String },
