@@ -170,6 +170,19 @@ fn smooth_segment(
     // Rough target: the least-squares line through the window.
     let (l_end, l_slope) = ls_line(history, t + h);
     let (w_now, w_window) = smoothness(history);
+    // A step longer than the span of the samples the trend is fitted to: the trend of
+    // samples 1 ms apart says nothing about the signal 0.5 s ahead (the cubic extrapolated
+    // 500 spacings put a post 16 cm outside the samples' 0.6 mm, with forces of 1e7 N, all
+    // with status OK). The trend's weight fades from 1 at h = 4 span to 0 at h = 8 span
+    // (12 and 24 spacings of a uniform grid: a sine's cubic is still good to 1e-8 at 10),
+    // leaving the rough target, clamped to the samples' range.
+    let span = t - history[n.saturating_sub(4)].0;
+    let horizon = if span > 0.0 {
+        (2.0 - h / (4.0 * span)).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let (w_now, w_window) = (w_now * horizon, w_window * horizon);
     let w = w_now.min(w_window);
     // Rough target: on a noisy history the least-squares line through the window (it
     // averages the noise), after a step out of a smooth history the newest sample.
@@ -181,8 +194,18 @@ fn smooth_segment(
             (lo.min(v), hi.max(v))
         });
     // How far a smooth continuation may leave the samples' range: as far as the quadratic
-    // goes inside the step (a peak between samples), weighted by the smoothness.
-    let excess = quadratic_excess(&q, t, h, lo, hi);
+    // goes inside the step (a peak between samples), weighted by the smoothness, and not
+    // beyond the range's own width per window span the step covers (a trend over samples
+    // spread unevenly, 2e-5 s and 0.15 s apart, extrapolated over 0.73 s: a cubic through a
+    // whole period of the sine).
+    let window = t - history[0].0;
+    let cap = (hi - lo)
+        * if window > 0.0 {
+            (h / window).max(1.0)
+        } else {
+            1.0
+        };
+    let excess = quadratic_excess(&q, t, h, lo, hi).min(cap);
     let (lo0, hi0) = (lo, hi);
     let (lo, hi) = (lo - w * excess, hi + w * excess);
     let raw_target = w * e_end + (1.0 - w) * r_end;
@@ -428,6 +451,47 @@ mod tests {
             inp.committed = Some(seg);
         }
         out
+    }
+
+    /// A communication step 500 times the samples' spacing (a variable-step master): the
+    /// smooth segment stays near the samples' range instead of extrapolating their trend
+    /// over the whole step; steps of the samples' own spacing keep the trend.
+    #[test]
+    fn a_long_step_after_short_ones_stays_near_the_samples() {
+        let u = |t: f64| 0.01 * (2.0 * std::f64::consts::PI * 1.5 * t).sin();
+        let mut inp = InputState::new(u(0.0));
+        let mut t = 0.0;
+        for k in 0..=100 {
+            t = k as f64 * 1e-3;
+            inp.value = u(t);
+            inp.record(t, inp.value);
+            let seg = inp.segment(Reconstruction::Smooth, t, 1e-3);
+            // Short steps: the trend, to the smooth mode's O(H³).
+            let err = (seg.eval(t + 1e-3)[0] - u(t + 1e-3)).abs();
+            assert!(k < 4 || err < 1e-8, "step {k}: {err}");
+            inp.committed = Some(seg);
+        }
+        let (lo, hi) = inp
+            .history
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| {
+                (a.min(s.1), b.max(s.1))
+            });
+        // Ten spacings: still the trend.
+        let seg = inp.segment(Reconstruction::Smooth, t, 0.01);
+        let err = (seg.eval(t + 0.01)[0] - u(t + 0.01)).abs();
+        assert!(err < 1e-7, "h = 0.01: {err}");
+        for h in [0.1, 0.5] {
+            let seg = inp.segment(Reconstruction::Smooth, t, h);
+            let (smin, smax) = cubic_range(&seg, t, h);
+            // The carried slope (about 0.09 m/s) may take the start of the segment a little
+            // beyond the samples; 10 % of the range, not the trend's 5 cm.
+            let margin = 0.1 * (hi - lo);
+            assert!(
+                smin >= lo - margin && smax <= hi + margin,
+                "h = {h}: [{smin}, {smax}] against the samples' [{lo}, {hi}]"
+            );
+        }
     }
 
     #[test]
