@@ -49,9 +49,10 @@ pub struct SimulateArgs {
 /// A model instance advancing in communication steps: what `cosim` provides to the FMU and
 /// to this command alike.
 pub trait CoSimulation {
-    /// Set input `index` (in `ModelSpec::inputs` order) to `value` now, with time derivative
-    /// `slope` for the coming step (an FMI 2 input derivative).
-    fn set_input(&mut self, index: usize, value: f64, slope: f64);
+    /// Set input `index` (in `ModelSpec::inputs` order) to `value` now, with first and second
+    /// time derivatives `d1`, `d2` (FMI 2 input derivatives: the Taylor polynomial
+    /// `value + d1 s + d2 s²/2` the FMU aims its segment for the coming step at).
+    fn set_input(&mut self, index: usize, value: f64, d1: f64, d2: f64);
     /// Integrate to `t`.
     fn advance_to(&mut self, t: f64) -> Result<(), String>;
     /// Current outputs in `ModelSpec::outputs` order.
@@ -90,19 +91,20 @@ impl CoSimulation for InProcess {
         Some(self.sim.stats())
     }
 
-    fn set_input(&mut self, index: usize, value: f64, slope: f64) {
+    fn set_input(&mut self, index: usize, value: f64, d1: f64, d2: f64) {
         let vr = self.input_vr[index];
         let phase = if self.initialized {
             SetPhase::Stepping
         } else {
             SetPhase::Setup
         };
-        // The slope in setup too: the initial state's driver rates and the first step follow
-        // the table (an FMI 2 master may set input derivatives in Initialization Mode).
+        // The derivatives in setup too: the initial state's driver rates and the first step
+        // follow the table (an FMI 2 master may set input derivatives in Initialization Mode).
         let r = self
             .sim
             .set_real(vr, value, phase)
-            .and_then(|_| self.sim.set_input_derivative(vr, 1, slope));
+            .and_then(|_| self.sim.set_input_derivative(vr, 1, d1))
+            .and_then(|_| self.sim.set_input_derivative(vr, 2, d2));
         if let Err(e) = r {
             self.error.get_or_insert(e.to_string());
         }
@@ -277,6 +279,86 @@ pub struct LoopResult {
     pub failure: Option<String>,
 }
 
+/// The C¹ cubic spline through an input's values `u` at the grid points `t` (Hermite, with
+/// the slope of the parabola through each point and its neighbours; the chords at the ends),
+/// as the FMI 2 derivatives the communication loop sets.
+struct InputSpline {
+    t: Vec<f64>,
+    u: Vec<f64>,
+    m: Vec<f64>,
+}
+
+impl InputSpline {
+    fn new(t: &[f64], u: Vec<f64>) -> InputSpline {
+        let n = t.len();
+        let chord = |j: usize| (u[j + 1] - u[j]) / (t[j + 1] - t[j]);
+        let h = |j: usize| t[j + 1] - t[j];
+        if n < 3 {
+            let m = vec![if n == 2 { chord(0) } else { 0.0 }; n];
+            return InputSpline {
+                t: t.to_vec(),
+                u,
+                m,
+            };
+        }
+        // The C² spline: `h_j m_{j−1} + 2 (h_{j−1} + h_j) m_j + h_{j−1} m_{j+1} = 3 (h_j c_{j−1}
+        // + h_{j−1} c_j)` inside, the end slopes those of the parabolas through the first and
+        // last three points (exact for quadratics, so the spline is). C² makes `ü` at a point
+        // the same from both sides and accurate to O(H²); a C¹ spline with local slopes has
+        // `ü` at the points one step late (its error is `−u⃛ H`).
+        let mut m = vec![0.0; n];
+        m[0] = chord(0) - (chord(1) - chord(0)) * h(0) / (h(0) + h(1));
+        let (a, b) = (n - 3, n - 2);
+        m[n - 1] = chord(b) + (chord(b) - chord(a)) * h(b) / (h(a) + h(b));
+        // Thomas algorithm on m_1 … m_{n−2}: row j has h(j) left, 2 (h(j−1) + h(j)) on the
+        // diagonal, h(j − 1) right.
+        let (mut diag, mut rhs) = (vec![0.0; n], vec![0.0; n]);
+        for j in 1..n - 1 {
+            diag[j] = 2.0 * (h(j - 1) + h(j));
+            rhs[j] = 3.0 * (h(j) * chord(j - 1) + h(j - 1) * chord(j));
+            if j == 1 {
+                rhs[j] -= h(j) * m[0];
+            } else {
+                let w = h(j) / diag[j - 1];
+                diag[j] -= w * h(j - 2);
+                rhs[j] -= w * rhs[j - 1];
+            }
+        }
+        rhs[n - 2] -= h(n - 3) * m[n - 1];
+        for j in (1..n - 1).rev() {
+            let right = if j + 1 < n - 1 {
+                h(j - 1) * m[j + 1]
+            } else {
+                0.0
+            };
+            m[j] = (rhs[j] - right) / diag[j];
+        }
+        InputSpline {
+            t: t.to_vec(),
+            u,
+            m,
+        }
+    }
+
+    /// Value at point `k` and the `(u̇, ü)` whose Taylor quadratic from there meets the spline's
+    /// value and slope at point `k + 1`; at the last point the spline's slope and its last
+    /// segment's acceleration there.
+    fn at(&self, k: usize) -> (f64, f64, f64) {
+        let (t, u, m) = (&self.t, &self.u, &self.m);
+        if k + 1 < t.len() {
+            let h = t[k + 1] - t[k];
+            let c = (u[k + 1] - u[k]) / h;
+            (u[k], 2.0 * c - m[k + 1], 2.0 * (m[k + 1] - c) / h)
+        } else if k > 0 {
+            let h = t[k] - t[k - 1];
+            let c = (u[k] - u[k - 1]) / h;
+            (u[k], m[k], (2.0 * m[k - 1] + 4.0 * m[k] - 6.0 * c) / h)
+        } else {
+            (u[k], 0.0, 0.0)
+        }
+    }
+}
+
 /// Run the communication loop.
 pub fn run_loop(
     sim: &mut dyn CoSimulation,
@@ -285,23 +367,33 @@ pub fn run_loop(
     grid: &[f64],
     progress: bool,
 ) -> LoopResult {
-    // At point `k` the value there and, as its FMI 2 derivative, the chord of the table over
-    // the step that follows: the step then ends exactly on the table's value, whatever rows lie
-    // inside it or a rounding error away from its ends (a row at 0.30000000000000004 against
-    // a grid point 0.3 gave the step the slope of a segment 6e-17 s long). At the last point
-    // no step follows and the chord of the step before serves the outputs there (through `u̇`
-    // and `ü`), not the table's "constant after its end", which would stop the input dead.
+    // Each input follows the C¹ cubic spline through the table's values at the grid points
+    // (slopes from the parabola through three neighbours, one-sided at the ends): every step
+    // ends exactly on the table's value, whatever rows lie inside it or a rounding error away
+    // from its ends, and `u̇`, `ü` at a point are the spline's, accurate to O(H) on a sampled
+    // smooth signal. (Until session 21 the derivative was the chord over the coming step and
+    // `ü` was left to the FMU, whose segment then started with the step before's slope:
+    // accelerations and driver forces at every point read 4× the signal's.) The FMU aims its
+    // segment at the Taylor polynomial of `u̇`, `ü` from where the last segment ended
+    // (docs/fmi-runtime.md), so point `k` gets the `u̇`, `ü` whose quadratic meets the spline's
+    // value and slope at `k + 1`. At the last point no step follows: the slope and
+    // acceleration where the last step ended serve the outputs there, not the table's
+    // "constant after its end", which would stop the input dead.
+    let splines: Vec<(usize, InputSpline)> = inputs
+        .map(|(table, map)| {
+            map.iter()
+                .enumerate()
+                .map(|(c, &i)| {
+                    let u: Vec<f64> = grid.iter().map(|&t| table.value(c, t)).collect();
+                    (i, InputSpline::new(grid, u))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let set_inputs = |sim: &mut dyn CoSimulation, k: usize| {
-        if let Some((table, map)) = inputs {
-            let (a, b) = if k + 1 < grid.len() {
-                (grid[k], grid[k + 1])
-            } else {
-                (grid[k - 1], grid[k])
-            };
-            for (c, &i) in map.iter().enumerate() {
-                let slope = (table.value(c, b) - table.value(c, a)) / (b - a);
-                sim.set_input(i, table.value(c, grid[k]), slope);
-            }
+        for (i, sp) in &splines {
+            let (u, d1, d2) = sp.at(k);
+            sim.set_input(*i, u, d1, d2);
         }
     };
     let mut rows = Vec::with_capacity(grid.len());
@@ -568,16 +660,18 @@ mod tests {
         x: f64,
         u: f64,
         du: f64,
+        ddu: f64,
     }
 
     impl CoSimulation for Integrator {
-        fn set_input(&mut self, _index: usize, value: f64, slope: f64) {
+        fn set_input(&mut self, _index: usize, value: f64, d1: f64, d2: f64) {
             self.u = value;
-            self.du = slope;
+            self.du = d1;
+            self.ddu = d2;
         }
         fn advance_to(&mut self, t: f64) -> Result<(), String> {
             let h = t - self.t;
-            self.x += self.u * h + 0.5 * self.du * h * h;
+            self.x += self.u * h + 0.5 * self.du * h * h + self.ddu * h * h * h / 6.0;
             self.t = t;
             Ok(())
         }
@@ -586,51 +680,64 @@ mod tests {
         }
     }
 
+    /// The spline through samples of a quadratic is the quadratic: x' = u = 3t² sampled every
+    /// 0.25 gives x = t³ at every point, so the loop sets values, `u̇` and `ü` at the right
+    /// points (on a non-uniform grid too).
     #[test]
-    fn loop_integrates_a_ramp_input_exactly() {
-        // u = 2t on [0, 1], then 2: x = t² until 1, then 1 + 2 (t − 1).
-        let table = InputTable::parse("time,u\n0,0\n1,2\n", Path::new("u.csv")).unwrap();
-        let g = grid(0.0, 2.0, 0.25).unwrap();
-        let mut sim = Integrator {
-            t: 0.0,
-            x: 0.0,
-            u: 0.0,
-            du: 0.0,
-        };
-        let LoopResult { rows, failure } = run_loop(&mut sim, 1, Some((&table, &[0])), &g, false);
-        assert_eq!(failure, None);
-        assert_eq!(rows.len(), 9);
-        for r in rows {
-            let exact = if r[0] <= 1.0 {
-                r[0] * r[0]
-            } else {
-                1.0 + 2.0 * (r[0] - 1.0)
+    fn loop_integrates_a_sampled_quadratic_input_exactly() {
+        let mut text = String::from("time,u\n");
+        for k in 0..=8 {
+            let t = 0.25 * k as f64;
+            text.push_str(&format!("{t},{}\n", 3.0 * t * t));
+        }
+        let table = InputTable::parse(&text, Path::new("u.csv")).unwrap();
+        for g in [
+            grid(0.0, 2.0, 0.25).unwrap(),
+            vec![0.0, 0.25, 0.5, 1.0, 1.25, 2.0],
+        ] {
+            let mut sim = Integrator {
+                t: 0.0,
+                x: 0.0,
+                u: 0.0,
+                du: 0.0,
+                ddu: 0.0,
             };
-            assert!(
-                (r[1] - exact).abs() < 1e-14,
-                "t = {}: {} vs {exact}",
-                r[0],
-                r[1]
-            );
+            let LoopResult { rows, failure } =
+                run_loop(&mut sim, 1, Some((&table, &[0])), &g, false);
+            assert_eq!(failure, None);
+            assert_eq!(rows.len(), g.len());
+            for r in rows {
+                let exact = r[0].powi(3);
+                assert!(
+                    (r[1] - exact).abs() < 1e-13,
+                    "t = {}: {} vs {exact}",
+                    r[0],
+                    r[1]
+                );
+            }
         }
     }
 
-    /// Records where each step's input ends: `u + u̇ h` (the FMI 2 derivative path's value at
-    /// the end of a step).
+    /// Records where each step's input ends: `u + u̇ h + ü h²/2` (the FMI 2 derivative path's
+    /// value at the end of a step).
     struct Ends {
         t: f64,
         u: f64,
         du: f64,
+        ddu: f64,
         ends: Vec<(f64, f64)>,
     }
 
     impl CoSimulation for Ends {
-        fn set_input(&mut self, _index: usize, value: f64, slope: f64) {
+        fn set_input(&mut self, _index: usize, value: f64, d1: f64, d2: f64) {
             self.u = value;
-            self.du = slope;
+            self.du = d1;
+            self.ddu = d2;
         }
         fn advance_to(&mut self, t: f64) -> Result<(), String> {
-            self.ends.push((t, self.u + self.du * (t - self.t)));
+            let h = t - self.t;
+            self.ends
+                .push((t, self.u + self.du * h + 0.5 * self.ddu * h * h));
             self.t = t;
             Ok(())
         }
@@ -655,6 +762,7 @@ mod tests {
             t: 0.0,
             u: 0.0,
             du: 0.0,
+            ddu: 0.0,
             ends: Vec::new(),
         };
         let LoopResult { failure, .. } = run_loop(&mut sim, 1, Some((&table, &[0])), &g, false);
