@@ -341,6 +341,58 @@ fn instantiation_failures_return_null_with_a_message() {
     assert!(!sink.dump().contains("FORMAT NOT %s"));
 }
 
+#[test]
+fn an_instance_name_that_is_not_utf8_is_refused_as_such() {
+    let f = lib();
+    let sink = LogSink::default();
+    let cb = callbacks(&sink);
+    let n = std::ffi::CString::new(&b"wheel\xff1"[..]).unwrap();
+    let (g, u) = (cstr("{x}"), cstr("file:///nonexistent"));
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            u.as_ptr(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    // Before: "instanceName is NULL or empty".
+    assert!(
+        sink.contains(
+            ERROR,
+            "instanceName is not valid UTF-8 (byte 0xff at offset 5 of 7; it begins \"wheel\")"
+        ),
+        "{}",
+        sink.dump()
+    );
+    assert!(!sink.dump().contains("NULL"), "{}", sink.dump());
+    // A GUID that is not UTF-8 is not called NULL either.
+    let sink = LogSink::default();
+    let cb = callbacks(&sink);
+    let (n, g) = (cstr("x"), std::ffi::CString::new(&b"{\xc3}"[..]).unwrap());
+    assert!(unsafe {
+        f.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            g.as_ptr(),
+            u.as_ptr(),
+            &*cb,
+            0,
+            0,
+        )
+    }
+    .is_null());
+    assert!(
+        sink.contains(ERROR, "fmuGUID is not valid UTF-8"),
+        "{}",
+        sink.dump()
+    );
+}
+
 mod with_model {
     use super::*;
 

@@ -183,6 +183,17 @@ impl<'a> Inst<'a> {
         with_callback: bool,
         required: &[u32],
     ) -> Result<Inst<'a>, String> {
+        Self::try_new_named(f, &cstr("inst3"), path, token, with_callback, required)
+    }
+
+    fn try_new_named(
+        f: &'a Fmi3Binding,
+        name: &std::ffi::CStr,
+        path: Option<&str>,
+        token: &str,
+        with_callback: bool,
+        required: &[u32],
+    ) -> Result<Inst<'a>, String> {
         let env = Box::new(CbEnv {
             sink: LogSink::default(),
             f,
@@ -198,7 +209,7 @@ impl<'a> Inst<'a> {
             set_status: Cell::new(OK),
             reentrant_status: Cell::new(OK),
         });
-        let (n, t) = (cstr("inst3"), cstr(token));
+        let (n, t) = (name, cstr(token));
         let p = path.map(cstr);
         let cb: fmi3IntermediateUpdateCallback = if with_callback {
             Some(intermediate)
@@ -313,6 +324,22 @@ fn instantiation_checks_token_resources_and_interface_type() {
     assert!(e.contains("does not match the packed model's token"), "{e}");
     let e = Inst::try_new(&f, None, &r.token, false, &[]).err().unwrap();
     assert!(e.contains("resourcePath is NULL"), "{e}");
+    // An instance name that is not UTF-8 (before: "instanceName is NULL or empty").
+    let bad = std::ffi::CString::new(&b"wheel\xff1"[..]).unwrap();
+    let e = Inst::try_new_named(&f, &bad, Some(&r.path()), &r.token, false, &[])
+        .err()
+        .unwrap();
+    assert!(
+        e.contains(
+            "instanceName is not valid UTF-8 (byte 0xff at offset 5 of 7; it begins \"wheel\")"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("NULL"), "{e}");
+    let e = Inst::try_new_named(&f, &cstr(" "), Some(&r.path()), &r.token, false, &[])
+        .err()
+        .unwrap();
+    assert!(e.contains("instanceName is empty"), "{e}");
     let e = Inst::try_new(&f, Some("/nonexistent/"), &r.token, false, &[])
         .err()
         .unwrap();

@@ -121,8 +121,8 @@ unsafe fn instantiate(
     let f = unsafe { *functions };
     let logger = Logger::V2(f.logger, Env(f.componentEnvironment));
     // SAFETY: NUL-terminated strings from the importer, or NULL.
-    let name = unsafe { c_str(instanceName) };
-    let cname = to_cstring(name.unwrap_or(""));
+    let name = unsafe { c_str_arg(instanceName, "instanceName") };
+    let cname = to_cstring(name.as_ref().copied().unwrap_or(""));
     let fail = |msg: String| {
         emit(
             &logger,
@@ -133,8 +133,10 @@ unsafe fn instantiate(
         );
         null_mut()
     };
-    let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
-        return fail("instanceName is NULL or empty".into());
+    let name = match name {
+        Ok(n) if n.trim().is_empty() => return fail("instanceName is empty".into()),
+        Ok(n) => n,
+        Err(e) => return fail(e),
     };
     if fmuType != fmi2Type_fmi2CoSimulation {
         return fail(format!(
@@ -142,12 +144,14 @@ unsafe fn instantiate(
         ));
     }
     // SAFETY: as above.
-    let Some(guid) = (unsafe { c_str(fmuGUID) }) else {
-        return fail("fmuGUID is NULL".into());
+    let guid = match unsafe { c_str_arg(fmuGUID, "fmuGUID") } {
+        Ok(g) => g,
+        Err(e) => return fail(e),
     };
     // SAFETY: as above.
-    let Some(uri) = (unsafe { c_str(fmuResourceLocation) }) else {
-        return fail("fmuResourceLocation is NULL; the FMU needs its resources folder".into());
+    let uri = match unsafe { c_str_arg(fmuResourceLocation, "fmuResourceLocation") } {
+        Ok(u) => u,
+        Err(e) => return fail(format!("{e}; the FMU needs its resources folder")),
     };
     let dir = match resources::fmi2_resource_dir(uri) {
         Ok(d) => d,

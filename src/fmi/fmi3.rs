@@ -185,8 +185,8 @@ unsafe fn instantiate_cs(
 ) -> fmi3Instance {
     let logger = Logger::V3(logMessage, Env(env));
     // SAFETY: importer's strings or NULL.
-    let name = unsafe { c_str(instanceName) };
-    let cname = to_cstring(name.unwrap_or(""));
+    let name = unsafe { c_str_arg(instanceName, "instanceName") };
+    let cname = to_cstring(name.as_ref().copied().unwrap_or(""));
     let fail = |msg: String| {
         emit(
             &logger,
@@ -197,16 +197,20 @@ unsafe fn instantiate_cs(
         );
         null_mut()
     };
-    let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
-        return fail("instanceName is NULL or empty".into());
+    let name = match name {
+        Ok(n) if n.trim().is_empty() => return fail("instanceName is empty".into()),
+        Ok(n) => n,
+        Err(e) => return fail(e),
     };
     // SAFETY: as above.
-    let Some(token) = (unsafe { c_str(instantiationToken) }) else {
-        return fail("instantiationToken is NULL".into());
+    let token = match unsafe { c_str_arg(instantiationToken, "instantiationToken") } {
+        Ok(t) => t,
+        Err(e) => return fail(e),
     };
     // SAFETY: as above.
-    let Some(path) = (unsafe { c_str(resourcePath) }) else {
-        return fail("resourcePath is NULL; the FMU needs its resources folder".into());
+    let path = match unsafe { c_str_arg(resourcePath, "resourcePath") } {
+        Ok(p) => p,
+        Err(e) => return fail(format!("{e}; the FMU needs its resources folder")),
     };
     let dir = match resources::fmi3_resource_dir(path) {
         Ok(d) => d,

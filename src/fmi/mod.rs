@@ -521,6 +521,28 @@ pub(crate) fn emit(logger: &Logger, name: &CStr, status: Status, category: &str,
     }
 }
 
+/// A string argument the call cannot do without, by name: `Err` says whether it is NULL or not
+/// valid UTF-8 (and where the first invalid byte is), for the importer's log.
+///
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
+pub(crate) unsafe fn c_str_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
+    if p.is_null() {
+        return Err(format!("{what} is NULL"));
+    }
+    // SAFETY: caller's contract.
+    let c = unsafe { CStr::from_ptr(p) };
+    c.to_str().map_err(|e| {
+        let at = e.valid_up_to();
+        format!(
+            "{what} is not valid UTF-8 (byte 0x{:02x} at offset {at} of {}; it begins {:?})",
+            c.to_bytes()[at],
+            c.to_bytes().len(),
+            String::from_utf8_lossy(&c.to_bytes()[..at])
+        )
+    })
+}
+
 /// Read a C string; `None` for NULL or invalid UTF-8.
 ///
 /// # Safety
