@@ -544,6 +544,32 @@ fn revolute_joint_on_a_particle() {
 }
 
 #[test]
+fn spherical_joint_on_a_particle_away_from_it() {
+    // Before: loaded, and the particle was silently held in place (0 degrees of freedom, its
+    // initial velocity projected away).
+    expect(
+        &append("[[joints]]\nname = \"tether\"\ntype = \"spherical\"\nbody1 = \"ground\"\nbody2 = \"p\"\npoint = §[3.0, 0.0, -1.5]\n"),
+        "joints[2] \"tether\"",
+        "body `p` is a particle (no orientation), but the joint point [3, 0, -1.5] is 1.5 m away from it (offset [0, 0, -1.5] m): a particle cannot turn about a point away from it, so the joint would hold it at that offset (fixed in space, no degree of freedom left by this joint, its initial velocity discarded); put the joint point at the particle's position [3, 0, 0], or, for a point mass swinging about the point, use a `distance` joint",
+    );
+    // On a rigid body the particle would follow the body's point without turning.
+    expect(
+        &append("[[joints]]\nname = \"tether\"\ntype = \"spherical\"\nbody1 = \"p\"\nbody2 = \"b\"\npoint = §[2.5, 0.0, 0.0]\n"),
+        "joints[2] \"tether\"",
+        "(moved with body `b`'s joint point without turning,",
+    );
+    // Explicit frames: the particle's frame origin is the offset.
+    expect(
+        &append("[[joints]]\nname = \"tether\"\ntype = \"spherical\"\nbody1 = \"b\"\nbody2 = \"p\"\nframe1 = { origin = [1.0, 0.0, 0.0] }\nframe2 = §{ origin = [0.0, 0.2, 0.0] }\n"),
+        "joints[2] \"tether\"",
+        "offset [0, 0.2, 0] m",
+    );
+    // At the particle it is a joint like any other (the particle follows body b's point).
+    let ok = append("[[joints]]\nname = \"tether\"\ntype = \"spherical\"\nbody1 = \"b\"\nbody2 = \"p\"\npoint = [3.0, 0.0, 0.0]\n");
+    load_model_str(&ok, Path::new(FILE)).unwrap();
+}
+
+#[test]
 fn inertia_on_a_particle() {
     expect(
         &replace(

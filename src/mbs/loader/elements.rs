@@ -344,6 +344,50 @@ impl Resolver<'_> {
             };
             self.frames_from_global(b1, b2, point, rj, theta0)
         };
+        if kind == JointKind::Spherical {
+            // A particle cannot turn: a joint point away from it keeps its offset in global axes,
+            // so the particle would not swing about the point but be held at the offset (fixed in
+            // space when the other side is ground).
+            for (b, f, other, fspan) in [
+                (b1, &frame1, b2, j.frame1.as_ref().map(|x| x.span())),
+                (b2, &frame2, b1, j.frame2.as_ref().map(|x| x.span())),
+            ] {
+                if !self.is_particle(b) {
+                    continue;
+                }
+                let (r, _) = self.pose(b);
+                let off = f.origin;
+                let point = r + off;
+                if off.norm() > 1e-9 * r.norm().max(point.norm()) {
+                    let held = if other == BodyRef::Ground {
+                        "fixed in space".to_string()
+                    } else {
+                        format!(
+                            "moved with {}'s joint point without turning",
+                            self.ref_name(other)
+                        )
+                    };
+                    let span = j
+                        .point
+                        .as_ref()
+                        .map(|x| x.span())
+                        .or(fspan)
+                        .unwrap_or(jspan);
+                    return Err(self.err(
+                        span,
+                        &el,
+                        format!(
+                            "{} is a particle (no orientation), but the joint point {} is {} m away from it (offset {} m): a particle cannot turn about a point away from it, so the joint would hold it at that offset ({held}, no degree of freedom left by this joint, its initial velocity discarded); put the joint point at the particle's position {}, or, for a point mass swinging about the point, use a `distance` joint (a rod: point1 = the pivot, point2 = the particle)",
+                            self.ref_name(b),
+                            fmt_v(&point),
+                            fmt_g(off.norm()),
+                            fmt_v(&off),
+                            fmt_v(&r),
+                        ),
+                    ));
+                }
+            }
+        }
         self.joint_index
             .insert(j.name.get_ref().clone(), self.joint_specs.len());
         self.joint_specs.push(JointSpec {
@@ -1006,4 +1050,16 @@ pub(super) fn joint_kind_name(k: JointKind) -> &'static str {
         JointKind::Distance => "distance",
         JointKind::Planar => "planar",
     }
+}
+
+/// A number as a user would write it: 10 significant digits, shortest form (`0.6`, not
+/// `0.6000000000000001`; `0`, not `-0`).
+fn fmt_g(x: f64) -> String {
+    let r: f64 = format!("{x:.9e}").parse().unwrap_or(x);
+    format!("{}", r + 0.0)
+}
+
+/// A global vector as in the model file: `[0.6, 0, -0.8]`.
+fn fmt_v(v: &Vector3<f64>) -> String {
+    format!("[{}, {}, {}]", fmt_g(v.x), fmt_g(v.y), fmt_g(v.z))
 }
