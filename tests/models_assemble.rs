@@ -53,7 +53,7 @@ fn every_model_assembles_consistently() {
             r.n_independent,
             r.dropped.len(),
             r.dof,
-            r.max_position_change,
+            r.assembly.displacement.value,
             r.final_residual
         );
         let mut out = vec![0.0; sys.n_outputs()];

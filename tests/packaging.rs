@@ -1575,6 +1575,106 @@ fn cli_check_says_whether_the_joint_tree_is_planar() {
     }
 }
 
+/// `mbsfmu check` says what assembly changed, per kind and in physical units, with the body,
+/// the same in both formulations: an arm driven to 0.1 rad from its drawn 0 (its centre 0.5 m
+/// from the pivot moves 2 · 0.5 sin 0.05 = 4.998e-2 m) and a ball on a spherical joint whose
+/// given velocity is not ω × r (projection changes v by 0.768 m/s and ω by 1.447 rad/s). Before,
+/// the joint formulation said "positions moved by up to 0.000e0, velocities by up to 0.000e0"
+/// (it compared joint coordinates read off the assembled state) and the absolute one gave the
+/// largest single coordinate (6.078e-1, a velocity component; quaternion components counted as
+/// metres). With `initial = "static"` the equilibrium's motion is listed apart, not as
+/// assembly's (before: "positions moved by up to 7.532e-2", a quaternion change).
+#[test]
+fn cli_check_reports_what_assembly_changed_in_both_formulations() {
+    let dir = temp_dir("check_changes");
+    let model = |formulation: &str| {
+        format!(
+            r#"[model]
+name = "changes"
+gravity = [0.0, 0.0, -9.81]
+formulation = "{formulation}"
+
+[[bodies]]
+name = "arm"
+mass = 1.0
+inertia = [0.01, 0.1, 0.1]
+position = [0.5, 0.0, 0.0]
+
+[[bodies]]
+name = "ball"
+mass = 2.0
+inertia = [0.05, 0.08, 0.11]
+position = [0.3, 0.1, -0.4]
+velocity = [0.5, 0.0, 0.0]
+angular_velocity = [1.0, -2.0, 3.0]
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "arm"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "socket"
+type = "spherical"
+body1 = "ground"
+body2 = "ball"
+point = [0.0, 0.0, 0.0]
+
+[[drivers]]
+name = "drive"
+joint = "pivot"
+motion = 0.1
+"#
+        )
+    };
+    for formulation in ["joint", "absolute"] {
+        let file = dir.join(format!("changes_{formulation}.toml"));
+        std::fs::write(&file, model(formulation)).unwrap();
+        let (code, out, err) = mbsfmu(&["check", file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{formulation}: {err}");
+        for needle in [
+            "assembly moved the bodies by up to 4.998e-2 m (body `arm`) and turned them by up to 1.000e-1 rad = 5.7296 deg (body `arm`)",
+            "assembly changed the velocities by up to 7.678e-1 m/s (body `ball`) and the angular velocities by up to 1.447e0 rad/s (body `ball`)",
+        ] {
+            assert!(out.contains(needle), "{formulation}: no {needle:?} in\n{out}");
+        }
+        // The file's residual (the driver's 0.1 rad), not the joint state's read off the
+        // assembled one.
+        assert!(
+            out.contains("constraint residual 1.000e-1 as given"),
+            "{formulation}:\n{out}"
+        );
+    }
+    // Static initialization: the corner's file positions are consistent; the equilibrium moves
+    // the bodies, reported as the equilibrium's.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/suspension_corner.toml");
+    let text = std::fs::read_to_string(&src).unwrap();
+    for formulation in ["joint", "absolute"] {
+        let file = dir.join(format!("corner_{formulation}.toml"));
+        let t = text.replacen(
+            "initial = \"static\"\n",
+            &format!("initial = \"static\"\nformulation = \"{formulation}\"\n"),
+            1,
+        );
+        assert_ne!(t, text);
+        std::fs::write(&file, t).unwrap();
+        let (code, out, err) = mbsfmu(&["check", file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{formulation}: {err}");
+        for needle in [
+            "assembly moved the bodies by up to 0 m and turned them by up to 0 rad\n",
+            "velocities: from rest (initial = \"static\"",
+            "from the assembled positions the bodies moved by:\n    chassis          0.061276 m, 0.0000 deg\n",
+            "    upper_arm        0.038631 m, 8.6390 deg\n",
+        ] {
+            assert!(out.contains(needle), "{formulation}: no {needle:?} in\n{out}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `simulate --input` drives the model through the table's slopes, also at the first step and
 /// at the last row, where the table ends: the slider-crank's crank turned by a table of 2πt
 /// (0.01 s samples to exactly the stop time) gives the outputs of the same model with the

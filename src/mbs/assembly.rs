@@ -9,11 +9,12 @@
 //! 4. Static equilibrium (`initial = "static"`): `f(q, 0) − Φ_qᵀ λ = 0, Φ = 0` by the scaled,
 //!    globalized solver of `mbs::statics`.
 
-use super::system::System;
+use super::math::e_mat;
+use super::system::{BodyChanges, LargestChange, System};
 use super::ModelError;
 use crate::integrate::system::Mechanical;
 use crate::integrate::MechState;
-use nalgebra::{DMatrix, DVector};
+use nalgebra::{DMatrix, DVector, Vector3, Vector4};
 
 const POS_TOL: f64 = 1e-12;
 const MAX_ITER: usize = 60;
@@ -191,10 +192,11 @@ pub fn initial_state_with(
 ) -> Result<MechState, ModelError> {
     let (mut q, mut v) = sys.initial_guess();
     // Angle branches start at the file's geometry and follow assembly (never re-wrapped after it).
-    let (q_given, v_given) = (q.clone(), v.clone());
+    let q_given = q.clone();
     sys.reset_angles(&q, t0);
     let initial_residual = all_rows(sys, t0, &q).0.amax();
     assemble_positions(sys, t0, &mut q)?;
+    let q_assembled = q.clone();
     let (_, jac) = all_rows(sys, t0, &q);
     let (keep, drop) = independent_rows(&jac);
     let dropped: Vec<String> = drop
@@ -205,10 +207,13 @@ pub fn initial_state_with(
     sys.track_angles(&q, t0);
     preloads_from_equilibrium(sys, t0, &q)?;
     let mut static_iterations = None;
-    if sys.spec().initialization == super::spec::Initialization::Static {
+    let is_static = sys.spec().initialization == super::spec::Initialization::Static;
+    if is_static {
         static_iterations = Some(static_equilibrium(sys, t0, &mut q)?);
         v.iter_mut().for_each(|x| *x = 0.0);
     }
+    // The velocities projection starts from: the file's, or rest.
+    let v_start = v.clone();
     project_velocities(sys, t0, &q, &mut v)?;
     let lambda = if multipliers {
         sys.accelerations(t0, &q, &v)?.1
@@ -217,12 +222,13 @@ pub fn initial_state_with(
     };
     let mut phi = vec![0.0; sys.n_c()];
     sys.constraints(t0, &q, &mut phi);
-    let maxdiff = |a: &[f64], b: &[f64]| {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f64::max)
-    };
+    let before_v = if is_static { &q } else { &q_given };
+    let assembly = body_changes(
+        sys,
+        (&q_given, &q_assembled),
+        (before_v, &v_start),
+        (&q, &v),
+    );
     sys.report = Some(super::system::AssemblyReport {
         n_coordinates: sys.n_q(),
         n_equations: sys.all_rows_count(),
@@ -230,10 +236,13 @@ pub fn initial_state_with(
         dof: sys.n_q() - sys.n_c(),
         dropped: sys.dropped.clone(),
         initial_residual,
-        max_position_change: maxdiff(&q, &q_given),
-        max_velocity_change: maxdiff(&v, &v_given),
+        assembly,
         final_residual: phi.iter().fold(0.0, |m, x| m.max(x.abs())),
-        body_moves: body_moves(sys, &q_given, &q),
+        body_moves: if is_static {
+            body_moves(sys, &q_assembled, &q)
+        } else {
+            Vec::new()
+        },
         static_iterations,
     });
     Ok(MechState {
@@ -267,7 +276,8 @@ pub fn project_velocities(
     Ok(())
 }
 
-/// Per body: translation of the centre and rotation angle between two configurations.
+/// Per body: translation of the centre and rotation angle between two configurations
+/// (absolute coordinates).
 fn body_moves(sys: &System, from: &[f64], to: &[f64]) -> Vec<(String, f64, f64)> {
     let layout = sys.layout();
     sys.spec()
@@ -281,15 +291,77 @@ fn body_moves(sys: &System, from: &[f64], to: &[f64]) -> Vec<(String, f64, f64)>
                 .sum::<f64>()
                 .sqrt();
             let angle = if layout.is_rigid(b) {
-                // Rotation between unit quaternions: 2 acos|p0·p1|.
-                let dot: f64 = (3..7).map(|k| from[o + k] * to[o + k]).sum();
-                2.0 * dot.abs().min(1.0).acos()
+                let p = |x: &[f64]| Vector4::new(x[o + 3], x[o + 4], x[o + 5], x[o + 6]);
+                rotation_angle(&p(from), &p(to))
             } else {
                 0.0
             };
             (body.name.clone(), dr, angle)
         })
         .collect()
+}
+
+/// Rotation angle between two orientations (unit quaternions, scalar first), in [0, π]:
+/// `2 atan2(|vector part|, |scalar part|)` of `p0⁻¹ p1`, accurate also for small angles (where
+/// `2 acos(p0·p1)` loses half the digits).
+pub(crate) fn rotation_angle(p0: &Vector4<f64>, p1: &Vector4<f64>) -> f64 {
+    let (w0, e0) = (p0[0], Vector3::new(p0[1], p0[2], p0[3]));
+    let (w1, e1) = (p1[0], Vector3::new(p1[1], p1[2], p1[3]));
+    let w = w0 * w1 + e0.dot(&e1);
+    let e = w0 * e1 - w1 * e0 - e0.cross(&e1);
+    2.0 * e.norm().atan2(w.abs())
+}
+
+/// The largest change per kind between two states of the bodies (absolute coordinates `q`,
+/// velocities `v = (ṙ, ṗ)`): positions between `pos.0` and `pos.1`; velocities between the
+/// states `before` and `after`, angular velocities `ω = 2 E(p) ṗ` (global) each at its own
+/// orientation.
+pub(crate) fn body_changes(
+    sys: &System,
+    pos: (&[f64], &[f64]),
+    before: (&[f64], &[f64]),
+    after: (&[f64], &[f64]),
+) -> BodyChanges {
+    let layout = sys.layout();
+    let mut c = BodyChanges::default();
+    let note = |slot: &mut LargestChange, value: f64, name: &str| {
+        if value > slot.value {
+            *slot = LargestChange {
+                value,
+                body: name.to_string(),
+            };
+        }
+    };
+    let v3 = |x: &[f64], o: usize| Vector3::new(x[o], x[o + 1], x[o + 2]);
+    let v4 = |x: &[f64], o: usize| Vector4::new(x[o], x[o + 1], x[o + 2], x[o + 3]);
+    let omega = |(q, v): (&[f64], &[f64]), o: usize| 2.0 * e_mat(&v4(q, o + 3)) * v4(v, o + 3);
+    for (b, body) in sys.spec().bodies.iter().enumerate() {
+        let o = layout.offsets[b];
+        let name = body.name.as_str();
+        note(
+            &mut c.displacement,
+            (v3(pos.1, o) - v3(pos.0, o)).norm(),
+            name,
+        );
+        note(
+            &mut c.velocity,
+            (v3(after.1, o) - v3(before.1, o)).norm(),
+            name,
+        );
+        if layout.is_rigid(b) {
+            note(
+                &mut c.rotation,
+                rotation_angle(&v4(pos.0, o + 3), &v4(pos.1, o + 3)),
+                name,
+            );
+            note(
+                &mut c.angular_velocity,
+                (omega(after, o) - omega(before, o)).norm(),
+                name,
+            );
+        }
+    }
+    c
 }
 
 /// Static equilibrium by the scaled, globalized solver of [`super::statics`]; returns its

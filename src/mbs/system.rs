@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// What assembly found: sizes, redundant rows, how far the given state was from consistent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AssemblyReport {
     pub n_coordinates: usize,
     /// Constraint equations in the model (normalization rows included).
@@ -45,19 +45,44 @@ pub struct AssemblyReport {
     pub dof: usize,
     /// Redundant rows dropped, by label.
     pub dropped: Vec<String>,
-    /// Largest constraint residual of the state given in the model file.
+    /// Largest constraint residual of the state given in the model file (absolute
+    /// coordinates, in both formulations).
     pub initial_residual: f64,
-    /// Largest position change made by assembly.
-    pub max_position_change: f64,
-    /// Largest velocity change made by projection.
-    pub max_velocity_change: f64,
+    /// What assembly changed of the bodies' state given in the model file, from the body poses
+    /// and velocities before and after (the same in both formulations). Positions: the file's
+    /// against the assembled ones (before any static equilibrium). Velocities: the file's
+    /// (with `initial = "static"`: rest) against the initial state's.
+    pub assembly: BodyChanges,
     /// Residual after assembly (positions).
     pub final_residual: f64,
-    /// Per body (file order): how far initialization moved it from the file's position,
-    /// `(name, translation of the centre in m, rotation angle in rad)`.
+    /// Per body (file order): how far the static equilibrium moved it from the assembled
+    /// position, `(name, translation of the centre in m, rotation angle in rad)` (empty
+    /// without `initial = "static"`).
     pub body_moves: Vec<(String, f64, f64)>,
     /// Static equilibrium iterations (Newton and relaxation steps), when it was solved.
     pub static_iterations: Option<(usize, usize)>,
+}
+
+/// The largest change of one kind over the bodies, and the body it belongs to (empty when no
+/// body changed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LargestChange {
+    pub value: f64,
+    pub body: String,
+}
+
+/// What initialization changed of the bodies' state, the largest of each kind, in physical
+/// units (the norm of each body's change, not of single coordinates).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BodyChanges {
+    /// Displacement of the centre of mass, m.
+    pub displacement: LargestChange,
+    /// Rotation angle, rad (rigid bodies).
+    pub rotation: LargestChange,
+    /// Change of the centre-of-mass velocity, m/s.
+    pub velocity: LargestChange,
+    /// Change of the angular velocity (global), rad/s (rigid bodies).
+    pub angular_velocity: LargestChange,
 }
 
 /// Who owns a constraint row (for messages, reactions and outputs).

@@ -3,7 +3,7 @@
 use super::CliResult;
 use mbsfmu::description::VariableTable;
 use mbsfmu::mbs::spec::ModelSpec;
-use mbsfmu::mbs::system::System;
+use mbsfmu::mbs::system::{AssemblyReport, LargestChange, System};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -66,9 +66,10 @@ pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
         }
     }
     s.push_str(&format!(
-        "  initial state: constraint residual {:.3e} as given, {:.3e} after assembly; positions moved by up to {:.3e}, velocities by up to {:.3e}\n",
-        r.initial_residual, r.final_residual, r.max_position_change, r.max_velocity_change
+        "  initial state: constraint residual {:.3e} as given, {:.3e} after assembly\n",
+        r.initial_residual, r.final_residual
     ));
+    s.push_str(&initial_changes(&r));
     for (e, f) in spec.forces.iter().enumerate() {
         let p = sys.element_preload(e);
         if !p.is_empty() {
@@ -82,7 +83,7 @@ pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
     }
     if let Some((iterations, relaxation)) = r.static_iterations {
         s.push_str(&format!(
-            "  static equilibrium found ({iterations} iterations, {relaxation} of them relaxation steps); the bodies moved from the file's positions by:\n"
+            "  static equilibrium found ({iterations} iterations, {relaxation} of them relaxation steps); from the assembled positions the bodies moved by:\n"
         ));
         for (name, dr, angle) in &r.body_moves {
             s.push_str(&format!(
@@ -101,6 +102,48 @@ pub fn assembly_report(spec: &ModelSpec) -> Result<String, String> {
         }
     }
     Ok(s)
+}
+
+/// What assembly changed of the file's state, per kind and in physical units, with the body
+/// of each largest change: one line for positions, one for velocities (with `initial =
+/// "static"` the velocities start from rest, not from the file).
+fn initial_changes(r: &AssemblyReport) -> String {
+    let c = &r.assembly;
+    let of = |l: &LargestChange, unit: &str| -> String {
+        if l.value == 0.0 {
+            format!("0 {unit}")
+        } else {
+            format!("{:.3e} {unit} (body `{}`)", l.value, l.body)
+        }
+    };
+    let rot = if c.rotation.value == 0.0 {
+        "0 rad".to_string()
+    } else {
+        format!(
+            "{:.3e} rad = {:.4} deg (body `{}`)",
+            c.rotation.value,
+            c.rotation.value.to_degrees(),
+            c.rotation.body
+        )
+    };
+    let mut s = format!(
+        "  assembly moved the bodies by up to {} and turned them by up to {}\n",
+        of(&c.displacement, "m"),
+        rot
+    );
+    let v = format!(
+        "{} and the angular velocities by up to {}",
+        of(&c.velocity, "m/s"),
+        of(&c.angular_velocity, "rad/s")
+    );
+    if r.static_iterations.is_some() {
+        s.push_str(&format!(
+            "  velocities: from rest (initial = \"static\"; the file's velocities are not used), projection onto the constraints changed them by up to {v}\n"
+        ));
+    } else {
+        s.push_str(&format!("  assembly changed the velocities by up to {v}\n"));
+    }
+    s
 }
 
 pub fn summary(spec: &ModelSpec) -> String {

@@ -7,7 +7,7 @@ use super::{JointModel, Rates};
 use crate::integrate::MechState;
 use crate::mbs::math::e_mat;
 use crate::mbs::spec::Initialization;
-use crate::mbs::system::{AssemblyReport, Law, System};
+use crate::mbs::system::{AssemblyReport, BodyChanges, Law, System};
 use crate::mbs::ModelError;
 use nalgebra::{DMatrix, DVector, Vector3, Vector4};
 
@@ -197,16 +197,11 @@ impl JointModel {
     pub fn initial_state(&mut self, sys: &mut System, t0: f64) -> Result<MechState, ModelError> {
         let xa = crate::mbs::assembly::initial_state_with(sys, t0, false)?;
         let (mut q, mut v) = self.coordinates_of(sys, t0, &xa.q, &xa.v);
-        let (q_given, v_given) = (q.clone(), v.clone());
         let nq = self.n_q();
         self.active = (0..self.rows.len()).collect();
         let all = self.rows.len();
         let mut phi = vec![0.0; all];
         let mut jac = DMatrix::zeros(all, nq);
-        let initial_residual = {
-            self.constraints(sys, t0, &q, &mut phi);
-            phi.iter().fold(0.0f64, |m, x| m.max(x.abs()))
-        };
         for _ in 0..30 {
             self.constraints(sys, t0, &q, &mut phi);
             if phi.iter().all(|x| x.abs() < 1e-12) {
@@ -236,33 +231,37 @@ impl JointModel {
         }
         let mut phi = vec![0.0; nc];
         self.constraints(sys, t0, &q, &mut phi);
-        let (qa, _) = self.to_absolute(sys, t0, &q, None);
+        let (qa, va) = self.to_absolute(sys, t0, &q, Some(&v));
         sys.track_angles(&qa, t0);
         let (_, lambda) = self.accelerations(sys, t0, &q, &v)?;
-        let maxdiff = |a: &[f64], b: &[f64]| {
-            a.iter()
-                .zip(b)
-                .map(|(x, y)| (x - y).abs())
-                .fold(0.0, f64::max)
-        };
         // The absolute assembly (or static equilibrium) this start was read off moved the
-        // bodies; keep what it reported about that.
-        let (body_moves, static_iterations) = sys
-            .report
-            .as_ref()
-            .map(|r| (r.body_moves.clone(), r.static_iterations))
-            .unwrap_or_default();
+        // bodies; keep what it reported about the file's state and the equilibrium, and measure
+        // what changed on the bodies' poses and velocities the joint state stands for (the
+        // joint coordinates are read off the assembled state, so comparing them would show no
+        // change at all).
+        let prior = sys.report.clone().unwrap_or_default();
+        let (q_file, v_file) = sys.initial_guess();
+        let assembly = if prior.static_iterations.is_some() {
+            let rest = vec![0.0; va.len()];
+            let vel = crate::mbs::assembly::body_changes(sys, (&qa, &qa), (&qa, &rest), (&qa, &va));
+            BodyChanges {
+                velocity: vel.velocity,
+                angular_velocity: vel.angular_velocity,
+                ..prior.assembly
+            }
+        } else {
+            crate::mbs::assembly::body_changes(sys, (&q_file, &qa), (&q_file, &v_file), (&qa, &va))
+        };
         sys.report = Some(AssemblyReport {
-            body_moves,
-            static_iterations,
+            body_moves: prior.body_moves,
+            static_iterations: prior.static_iterations,
             n_coordinates: nq,
             n_equations: all,
             n_independent: nc,
             dof: nq - nc,
             dropped,
-            initial_residual,
-            max_position_change: maxdiff(&q, &q_given),
-            max_velocity_change: maxdiff(&v, &v_given),
+            initial_residual: prior.initial_residual,
+            assembly,
             final_residual: phi.iter().fold(0.0, |m, x| m.max(x.abs())),
         });
         Ok(MechState {
