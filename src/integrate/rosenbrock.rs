@@ -10,7 +10,9 @@
 //! `H = −Φu⁻¹Φw`, and the state-space ODE (9) is `M̂ ẅ = Q̂` with
 //! `M̂ = TᵀMT`, `Q̂ = Tᵀ(Q − M g)`, `T = [H; I]`, `g = [Φu⁻¹τ; 0]` (eqs. (10a), (10b)). The
 //! partition is kept while the 1-norm condition number of `Φu` stays within 25 % of its value
-//! at the last partitioning (section 4), and re-chosen at an accepted step otherwise.
+//! at the last partitioning (section 4) and `‖Φq‖₁‖Φu⁻¹‖₁` within a factor 2 of its value
+//! there (not in the paper: the condition number is blind to a dependent Euler parameter
+//! going to zero, see `REL_GROWTH`), and re-chosen at an accepted step otherwise.
 //!
 //! **Method** (Theorem 2.1, eqs. (25a)–(25f)), in the `M̂`-scaled form (43)–(45): the
 //! iteration matrix `Π = M̂/γ² − (h/γ) M̂J₂ − h² M̂J₁` is formed with the reduced mass matrix and
@@ -187,6 +189,8 @@ struct Partition {
     ind: Vec<usize>,
     /// 1-norm condition number of `Φu` when the partition was chosen.
     cond_ref: f64,
+    /// `‖Φq‖₁ ‖Φu⁻¹‖₁` when the partition was chosen (see `rel_last`).
+    rel_ref: f64,
 }
 
 /// Rosenbrock–Nyström (order 4) or W-method (order 2) on the state-space ODE.
@@ -210,6 +214,11 @@ pub struct RosenbrockNystrom {
     alt_ind: Vec<usize>,
     /// Condition number of `Φu` at the last recovery.
     cond_last: f64,
+    /// `‖Φq‖₁ ‖Φu⁻¹‖₁` at the last factorization of `Φu`: its conditioning relative to the
+    /// whole constraint Jacobian. `cond(Φu)` cannot see a dependent block that shrinks as a
+    /// whole against the independent columns: the Euler-parameter normalization alone gives
+    /// the 1×1 block `Φu = e₀`, condition number 1 down to e₀ = 0.
+    rel_last: f64,
     /// Jacobians `J₁`, `J₂`, `f_t` belong to the current step start.
     jac_ready: bool,
     /// Accepted steps since the Jacobian was evaluated.
@@ -268,8 +277,18 @@ pub struct RosenbrockNystrom {
 }
 
 const NEWTON_ITERS: usize = 12;
+/// Growth of `‖Φq‖₁ ‖Φu⁻¹‖₁` that re-chooses the partition. For a body's normalization row
+/// alone it is the largest |eᵢ| over the dependent |e_d|, and 2 bounds the amplification of
+/// the independent parameters' errors into e_d by 2; it is laxer than the 25 % of `cond(Φu)`
+/// so that partitions that were fine by that rule are kept.
+const REL_GROWTH: f64 = 2.0;
 /// Steps the W-method keeps a Jacobian.
 const W_JACOBIAN_AGE: u32 = 4;
+
+/// 1-norm of column `j`.
+fn col_abs_sum(m: &DMatrix<f64>, j: usize) -> f64 {
+    m.column(j).iter().map(|x| x.abs()).sum()
+}
 
 impl RosenbrockNystrom {
     /// `settings.method` selects the scheme: `WMethod` gives the order-2 W-method, anything
@@ -303,12 +322,14 @@ impl RosenbrockNystrom {
                 dep: (0..nc).collect(),
                 ind: (nc..nq).collect(),
                 cond_ref: 1.0,
+                rel_ref: 1.0,
             },
             repartitions: 0,
             used: vec![false; nq],
             alt_dep: Vec::with_capacity(nc),
             alt_ind: Vec::with_capacity(nq),
             cond_last: 1.0,
+            rel_last: 1.0,
             jac_ready: false,
             jac_age: 0,
             m: DMatrix::zeros(nq, nq),
@@ -371,7 +392,7 @@ impl RosenbrockNystrom {
         &self.part.dep
     }
 
-    /// Factor `Φu` from `self.jac` and return its 1-norm condition number.
+    /// Factor `Φu` from `self.jac` and return its 1-norm condition number; sets `rel_last`.
     fn factor_phiu(&mut self, t: f64) -> Result<f64, IntegrateError> {
         let nc = self.nc;
         for (k, &c) in self.part.dep.iter().enumerate() {
@@ -397,6 +418,10 @@ impl RosenbrockNystrom {
         let inv_norm = (0..nc)
             .map(|j| (0..nc).map(|i| self.phiu_inv[(i, j)].abs()).sum::<f64>())
             .fold(0.0, f64::max);
+        let jac_norm = (0..self.nq)
+            .map(|j| (0..nc).map(|i| self.jac[(i, j)].abs()).sum::<f64>())
+            .fold(0.0, f64::max);
+        self.rel_last = jac_norm * inv_norm;
         Ok(norm * inv_norm)
     }
 
@@ -436,8 +461,21 @@ impl RosenbrockNystrom {
             let (mut bi, mut bj, mut best) = (k, usize::MAX, -1.0);
             for i in k..nc {
                 for j in 0..nq {
-                    if !self.used[j] && self.elim[(i, j)].abs() > best {
-                        best = self.elim[(i, j)].abs();
+                    if self.used[j] {
+                        continue;
+                    }
+                    let a = self.elim[(i, j)].abs();
+                    // Equilibrated, a column with a single entry (an Euler-parameter column
+                    // of the normalization row alone) scales to exactly ±1, so all of a body's
+                    // Euler parameters tie and the first one, e₀, won even at e₀ ≈ 0. An exact
+                    // tie goes to the column that is larger in the unscaled Jacobian.
+                    let better = a > best
+                        || (equilibrate
+                            && a == best
+                            && bj != usize::MAX
+                            && col_abs_sum(&self.jac, j) > col_abs_sum(&self.jac, bj));
+                    if better {
+                        best = a;
                         bi = i;
                         bj = j;
                     }
@@ -507,6 +545,8 @@ impl RosenbrockNystrom {
             std::mem::swap(&mut self.part.ind, &mut self.alt_ind);
             self.part.cond_ref = self.factor_phiu(t)?;
         }
+        // `rel_last` belongs to the last factorization, which is the chosen partition's.
+        self.part.rel_ref = self.rel_last;
         self.cond_last = self.part.cond_ref;
         self.repartitions += 1;
         Ok(())
@@ -1024,8 +1064,15 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
                     fac * h
                 };
             }
-            // Step 14: keep the partition while cond(Φu) grew by at most 25 %.
-            let repartition = self.nc > 0 && self.cond_last > 1.25 * self.part.cond_ref;
+            // Step 14: keep the partition while cond(Φu) grew by at most 25 % and Φu did not
+            // degenerate against the whole Jacobian (`rel_last` at most REL_GROWTH times its
+            // value at the partitioning). The second test is what re-chooses a body's
+            // dependent Euler parameter before it passes through zero at a rotation angle of
+            // π (e₀) or 2π (the axis ones): without it Newton found no e₀ once the independent
+            // ones reached norm 1, and the step failed at any tolerance.
+            let repartition = self.nc > 0
+                && (self.cond_last > 1.25 * self.part.cond_ref
+                    || self.rel_last > REL_GROWTH * self.part.rel_ref);
             if repartition {
                 // q0 is free here (start data is rebuilt below).
                 self.q0.copy_from_slice(&self.state.q);
