@@ -42,19 +42,10 @@ impl JointModel {
         if self.ws.general_only {
             return false;
         }
-        self.ensure_fast(sys);
-        let n_q = self.n_q();
-        let ws = &mut self.ws;
-        if !ws.fast.plane_checked {
-            // Exactly parallel axes in the model give parallel axes to round-off.
-            ws.fast.plane = planar::Plane::detect(&self.nodes, &ws.kin.s, 1e-12);
-            ws.fast.plane_checked = true;
-            ws.fast.planar_first = ws.fast.plane.is_some()
-                && ws.fast.all_terms
-                && sys.tires.is_empty()
-                && sys.contact_friction.is_empty();
-            ws.planar.layout(&self.nodes, n_q);
+        if !(self.ws.fast.built && self.ws.fast.plane_checked) {
+            self.check_plane(sys);
         }
+        let ws = &mut self.ws;
         let Some(plane) = &ws.fast.plane else {
             return false;
         };

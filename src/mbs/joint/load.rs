@@ -3,8 +3,8 @@
 //! made once per state and reused while the state stays (a BDF residual asks for `M`, `Ψ`
 //! and the rows at one state).
 
-use super::kinematics::{Inertia, Sv};
-use super::tree::NodeCoord;
+use super::kinematics::{Inertia, Kin, Sv};
+use super::tree::{NodeCoord, NodeKind};
 use super::{crba, planar};
 use super::{JointModel, Rates};
 use crate::mbs::math::e_mat;
@@ -160,28 +160,37 @@ impl JointModel {
         false
     }
 
-    /// Whether the planar-first load may serve an evaluation of `M` and `Ψ`: a planar tree
-    /// (detected at an earlier spatial load), the fast paths on, every force element on a
-    /// tree coordinate, no tires or friction contacts (those read the snapshot). Builds the
-    /// reference data from the loaded spatial pose when the bodies changed.
+    /// Whether the planar-first load may serve an evaluation of `M` and `Ψ`: a planar tree,
+    /// the fast paths on, every force element on a tree coordinate, no tires or friction
+    /// contacts (those read the snapshot). Decides the plane and builds the reference data
+    /// when the bodies changed (both at the model's reference pose, [`JointModel::check_plane`]).
     pub(super) fn planar_first_ok(&mut self, sys: &System) -> bool {
-        let ws = &mut self.ws;
-        let (false, true, Some(plane)) = (ws.general_only, ws.fast.planar_first, &ws.fast.plane)
-        else {
+        if self.ws.general_only {
+            return false;
+        }
+        if !(self.ws.fast.built && self.ws.fast.plane_checked) {
+            self.check_plane(sys);
+        }
+        let (true, Some(_)) = (self.ws.fast.planar_first, &self.ws.fast.plane) else {
             return false;
         };
-        if ws.planar_ref.key != Some(sys.bodies_id) {
-            // From the spatial pose of the last load (any pose serves as the reference).
-            if !ws.pose_loaded || !ws.spatial_pose {
+        if self.ws.planar_ref.key != Some(sys.bodies_id) {
+            // At the reference pose, not at a loaded one: the planar-first load equals the
+            // spatial recursion only to round-off, and a reference taken at whatever pose came
+            // first made every later answer depend on the instance's history (a deserialized
+            // FMU state did not continue bit for bit).
+            let kin = self.reference_pose(sys);
+            let ws = &mut self.ws;
+            let Some(plane) = &ws.fast.plane else {
                 return false;
-            }
+            };
             ws.planar_ref.build(
                 sys.bodies_id,
                 plane,
                 &self.nodes,
-                &ws.kin.x,
-                &ws.kin.s,
-                &ws.kin.rot,
+                &kin.x,
+                &kin.s,
+                &kin.rot,
                 |b| (sys.bodies[b].mass, sys.bodies[b].inertia),
             );
             // New body data (or gravity) with the pose unchanged: what the planar-first
@@ -190,6 +199,45 @@ impl JointModel {
             ws.planar.motion_key = None;
         }
         true
+    }
+
+    /// Builds the fast paths if needed and decides once whether the tree moves in a plane
+    /// (`ws.fast.plane`) and the planar-first load may serve it. The plane comes from the
+    /// reference pose, not from the first loaded one, for the reason in `planar_first_ok`;
+    /// deciding it here also lets the first evaluation after an instantiation or a restored
+    /// (deserialized) FMU state take the planar-first load as every later one does.
+    #[cold]
+    pub(super) fn check_plane(&mut self, sys: &System) {
+        self.ensure_fast(sys);
+        if self.ws.fast.plane_checked {
+            return;
+        }
+        let n_q = self.n_q();
+        // Exactly parallel axes in the model give parallel axes to round-off.
+        let plane = planar::Plane::detect(&self.nodes, &self.reference_pose(sys).s, 1e-12);
+        let fast = &mut self.ws.fast;
+        fast.plane = plane;
+        fast.plane_checked = true;
+        fast.planar_first = fast.plane.is_some()
+            && fast.all_terms
+            && sys.tires.is_empty()
+            && sys.contact_friction.is_empty();
+        self.ws.planar.layout(&self.nodes, n_q);
+    }
+
+    /// The spatial poses at a pose fixed by the model alone: every dof value zero (Euler
+    /// parameters the identity), the moving frames at the origin. In a separate `Kin`: the
+    /// loaded pose's caches in `ws.kin` stay as they are.
+    fn reference_pose(&self, sys: &System) -> Kin {
+        let mut kin = Kin::default();
+        kin.resize(self.nodes.len(), self.n_dof, sys.frame_motions.len());
+        for node in &self.nodes {
+            if node.kind == NodeKind::Spherical {
+                kin.x[node.dof] = 1.0;
+            }
+        }
+        kin.positions(&self.nodes);
+        kin
     }
 
     /// The spatial poses (and with `motion` the velocities) of the loaded state in `kin`,

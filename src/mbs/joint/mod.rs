@@ -184,8 +184,8 @@ struct FastPaths {
     /// rates is exactly zero, and the BDF residual asks for `∂g/∂t` at every evaluation (on
     /// the rig's corner, whose post is a moving frame that no loop touches, 8 % of its run).
     time_rows: Vec<bool>,
-    /// The plane of a planar tree (`planar.rs`), decided at the first loaded pose after the
-    /// build (`plane_checked`).
+    /// The plane of a planar tree (`planar.rs`), decided at the model's reference pose at the
+    /// first evaluation after the build (`plane_checked`, `JointModel::check_plane`).
     plane: Option<planar::Plane>,
     plane_checked: bool,
     /// A planar tree whose `M` and `Ψ` read nothing but the planar recursion (every force
