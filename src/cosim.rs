@@ -98,6 +98,11 @@ pub trait Engine:
         x: &MechState,
         inputs: &[usize],
     ) -> Result<Vec<crate::mbs::system::InputDerivatives>, ModelError>;
+    /// After a failed step at state `x`: a sentence on a cause the engine can see there (a
+    /// mechanism at a singular position), added to the failure's message.
+    fn failure_cause(&self, _x: &MechState) -> Option<String> {
+        None
+    }
 }
 
 impl Engine for crate::mbs::system::System {
@@ -142,6 +147,9 @@ impl Engine for crate::mbs::system::System {
         inputs: &[usize],
     ) -> Result<Vec<crate::mbs::system::InputDerivatives>, ModelError> {
         crate::mbs::system::System::output_input_derivatives(self, x, inputs)
+    }
+    fn failure_cause(&self, x: &MechState) -> Option<String> {
+        crate::mbs::singular::singular_position(self, x)
     }
 }
 
@@ -256,6 +264,10 @@ pub struct SimState<E> {
     last_h: f64,
     /// Contact event location inside the communication step (idle without contacts).
     events: EventLocator,
+    /// What the engine saw at the last Discard's state ([`Engine::failure_cause`]); part of
+    /// the message only, so not kept in an FMU state.
+    #[serde(skip)]
+    failure_cause: Option<String>,
 }
 
 /// A co-simulation instance of one model.
@@ -315,6 +327,7 @@ impl<E: Engine> Simulation<E> {
                 cpu_time: 0.0,
                 last_h: 0.0,
                 events: EventLocator::default(),
+                failure_cause: None,
             },
             spec,
             table,
@@ -373,7 +386,12 @@ impl<E: Engine> Simulation<E> {
             }
             _ => "",
         };
-        Some(format!("{e}{hint}"))
+        let cause = self
+            .st
+            .failure_cause
+            .as_ref()
+            .map_or(String::new(), |c| format!("; {c}"));
+        Some(format!("{e}{cause}{hint}"))
     }
 
     /// Refuse, before any work, a communication step to `t_end` that the settings make cost
@@ -896,6 +914,10 @@ impl<E: Engine> Simulation<E> {
         // The work budget counts from here, on the clock `stats.cpu_time` reads.
         self.st.events.begin_call(t_end, CallClock::start());
         let r = self.advance(t_end, intermediate);
+        self.st.failure_cause = match (&r, &self.st.x) {
+            (Ok(Advance::Discard { .. }), Some(x)) => self.st.engine.failure_cause(x),
+            _ => None,
+        };
         self.st.cpu_time += self.st.events.call_elapsed();
         r
     }

@@ -166,3 +166,119 @@ fn a_tiny_communication_step_does_not_stop_the_corner() {
         assert!((x - y).abs() <= tol, "{}: {x} against {y}", o.name);
     }
 }
+
+/// The slider-crank with its slide driven instead of its crank (crank 0.1 m, rod 0.3 m,
+/// assembled at a crank angle of 1 rad, the slide's travel from there the input): the slider
+/// cannot go further out than crank plus rod, which it reaches at travel
+/// `0.4 − (0.1 cos 1 + √(0.3² − 0.1² sin² 1))` = 0.0580 m. Driven by `u = 0.1 t`, every
+/// integrator fails at t = 0.580 s with its own symptom (step size below the minimum, a
+/// singular iteration matrix); the message must say that the mechanism reached a singular
+/// position and name the driver. A failure for another reason must not say so.
+fn slide_driven_crank(formulation: &str) -> (String, f64) {
+    let (a, r, l) = (1.0f64, 0.1f64, 0.3f64);
+    let tip = [r * a.cos(), r * a.sin()];
+    let xs = tip[0] + (l * l - tip[1] * tip[1]).sqrt();
+    let rod_angle = (-tip[1]).atan2(xs - tip[0]);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/slider_crank.toml");
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replacen(
+            "[model]\n",
+            &format!("[model]\nformulation = \"{formulation}\"\n"),
+            1,
+        )
+        .replace("joint = \"crank_pivot\"\nmotion", "joint = \"slide\"\nmotion")
+        .replace(
+            "position = [0.05, 0.0, 0.0]\norientation = { axis = [0.0, 0.0, 1.0], angle = \"-pi/2\" }",
+            &format!(
+                "position = [{:?}, {:?}, 0.0]\norientation = {{ axis = [0.0, 0.0, 1.0], angle = {:?} }}",
+                0.5 * tip[0],
+                0.5 * tip[1],
+                a - std::f64::consts::FRAC_PI_2
+            ),
+        )
+        .replace(
+            "position = [0.25, 0.0, 0.0]\norientation = { axis = [0.0, 0.0, 1.0], angle = \"-pi/2\" }",
+            &format!(
+                "position = [{:?}, {:?}, 0.0]\norientation = {{ axis = [0.0, 0.0, 1.0], angle = {:?} }}",
+                0.5 * (tip[0] + xs),
+                0.5 * tip[1],
+                rod_angle - std::f64::consts::FRAC_PI_2
+            ),
+        )
+        .replace("position = [0.4, 0.0, 0.0]", &format!("position = [{xs:?}, 0.0, 0.0]"))
+        .replace("point = [0.1, 0.0, 0.0]", &format!("point = [{:?}, {:?}, 0.0]", tip[0], tip[1]))
+        .replace("point = [0.4, 0.0, 0.0]", &format!("point = [{xs:?}, 0.0, 0.0]"));
+    assert!(
+        text.contains("joint = \"slide\"\nmotion"),
+        "driver not moved"
+    );
+    (text, 0.4 - xs)
+}
+
+#[test]
+fn a_driver_beyond_the_mechanisms_reach_is_named_as_a_singular_position() {
+    use mbsfmu::cosim::Advance;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("slide_driven_crank.toml");
+    for formulation in ["joint", "absolute"] {
+        let (text, reach) = slide_driven_crank(formulation);
+        for (method, rate) in [
+            (Method::Bdf, 0.1),
+            (Method::Sdirk, 0.1),
+            // Within reach (0.05 m at 1 s): runs through.
+            (Method::Bdf, 0.05),
+            // Fails for another reason: a velocity that starts from rest under a large
+            // acceleration (docs/benchmarks.md, "Why the half-implicit method stops").
+            (Method::HalfImplicit, 20.0),
+        ] {
+            let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
+            let table = Arc::new(VariableTable::from_spec(&spec));
+            let mut s = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
+            let vr = |name: &str| table.by_name(name).unwrap().value_reference;
+            let item = Method::ALL.iter().position(|m| *m == method).unwrap() as i64 + 1;
+            s.set_integer(vr("solver.integrator"), item, SetPhase::Setup)
+                .unwrap();
+            s.setup_experiment(None, 0.0, None).unwrap();
+            s.initialize().unwrap();
+            let what = format!("{formulation} {method:?} rate {rate}");
+            let mut stopped = None;
+            for k in 0..100 {
+                let t = k as f64 * 0.01;
+                s.set_real(vr("crank_angle"), rate * t, SetPhase::Stepping)
+                    .unwrap();
+                match s.advance_to(t + 0.01, None).unwrap() {
+                    Advance::Completed => {}
+                    Advance::Discard {
+                        last_successful_time,
+                        ..
+                    } => {
+                        stopped = Some(last_successful_time);
+                        break;
+                    }
+                    other => panic!("{what}: {other:?}"),
+                }
+            }
+            let message = s.last_failure().unwrap_or_default();
+            println!("{what}: stopped at {stopped:?}: {message}");
+            match (method, rate) {
+                (Method::HalfImplicit, _) => {
+                    assert!(stopped.is_some(), "{what}: ran through");
+                    assert!(!message.contains("singular position"), "{what}: {message}");
+                }
+                (_, r) if r < 0.06 => assert_eq!(stopped, None, "{what}: {message}"),
+                _ => {
+                    let t = stopped.unwrap_or_else(|| panic!("{what}: ran through"));
+                    assert!((rate * t - reach).abs() < 1e-4, "{what}: stopped at {t}");
+                    for part in [
+                        "singular position",
+                        "driver 'crank_drive'",
+                        "beyond its reach",
+                    ] {
+                        assert!(message.contains(part), "{what}: `{part}` not in {message}");
+                    }
+                    assert!(!message.contains("normalization"), "{what}: {message}");
+                }
+            }
+        }
+    }
+}

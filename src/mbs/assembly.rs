@@ -27,7 +27,7 @@ fn fail(sys: &System, message: String) -> ModelError {
 }
 
 /// Residual and Jacobian of all rows (temporarily activating all of them).
-fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DMatrix<f64>) {
+pub(super) fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DMatrix<f64>) {
     let n = sys.all_rows_count();
     let (nq, saved) = (sys.n_q(), (0..n).collect::<Vec<_>>());
     sys.set_active_rows(saved, Vec::new());

@@ -16,6 +16,7 @@ pub mod math;
 pub mod model_file;
 pub mod motion;
 pub mod resolved;
+pub mod singular;
 pub mod spec;
 pub mod statics;
 pub mod stops;
