@@ -974,6 +974,20 @@ fn accel_of(
 }
 
 /// The raw (unbranched) value of an angle coordinate, for updating its branch reference.
+/// [`raw_angle`] and its rate, from a snapshot with velocities.
+pub fn raw_angle_rate(layout: &Layout, s: &Snapshot, coord: &Coord) -> Option<(f64, f64)> {
+    if let Coord::Angle { x1, y1, x2, .. } = coord {
+        let q = [x1, y1, x2].map(|d| eval_quantity(layout, s, d, true));
+        let (sn, c) = (q[1].x.dot(&q[2].x), q[0].x.dot(&q[2].x));
+        let sd = q[1].xd.dot(&q[2].x) + q[1].x.dot(&q[2].xd);
+        let cd = q[0].xd.dot(&q[2].x) + q[0].x.dot(&q[2].xd);
+        let r2 = (sn * sn + c * c).max(1e-300);
+        Some((sn.atan2(c), (c * sd - sn * cd) / r2))
+    } else {
+        None
+    }
+}
+
 pub fn raw_angle(layout: &Layout, s: &Snapshot, coord: &Coord) -> Option<f64> {
     if let Coord::Angle { x1, y1, x2, .. } = coord {
         let q = [x1, y1, x2].map(|d| eval_quantity(layout, s, d, false));

@@ -247,6 +247,8 @@ pub struct System {
     pub(super) tires: Vec<super::tire::Tire>,
     /// Angle branch references, one per angle slot.
     pub(super) angle_refs: Vec<f64>,
+    /// The time the references were last moved to (an accepted step, the assembly).
+    pub(super) angle_t: f64,
     /// The references at the model's initial configuration (rest angles are measured there,
     /// whatever the current branch).
     angle_refs0: Vec<f64>,
@@ -330,6 +332,7 @@ impl System {
             terms: Vec::new(),
             tires: Vec::new(),
             angle_refs: Vec::new(),
+            angle_t: 0.0,
             angle_refs0: Vec::new(),
             angle_coords: Vec::new(),
             joint_coords: Vec::new(),
@@ -486,6 +489,7 @@ impl System {
         for (i, c) in self.angle_coords.iter().enumerate() {
             self.angle_refs[i] = raw_angle(&self.layout, &self.snap, c).unwrap_or(0.0);
         }
+        self.angle_t = t;
     }
 
     /// Unpack the state and evaluate moving frames at `t`.
@@ -697,6 +701,7 @@ impl System {
                 self.angle_refs[i] = super::math::unwrap_near(raw, self.angle_refs[i]);
             }
         }
+        self.angle_t = t;
     }
 
     /// Evaluate the scalar coordinate of force term `i` (for outputs and energy).

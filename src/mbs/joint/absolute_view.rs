@@ -346,7 +346,7 @@ impl JointModel {
             self.ensure_fast(sys);
             self.load(sys, t, q, Rates::Full(v));
             let (slots, x) = (&self.ws.fast.slots, &self.ws.kin.x);
-            sys.track_angles_from(&self.ws.snap, |s| slots[s].map(|d| x[d]));
+            sys.track_angles_from(&self.ws.snap, t, |s| slots[s].map(|d| x[d]));
             return;
         }
         let (qa, va) = self.to_absolute(sys, t, q, Some(v));
@@ -359,5 +359,13 @@ impl JointModel {
             None
         };
         crate::integrate::system::StepHooks::accept_step(sys, t, &qa, &va, lambda.as_deref());
+        // The tree joints' own angles from their coordinates (`track_angles_from`).
+        self.ensure_fast(sys);
+        let (slots, x) = (&self.ws.fast.slots, &self.ws.kin.x);
+        for (r, d) in sys.angle_refs.iter_mut().zip(slots) {
+            if let Some(d) = *d {
+                *r = x[d];
+            }
+        }
     }
 }

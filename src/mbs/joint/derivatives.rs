@@ -86,7 +86,7 @@ impl JointModel {
         let mut hess = LMat::zeros();
         let v: Option<&[f64]> = if with_vel { Some(&[]) } else { None };
         for (k, coord) in coords.iter().enumerate() {
-            let cv = eval_coord(layout, snap, coord, &sys.angle_refs, v, Some(&mut hess));
+            let cv = eval_coord(layout, snap, coord, &self.ws.refs, v, Some(&mut hess));
             let (force, f_xi, f_rate) = law(k, &cv);
             if force == 0.0 && f_xi == 0.0 && f_rate == 0.0 {
                 continue;

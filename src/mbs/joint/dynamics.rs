@@ -8,7 +8,6 @@ use super::tree::{NodeCoord, Parent};
 use super::{body_wrench, JRow, JointModel, Rates, ABA_MIN_DOFS};
 use super::{crba, planar, rnea};
 use crate::mbs::kin::{eval_coord_wrenches_accel, BodyAccel};
-use crate::mbs::math::unwrap_near;
 use crate::mbs::system::System;
 use crate::mbs::ModelError;
 use nalgebra::{DMatrix, DVector};
@@ -124,7 +123,7 @@ impl JointModel {
         let all_fast = fast && self.ws.fast.all_terms;
         let extra = !sys.tires.is_empty() || !sys.contact_friction.is_empty();
         if !all_fast || extra {
-            self.fill_snapshot(true);
+            self.fill_snapshot(sys, true);
         }
         let planar = fast && self.planar_loaded(sys, true);
         // Applied wrenches: none when every element enters `Ψ` directly and the planar
@@ -179,8 +178,8 @@ impl JointModel {
         for (k, tc) in self.ws.fast.terms.iter().enumerate() {
             let Some(tc) = tc else { continue };
             let x = kin.x[tc.dof];
-            let val = tc.slot.map_or(x, |s| unwrap_near(x, sys.angle_refs[s]));
-            let (force, _, _) = sys.term_law(k, val, kin.xd[tc.dof], t);
+            // The coordinate itself, also for an angle: it is continuous (`Workspace::refs`).
+            let (force, _, _) = sys.term_law(k, x, kin.xd[tc.dof], t);
             if let (Some(a), true) = (tc.state, force != 0.0) {
                 f[a] += force;
             }
@@ -246,7 +245,7 @@ impl JointModel {
             let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
             let (kin, da) = (&self.ws.kin, &self.ws.res_da);
             let (cw, xi_dd) =
-                eval_coord_wrenches_accel(sys.layout(), &self.ws.snap, c, &sys.angle_refs, |b| {
+                eval_coord_wrenches_accel(sys.layout(), &self.ws.snap, c, &self.ws.refs, |b| {
                     let i = self.body_node[b];
                     let (omega_dot, acc) = kin.body_acceleration_of(i, &(kin.acc[i] + da[i]));
                     BodyAccel {

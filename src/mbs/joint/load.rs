@@ -16,7 +16,7 @@ impl JointModel {
     /// snapshot.
     pub(super) fn load(&mut self, sys: &System, t: f64, q: &[f64], rates: Rates) {
         self.load_tree(sys, t, q, rates);
-        self.fill_snapshot(!matches!(rates, Rates::None));
+        self.fill_snapshot(sys, !matches!(rates, Rates::None));
     }
 
     /// [`JointModel::load`] without the element layer's snapshot: the recursion alone, which
@@ -260,10 +260,20 @@ impl JointModel {
     }
 
     /// The element layer's snapshot (bodies' poses and velocities) from the recursion of the
-    /// last [`JointModel::load_tree`] (`with_vel` as its rates were given).
-    pub(super) fn fill_snapshot(&mut self, with_vel: bool) {
+    /// last [`JointModel::load_tree`] (`with_vel` as its rates were given), and the angle
+    /// references it is read with (`Workspace::refs`; always, as an accepted step moves the
+    /// system's without a new pose).
+    pub(super) fn fill_snapshot(&mut self, sys: &System, with_vel: bool) {
         self.ensure_spatial(with_vel);
+        self.ensure_fast(sys);
         let ws = &mut self.ws;
+        ws.refs.clear();
+        ws.refs.extend_from_slice(&sys.angle_refs);
+        for (r, d) in ws.refs.iter_mut().zip(&ws.fast.slots) {
+            if let Some(d) = *d {
+                *r = ws.kin.x[d];
+            }
+        }
         if ws.snap_key == Some((ws.generation, with_vel)) {
             return;
         }

@@ -87,6 +87,10 @@ pub struct JointModel {
 struct Workspace {
     kin: Kin,
     snap: Snapshot,
+    /// The angle branch references the element layer reads with `snap`: the system's, with
+    /// each tree joint's own angle replaced by its coordinate, which is continuous (a step
+    /// that turned a joint by more than π read the angle 2π behind; `fill_snapshot`).
+    refs: Vec<f64>,
     /// Body spatial inertias (at the loaded poses): compact for the recursions, as
     /// 6 × 6 matrices for the Jacobians.
     ib: Vec<Inertia>,
@@ -199,8 +203,6 @@ struct TreeCoord {
     dof: usize,
     /// State coordinate (free joints).
     state: Option<usize>,
-    /// Angle slot (branch reference) of an angle coordinate.
-    slot: Option<usize>,
 }
 
 /// The same scalar coordinate up to its angle slot (each element has its own).
@@ -445,16 +447,11 @@ impl JointModel {
                 NodeCoord::Free(a) => Some(a),
                 _ => None,
             };
-            let slot_of = |c: &Coord| match c {
-                Coord::Angle { slot, .. } => Some(*slot),
-                _ => None,
-            };
             for (k, term) in sys.terms.iter().enumerate() {
                 if same_coord(&term.coord, &jc) {
                     fast.terms[k] = Some(TreeCoord {
                         dof: node.dof,
                         state,
-                        slot: slot_of(&term.coord),
                     });
                 }
             }

@@ -85,7 +85,7 @@ impl JointModel {
             sys.layout(),
             &self.ws.snap,
             c,
-            &sys.angle_refs,
+            &self.ws.refs,
             with_vel,
             false,
         )
@@ -100,15 +100,7 @@ impl JointModel {
         need: Need,
     ) -> CoordVal {
         let v: Option<&[f64]> = if with_vel { Some(&[]) } else { None };
-        eval_coord_need(
-            sys.layout(),
-            &self.ws.snap,
-            c,
-            &sys.angle_refs,
-            v,
-            None,
-            need,
-        )
+        eval_coord_need(sys.layout(), &self.ws.snap, c, &self.ws.refs, v, None, need)
     }
 
     pub fn constraints(&mut self, sys: &System, t: f64, q: &[f64], phi: &mut [f64]) {
@@ -263,7 +255,7 @@ impl JointModel {
             let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
             // ξ̈ = ∇ξ·q̈_abs + conv = ξ̈ at p̈ = 0 (the bodies' accelerations then) + G p̈.
             let kin = &self.ws.kin;
-            let xi_dd = eval_coord_accel(sys.layout(), &self.ws.snap, c, &sys.angle_refs, |b| {
+            let xi_dd = eval_coord_accel(sys.layout(), &self.ws.snap, c, &self.ws.refs, |b| {
                 self.body_accel(kin, b)
             });
             gamma[k] = -xi_dd + ddu;
@@ -300,7 +292,7 @@ impl JointModel {
             let ddu = motion.map_or(0.0, |m| sys.motion(m, t)[2]);
             let kin = &self.ws.kin;
             let (cw, xi_dd) =
-                eval_coord_wrenches_accel(sys.layout(), &self.ws.snap, c, &sys.angle_refs, |b| {
+                eval_coord_wrenches_accel(sys.layout(), &self.ws.snap, c, &self.ws.refs, |b| {
                     self.body_accel(kin, b)
                 });
             gamma[k] = -xi_dd + ddu;

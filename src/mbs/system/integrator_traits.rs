@@ -7,7 +7,7 @@ use crate::integrate::sparse::SparseStructure;
 use crate::integrate::system::{
     ConstraintHessians, Excitations, ForceJacobians, Mechanical, StepHooks,
 };
-use crate::mbs::kin::{raw_angle, LMat, Need};
+use crate::mbs::kin::{LMat, Need};
 use crate::mbs::math::g_mat;
 use nalgebra::{DMatrix, Matrix4, Vector4};
 
@@ -331,11 +331,9 @@ impl StepHooks for System {
             return self.with_joint(|j, s| j.accept_step(s, t, q, v));
         }
         self.load(t, q, Some(v));
-        for (i, c) in self.angle_coords.iter().enumerate() {
-            if let Some(raw) = raw_angle(&self.layout, &self.snap, c) {
-                self.angle_refs[i] = crate::mbs::math::unwrap_near(raw, self.angle_refs[i]);
-            }
-        }
+        let snap = std::mem::take(&mut self.snap);
+        self.track_angles_from(&snap, t, |_| None);
+        self.snap = snap;
         if let Some(l) = lambda {
             if l.len() == self.active.len() {
                 self.scratch_lambda.clear();

@@ -4,7 +4,7 @@
 use super::{output_needs_dynamics, unit, Law, RowOwner, SpringLaw, System};
 use crate::integrate::system::Mechanical;
 use crate::integrate::MechState;
-use crate::mbs::kin::{raw_angle, Coord, Need, QDef, Snapshot};
+use crate::mbs::kin::{raw_angle, raw_angle_rate, Coord, Need, QDef, Snapshot};
 use crate::mbs::spec::*;
 use crate::mbs::ModelError;
 use nalgebra::{DMatrix, DVector, Vector3, Vector4};
@@ -67,18 +67,34 @@ impl System {
         !self.stick.is_empty() || !self.contact_stick.is_empty()
     }
 
-    /// Track the angle branches from a snapshot filled by the joint formulation; `direct(slot)`
-    /// is the continuous value where the formulation knows it (a tree joint's own angle).
+    /// Track the angle branches at an accepted step at `t` from a snapshot with velocities;
+    /// `direct(slot)` is the continuous value where the formulation knows it (a tree joint's
+    /// own coordinate in the joint formulation), taken as it is. Any other angle goes to the
+    /// branch nearest where its rate says it went since the last accepted step (reference +
+    /// rate × elapsed), not nearest the last reference: a step that turns a joint by more
+    /// than π (a fast rotor under a stiff integrator's long steps) landed on the branch 2π
+    /// behind, and springs and outputs read the wrapped angle.
     pub(in crate::mbs) fn track_angles_from(
         &mut self,
         snap: &Snapshot,
+        t: f64,
         direct: impl Fn(usize) -> Option<f64>,
     ) {
+        let dt = t - self.angle_t;
         for (i, c) in self.angle_coords.iter().enumerate() {
-            if let Some(raw) = direct(i).or_else(|| raw_angle(&self.layout, snap, c)) {
-                self.angle_refs[i] = crate::mbs::math::unwrap_near(raw, self.angle_refs[i]);
+            if let Some(x) = direct(i) {
+                self.angle_refs[i] = x;
+            } else if let Some((raw, rate)) = raw_angle_rate(&self.layout, snap, c) {
+                let guess = self.angle_refs[i] + rate * dt;
+                let near = if guess.is_finite() {
+                    guess
+                } else {
+                    self.angle_refs[i]
+                };
+                self.angle_refs[i] = crate::mbs::math::unwrap_near(raw, near);
             }
         }
+        self.angle_t = t;
     }
 
     pub(super) fn output(
