@@ -144,6 +144,22 @@ impl System {
                 _ => {}
             }
         }
+        // Joint friction reads the joint's normal force from the last accepted step; at the
+        // start there is none, and the whole first step ran without friction (a block sliding
+        // under μ = 0.3 lost nothing in its first 0.05 s step). The reactions of the initial
+        // state, without friction, as every later step's are taken without it.
+        if self
+            .terms
+            .iter()
+            .any(|t| matches!(t.law, Law::Friction { .. }))
+        {
+            if let Ok((_, lambda)) = self.accelerations(t, q, v) {
+                if lambda.len() == self.active.len() {
+                    self.scratch_lambda = lambda;
+                    self.update_joint_normals(t, q);
+                }
+            }
+        }
         self.initialize_contact_friction(t, q, v);
         Ok(())
     }
