@@ -600,3 +600,91 @@ fn relative_outputs_along_joint_frames() {
         }
     }
 }
+
+/// A joint listed with body 2 = ground: the reaction is the one on ground about frame 2's
+/// origin. A 2 kg block slides at 1 m/s along a horizontal prismatic guide (body1 = the block,
+/// body2 = ground, frame 2 at the origin), its centre 0.4 m beside the guide, gravity −z.
+/// The guide holds the block's weight and the moment of its offset: about the origin, the
+/// guide's reaction on the block balances gravity at `r = (t, 0.4, 0)`, so it is
+/// `r × (0, 0, m g) = (0.4 m g, −t m g, 0)`; on ground, its negative `(−0.4 m g, t m g, 0)`,
+/// and the force `(0, 0, −m g)`.
+/// Before, the torque was taken about frame 1's origin, which travels with the block, and
+/// `M_y` read 0 at every time.
+#[test]
+fn the_reaction_on_ground_of_a_reversed_prismatic_joint_is_about_frame_2() {
+    let (m, g) = (2.0f64, 9.81f64);
+    let text = r#"
+[model]
+name = "rev_prism"
+gravity = [0.0, 0.0, -9.81]
+[[bodies]]
+name = "b"
+mass = 2.0
+inertia = [0.1, 0.2, 0.25]
+position = [0.0, 0.4, 0.0]
+velocity = [1.0, 0.0, 0.0]
+[[joints]]
+name = "j"
+type = "prismatic"
+body1 = "b"
+body2 = "ground"
+point = [0.0, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+[[outputs]]
+name = "Fz"
+type = "joint_force"
+joint = "j"
+frame = "ground"
+component = "z"
+[[outputs]]
+name = "Mx"
+type = "joint_torque"
+joint = "j"
+frame = "ground"
+component = "x"
+[[outputs]]
+name = "My"
+type = "joint_torque"
+joint = "j"
+frame = "ground"
+component = "y"
+[[outputs]]
+name = "Mz"
+type = "joint_torque"
+joint = "j"
+frame = "ground"
+component = "z"
+"#;
+    for formulation in ["absolute", "joint"] {
+        let text = text.replacen(
+            "[model]\n",
+            &format!("[model]\nformulation = \"{formulation}\"\n"),
+            1,
+        );
+        let spec =
+            Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("rev_prism.toml")).unwrap());
+        let table = Arc::new(VariableTable::from_spec(&spec));
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        sim.setup_experiment(Some(1e-9), 0.0, None).unwrap();
+        sim.initialize().unwrap();
+        for k in 0..=4 {
+            let t = 0.25 * k as f64;
+            if k > 0 {
+                sim.advance_to(t, None).unwrap();
+            }
+            let o = sim.outputs().unwrap().to_vec();
+            // On ground: the block pushes down with m g.
+            let want = [-m * g, -0.4 * m * g, t * m * g, 0.0];
+            for ((n, got), w) in ["Fz", "Mx", "My", "Mz"].iter().zip(&o).zip(want) {
+                assert!(
+                    (got - w).abs() < 1e-6 * m * g,
+                    "{formulation} t = {t}: {n} = {got} against {w}"
+                );
+            }
+        }
+    }
+}

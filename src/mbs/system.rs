@@ -757,11 +757,12 @@ impl System {
         lambda: &[f64],
     ) -> (Vector3<f64>, Vector3<f64>) {
         let js = &self.spec.joints[j];
-        // Reaction on body 2; when body 2 is ground or a moving frame, minus the reaction on
-        // body 1 (the joint is massless and its frames coincide at the joint point).
-        let (b, frame, sign) = match (js.body2, js.body1) {
-            (BodyRef::Body(b2), _) => (b2, &js.frame2, 1.0),
-            (_, BodyRef::Body(b1)) => (b1, &js.frame1, -1.0),
+        // Reaction on body 2 about frame 2's origin; when body 2 is ground or a moving frame,
+        // minus the reaction on body 1 about that same point (not about frame 1's origin: the
+        // frames of a prismatic, cylindrical or planar joint do not coincide).
+        let (b, sign) = match (js.body2, js.body1) {
+            (BodyRef::Body(b2), _) => (b2, 1.0),
+            (_, BodyRef::Body(b1)) => (b1, -1.0),
             _ => return (Vector3::zeros(), Vector3::zeros()),
         };
         let o = self.layout.offsets[b];
@@ -780,15 +781,21 @@ impl System {
             }
         }
         let force = Vector3::new(gen[0], gen[1], gen[2]);
-        if width == 3 {
-            return (sign * force, Vector3::zeros());
-        }
-        let p = self.snap.p[b];
-        // Q_p = 2 Eᵀ n  ⇒  n = ½ E Q_p (unit p); torque about the centre of mass, moved to the
-        // joint point: n_P = n − (x_P − r) × F.
-        let qp = Vector4::new(gen[3], gen[4], gen[5], gen[6]);
-        let n_cm = 0.5 * super::math::e_mat(&p) * qp;
-        let arm = self.snap.a[b] * frame.origin;
+        // Frame 2's origin from body `b`'s centre of mass (world axes).
+        let arm = match js.body2 {
+            BodyRef::Body(_) if width == 3 => Vector3::zeros(),
+            BodyRef::Body(_) => self.snap.a[b] * js.frame2.origin,
+            BodyRef::Ground => js.frame2.origin - self.snap.r[b],
+            BodyRef::Frame(f) => self.snap.frame[f][0] + js.frame2.origin - self.snap.r[b],
+        };
+        // Q_p = 2 Eᵀ n  ⇒  n = ½ E Q_p (unit p); torque about the centre of mass, moved to
+        // frame 2's origin: n_P = n − (x_P − r) × F.
+        let n_cm = if width == 3 {
+            Vector3::zeros()
+        } else {
+            let qp = Vector4::new(gen[3], gen[4], gen[5], gen[6]);
+            0.5 * super::math::e_mat(&self.snap.p[b]) * qp
+        };
         (sign * force, sign * (n_cm - arm.cross(&force)))
     }
 
