@@ -1257,3 +1257,16 @@ fn contact_friction_output_on_a_frictionless_contact() {
         "unknown contact_friction component `torque` (one of: fx, fy, fz, slip, stick)",
     );
 }
+
+#[test]
+fn a_spring_with_a_given_and_a_computed_preload() {
+    // As for a bushing: the two were added silently.
+    expect(
+        &replace(
+            "stiffness = \"k\"\n",
+            "stiffness = \"k\"\npreload = 5.0\nstatic_preload = §true\n",
+        ),
+        "spring",
+        "`static_preload = true` computes the preload: give it or `preload`, not both",
+    );
+}

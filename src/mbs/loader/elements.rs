@@ -531,7 +531,14 @@ impl Resolver<'_> {
                         let k = self.required(&f.stiffness, sp.clone(), &el, "stiffness", "a linear spring_damper")?;
                         let stiffness = self.one_nonneg(k, &el, "stiffness", "N/m")?;
                         let preload = match &f.preload {
-                            Some(p) => self.scalar(p, &el, "preload", true)?,
+                            Some(p) => {
+                                // As for a bushing: the two would be added silently, and
+                                // `check` would show their sum as the computed preload.
+                                if let Some(s) = f.static_preload.as_ref().filter(|s| *s.get_ref()) {
+                                    return Err(self.err(s.span(), &el, "`static_preload = true` computes the preload: give it or `preload`, not both"));
+                                }
+                                self.scalar(p, &el, "preload", true)?
+                            }
                             None => Scalar::Const(0.0),
                         };
                         ForceLaw::Linear { stiffness, damping, preload }
