@@ -238,3 +238,67 @@ static_preload = true
     let (a, _) = sys.accelerations(0.0, &x0.q, &x0.v).unwrap();
     assert!(a.iter().all(|v| v.abs() < 1e-9), "{a:?}");
 }
+
+/// `static_preload` with `initial = "static"` on a one-dof model: a 3 kg block on a vertical
+/// guide hangs on a spring whose computed preload (m g = 29.43 N) holds it where it is drawn,
+/// so the static solve has nothing to do. The net force at the start is round-off (1e-14 N),
+/// which was the solver's load scale: it stalled ("load scale 7.105e-15 N"). Both
+/// formulations.
+#[test]
+fn static_preload_with_a_static_start_on_a_small_model() {
+    let text = r#"
+[model]
+name = "sp_static"
+gravity = [0.0, 0.0, -9.81]
+initial = "static"
+[[bodies]]
+name = "b"
+mass = 3.0
+inertia = [0.1, 0.1, 0.1]
+position = [0.0, 0.0, 0.0]
+[[joints]]
+name = "slide"
+type = "prismatic"
+body1 = "ground"
+body2 = "b"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+[[forces]]
+name = "spr"
+type = "spring_damper"
+body1 = "ground"
+point1 = [0.0, 0.0, 1.0]
+body2 = "b"
+stiffness = 300.0
+static_preload = true
+[[outputs]]
+name = "z"
+type = "position"
+body = "b"
+component = "z"
+[[outputs]]
+name = "F"
+type = "element_force"
+force = "spr"
+"#;
+    for formulation in ["absolute", "joint"] {
+        let text = text.replacen(
+            "[model]\n",
+            &format!("[model]\nformulation = \"{formulation}\"\n"),
+            1,
+        );
+        let spec = mbsfmu::mbs::load_model_str(&text, Path::new("sp_static.toml")).unwrap();
+        let mut sys = System::new(Arc::new(spec)).unwrap();
+        let x = sys
+            .initial_state(0.0)
+            .unwrap_or_else(|e| panic!("{formulation}: {e}"));
+        let mut out = vec![0.0; sys.n_outputs()];
+        sys.evaluate_outputs(&x, &mut out).unwrap();
+        assert!(out[0].abs() < 1e-12, "{formulation}: z = {}", out[0]);
+        assert!(
+            (out[1] - 3.0 * G).abs() < 1e-9,
+            "{formulation}: F = {}",
+            out[1]
+        );
+    }
+}

@@ -9,8 +9,9 @@
 //! - **Scaling.** Unknowns: length coordinates are measured in the model's length scale `L`
 //!   (the extent of the initial coordinates), the others (Euler parameters, angles) as they are;
 //!   multipliers in the units that make their columns O(1). Residual rows: force rows divided
-//!   by the load scale `F` (the largest applied force at the start; `F L` for rows conjugate to
-//!   a dimensionless coordinate), constraint rows by the norm of their scaled gradient. Scaling
+//!   by the load scale `F` (the largest applied force at the start, at least 1e-3 of stiffness
+//!   times length; `F L` for rows conjugate to a dimensionless coordinate), constraint rows by
+//!   the norm of their scaled gradient. Scaling
 //!   every mass and stiffness by `s` scales `f`, `∂f/∂q`, `M` and `λ` by `s` and leaves the
 //!   scaled problem unchanged; a consistent change of length unit changes `L` with it: the
 //!   iterates are the same.
@@ -124,7 +125,12 @@ fn merit(r1: &DVector<f64>, r2: &DVector<f64>, s: &Scales) -> f64 {
     (a + b).sqrt()
 }
 
-fn scales<S: Mechanical + CoordinateInfo>(sys: &mut S, t: f64, q: &[f64], w: &mut Work) -> Scales {
+fn scales<S: Mechanical + ForceJacobians + CoordinateInfo>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    w: &mut Work,
+) -> Scales {
     let nq = sys.n_q();
     // Length scale: the extent of the length coordinates (positions), at least the largest
     // of them; 1 if there are none or all are zero.
@@ -155,6 +161,18 @@ fn scales<S: Mechanical + CoordinateInfo>(sys: &mut S, t: f64, q: &[f64], w: &mu
         .filter(|&i| sys.coordinate_is_length(i))
         .map(|i| w.f[i].abs())
         .fold(0.0, f64::max);
+    // Where the applied forces cancel at the start (a `static_preload` spring holding the
+    // weight it was computed for: a net force of 1e-14 N), the net force is round-off, and the
+    // residual's own round-off stalled the solver ("load scale 7.1e-15 N"). At least a
+    // thousandth of the force the stiffness makes over the length scale.
+    sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
+    let stiff = (0..nq)
+        .filter(|&i| sys.coordinate_is_length(i))
+        .map(|i| w.dfq[(i, i)].abs())
+        .fold(0.0, f64::max);
+    if (1e-3 * stiff * len).is_finite() {
+        force = force.max(1e-3 * stiff * len);
+    }
     if force.is_nan() || force <= 0.0 {
         let m = (0..nq).map(|i| w.mass[(i, i)].abs()).fold(0.0, f64::max);
         force = if m > 0.0 { m * len } else { 1.0 };
