@@ -1864,3 +1864,35 @@ fn cli_with_a_closed_stdout_neither_panics_nor_loses_the_fmu() {
     assert!(std::fs::metadata(&fmu).unwrap().len() > 1000);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A start that cannot be found is reported as the initialization's failure, not as a failure
+/// "in the step to" the first communication point, and writes no row of NaN outputs.
+#[test]
+fn cli_simulate_reports_a_failed_initialization_as_such() {
+    let dir = temp_dir("init_fail");
+    let model = dir.join("noeq.toml");
+    // Nothing holds the block against gravity: no static equilibrium.
+    std::fs::write(
+        &model,
+        "[model]\nname = \"noeq\"\ngravity = [0.0, -9.81, 0.0]\ninitial = \"static\"\n\n\
+         [[bodies]]\nname = \"b\"\nmass = 1.0\ninertia = [0.1, 0.1, 0.1]\nposition = [0.0, 0.0, 0.0]\n\n\
+         [[joints]]\nname = \"s\"\ntype = \"prismatic\"\nbody1 = \"ground\"\nbody2 = \"b\"\n\
+         point = [0.0, 0.0, 0.0]\naxis = [0.0, 1.0, 0.0]\n\n\
+         [[outputs]]\nname = \"y\"\ntype = \"position\"\nbody = \"b\"\ncomponent = \"y\"\n",
+    )
+    .unwrap();
+    let out = dir.join("noeq.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("initialization at t = 0 failed"), "{err}");
+    assert!(err.contains("static equilibrium not found"), "{err}");
+    assert!(!err.contains("in the step to"), "{err}");
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(csv.lines().count(), 1, "only the header: {csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

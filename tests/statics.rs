@@ -373,3 +373,96 @@ coeffs = [-1000.0]
         );
     }
 }
+
+/// `initial = "static"` with a contact or a joint stop open where the model is drawn: a 2 kg
+/// ball (radius 0.1 m, contact stiffness 1e5 N/m) drawn 0.1 m above the ground plane settles
+/// at `z = 0.1 − m g / k` = 0.0998038 m; a 2 kg slider on a vertical guide with its lower stop
+/// 5 cm below (1e4 N/m) at `−0.05 − m g / k` = −0.051962 m. Across the gap the load does not
+/// change, so no step could decrease the residual and the solver gave up with "the stiffness
+/// is negative there (an unstable position: it tips over)". Both formulations.
+#[test]
+fn static_start_closes_an_open_contact_or_stop() {
+    let (m, g) = (2.0, 9.81);
+    let ball = r#"
+[model]
+name = "static_gap"
+gravity = [0.0, 0.0, -9.81]
+initial = "static"
+[[bodies]]
+name = "ball"
+mass = 2.0
+inertia = [0.01, 0.01, 0.01]
+position = [0.0, 0.0, 0.2]
+[[joints]]
+name = "g"
+type = "prismatic"
+body1 = "ground"
+body2 = "ball"
+point = [0.0, 0.0, 0.2]
+axis = [0.0, 0.0, 1.0]
+[[forces]]
+name = "c"
+type = "contact"
+geometry = "sphere_plane"
+sphere = "ball"
+radius = 0.1
+normal = [0.0, 0.0, 1.0]
+stiffness = 1e5
+damping = 50.0
+[[outputs]]
+name = "z"
+type = "position"
+body = "ball"
+component = "z"
+"#;
+    let stop = r#"
+[model]
+name = "static_stop"
+gravity = [0.0, 0.0, -9.81]
+initial = "static"
+[[bodies]]
+name = "b"
+mass = 2.0
+inertia = [0.01, 0.01, 0.01]
+position = [0.0, 0.0, 0.0]
+[[joints]]
+name = "g"
+type = "prismatic"
+body1 = "ground"
+body2 = "b"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+[[forces]]
+name = "st"
+type = "joint_stop"
+joint = "g"
+lower = -0.05
+stiffness = 1e4
+damping = 10.0
+[[outputs]]
+name = "x"
+type = "joint_coordinate"
+joint = "g"
+"#;
+    for formulation in ["absolute", "joint"] {
+        for (text, want) in [(ball, 0.1 - m * g / 1e5), (stop, -0.05 - m * g / 1e4)] {
+            let text = text.replacen(
+                "[model]\n",
+                &format!("[model]\nformulation = \"{formulation}\"\n"),
+                1,
+            );
+            let spec = mbsfmu::mbs::load_model_str(&text, Path::new("gap.toml")).unwrap();
+            let mut sys = System::new(Arc::new(spec)).unwrap();
+            let x = sys
+                .initial_state(0.0)
+                .unwrap_or_else(|e| panic!("{formulation}: {e}"));
+            let mut out = vec![0.0; sys.n_outputs()];
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            assert!(
+                (out[0] - want).abs() < 1e-9,
+                "{formulation}: {} against {want}",
+                out[0]
+            );
+        }
+    }
+}

@@ -324,6 +324,7 @@ where
     let mut m0 = merit(&r1, &r2, &s);
     let mut stalls = 0;
     let mut escapes = 0;
+    let q_start = q.to_vec();
     for it in 0..MAX_ITER {
         let (rf, rc) = scaled_norm(&r1, &r2, &s);
         if !(rf.is_finite() && rc.is_finite()) {
@@ -378,7 +379,16 @@ where
             lambda = &l_old + alpha * &dl;
             let (a, b) = residual(sys, t, q, &lambda, &mut w);
             let m = merit(&a, &b, &s);
-            if m.is_finite() && m <= (1.0 - 1e-4 * alpha) * m0 {
+            // A relaxation step across a force-free stretch (a contact or a joint stop open
+            // at the start) cannot decrease the residual: the load is the same until the gap
+            // closes. Such a step is taken while the residual did not grow and the force at
+            // its end still pushes along it (the overdamped motion has not passed the
+            // minimum of the potential along the step).
+            // Within ten length scales of the start: a gap, not a body falling for ever (a
+            // model without an equilibrium is diagnosed where the search stalls).
+            let near = (0..nq).all(|i| (q[i] - q_start[i]).abs() <= 10.0 * s.col_q[i]);
+            let downhill = mu > 0.0 && m <= m0 && a.dot(&dq) > 0.0 && near;
+            if m.is_finite() && (m <= (1.0 - 1e-4 * alpha) * m0 || downhill) {
                 r1 = a;
                 r2 = b;
                 m0 = m;

@@ -53,6 +53,11 @@ pub trait CoSimulation {
     /// time derivatives `d1`, `d2` (FMI 2 input derivatives: the Taylor polynomial
     /// `value + d1 s + d2 s²/2` the FMU aims its segment for the coming step at).
     fn set_input(&mut self, index: usize, value: f64, d1: f64, d2: f64);
+    /// Initialize with the inputs set so far (the consistent or static start); implementations
+    /// that need no initialization succeed.
+    fn initialize(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// Integrate to `t`.
     fn advance_to(&mut self, t: f64) -> Result<(), String>;
     /// Current outputs in `ModelSpec::outputs` order.
@@ -87,6 +92,10 @@ impl InProcess {
 }
 
 impl CoSimulation for InProcess {
+    fn initialize(&mut self) -> Result<(), String> {
+        self.ensure_initialized()
+    }
+
     fn stats(&self) -> Option<mbsfmu::integrate::Stats> {
         Some(self.sim.stats())
     }
@@ -401,6 +410,14 @@ pub fn run_loop(
     let started = Instant::now();
     let mut last_draw = started;
     set_inputs(sim, 0);
+    // Apart from the steps: a start that cannot be found (no static equilibrium, an assembly
+    // that fails) is not a failure "in the step to" the first point, and has no outputs.
+    if let Err(m) = sim.initialize() {
+        return LoopResult {
+            rows,
+            failure: Some(format!("initialization at t = {} failed: {m}", grid[0])),
+        };
+    }
     sim.outputs(&mut out);
     rows.push(
         std::iter::once(grid[0])
@@ -568,11 +585,14 @@ pub fn run(a: &SimulateArgs) -> CliResult {
     write_csv(&out, &header, &rows)?;
     if let Some(m) = failure {
         // What was computed up to the failure is often what shows the cause.
-        let reached = rows.last().map_or(f64::NAN, |r| r[0]);
-        return Err(CliError::User(format!(
-            "{m}\n(the outputs up to t = {reached} are in {})",
-            out.display()
-        )));
+        return Err(CliError::User(match rows.last() {
+            Some(r) => format!(
+                "{m}\n(the outputs up to t = {} are in {})",
+                r[0],
+                out.display()
+            ),
+            None => m,
+        }));
     }
     out!("{}", summary(&spec, &rows, secs));
     if let Some(st) = sim.stats() {
