@@ -47,7 +47,8 @@ pub fn singular_position(sys: &System, x: &MechState) -> Option<String> {
     let (_, j_now) = all_rows(&mut s, x.t, &q);
     let (r_ref, _) = conditioning(&j_ref, &keep)?;
     let (r_now, u) = conditioning(&j_now, &keep)?;
-    if !(r_now < DROP * r_ref) {
+    // (Ratios are finite and non-negative here: `conditioning` checked the entries.)
+    if r_now >= DROP * r_ref {
         return None;
     }
     let umax = u.iter().fold(0.0f64, |m, v| m.max(v.abs()));
