@@ -1891,6 +1891,9 @@ fn cli_simulate_reports_a_failed_initialization_as_such() {
     assert_ne!(code, 0);
     assert!(err.contains("initialization at t = 0 failed"), "{err}");
     assert!(err.contains("static equilibrium not found"), "{err}");
+    // The diagnosis names the free direction (it said "the solver stalled although the
+    // structure supports the load" where every reduced stiffness was round-off).
+    assert!(err.contains("body 'b' y (nothing holds it there"), "{err}");
     assert!(!err.contains("in the step to"), "{err}");
     let csv = std::fs::read_to_string(&out).unwrap();
     assert_eq!(csv.lines().count(), 1, "only the header: {csv}");

@@ -456,14 +456,21 @@ where
         return StaticFailure { message: msg };
     };
     let fr = null.transpose() * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
-    let kmax = eig.eigenvalues.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    // Scaled stiffness: 1 deflects by one length scale under the load scale. Where every
+    // eigenvalue is round-off (nothing holds the model at all), relative thresholds would
+    // call a 1e-20 "stiff" or a −1e-21 "tipping over": the floor keeps them absolute there.
+    let kmax = eig
+        .eigenvalues
+        .iter()
+        .fold(0.0f64, |m, x| m.max(x.abs()))
+        .max(1.0);
     let mut found = Vec::new();
     for (e, &val) in eig.eigenvalues.iter().enumerate() {
         let dir = eig.eigenvectors.column(e);
         let push = dir.dot(&fr);
-        if val <= 1e-9 * kmax.max(1e-300) && push.abs() > 1e-3 * rf.max(1e-300) {
+        if val <= 1e-9 * kmax && push.abs() > 1e-3 * rf.max(1e-300) {
             let v = &null * dir;
-            let why = if val < -1e-9 * kmax.max(1e-300) {
+            let why = if val < -1e-9 * kmax {
                 "the stiffness is negative there (an unstable position: it tips over)"
             } else {
                 "nothing holds it there (no joint, spring or driver resists that motion)"
