@@ -163,8 +163,18 @@ impl System {
                 }
                 JointKind::Planar => {
                     coords.push((Coord::Dot(z1, d), 0.0, "in plane (z1·d)"));
-                    let rigid2 = matches!(b2, BodyRef::Body(b) if self.layout.is_rigid(b));
-                    if rigid2 {
+                    // The orientation rows wherever both ends carry axes (a rigid body, ground
+                    // or a moving frame) and one of them turns. A particle on body 2 only stays
+                    // in the plane. (With body 2 = ground and a rigid body 1 they were left
+                    // out: the block could tumble about the in-plane axes and fall through the
+                    // plane while its own plane kept the ground point.)
+                    let axes = |b: BodyRef| match b {
+                        BodyRef::Body(k) => self.layout.is_rigid(k),
+                        BodyRef::Ground | BodyRef::Frame(_) => true,
+                    };
+                    let turns =
+                        |b: BodyRef| matches!(b, BodyRef::Body(k) if self.layout.is_rigid(k));
+                    if axes(b1) && axes(b2) && (turns(b1) || turns(b2)) {
                         coords.push((
                             Coord::Dot(z1, x2),
                             0.0,
