@@ -631,7 +631,7 @@ fn driver_on_a_joint_without_a_coordinate() {
     expect(
         &append("[[drivers]]\nname = \"d2\"\njoint = §\"ball\"\nmotion = 0.0\n"),
         "drivers[1] \"d2\"",
-        "joint `ball` is a spherical joint, which has no coordinate to drive",
+        "joint `ball` is a spherical joint: drivers act on the single coordinate of a revolute or prismatic joint only",
     );
 }
 
@@ -696,7 +696,7 @@ fn output_coordinate_of_a_spherical_joint() {
     expect(
         &append("[[outputs]]\nname = \"q\"\ntype = \"joint_coordinate\"\njoint = §\"ball\"\n"),
         "outputs[0] \"q\"",
-        "joint `ball` is a spherical joint, which has no joint coordinate",
+        "joint `ball` is a spherical joint: `joint_coordinate` and `joint_rate` read the single coordinate of a revolute or prismatic joint only",
     );
 }
 

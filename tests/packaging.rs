@@ -1899,3 +1899,23 @@ fn cli_simulate_reports_a_failed_initialization_as_such() {
     assert_eq!(csv.lines().count(), 1, "only the header: {csv}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `export --out-dir` into a directory that does not exist yet creates it (the packager said
+/// only "No such file or directory").
+#[test]
+fn cli_export_creates_the_output_directory() {
+    let dir = temp_dir("outdir");
+    let out = dir.join("new").join("sub");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/slider_crank.toml");
+    let (code, _, err) = mbsfmu(&[
+        "export",
+        model.to_str().unwrap(),
+        "--fmi",
+        "2",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.join("slider_crank_fmi2.fmu").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

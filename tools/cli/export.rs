@@ -117,6 +117,16 @@ pub fn run(a: &ExportArgs) -> CliResult {
     };
     outln!("runtime library: {}", library.display());
     let date = now_utc();
+    // As `-o` into a new directory would: create the output directory (the packager only
+    // said "No such file or directory").
+    if a.output.is_none() {
+        std::fs::create_dir_all(&a.out_dir).map_err(|e| {
+            CliError::User(format!(
+                "{}: cannot create the output directory: {e}",
+                a.out_dir.display()
+            ))
+        })?;
+    }
     for v in versions {
         let out = match &a.output {
             Some(o) => o.clone(),

@@ -424,7 +424,7 @@ impl Resolver<'_> {
                 let ji = self.joint_ref(jn, &el)?;
                 let jk = self.joint_specs[ji].kind;
                 self.ensure(matches!(jk, JointKind::Revolute | JointKind::Prismatic), jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint, which has no coordinate to drive (drive a revolute or prismatic joint, or a point component with `body`)", jn.get_ref(), joint_kind_name(jk))
+                    format!("joint `{}` is a {} joint: drivers act on the single coordinate of a revolute or prismatic joint only (drive such a joint, or a point component with `body`)", jn.get_ref(), joint_kind_name(jk))
                 })?;
                 DriverTarget::JointCoordinate(ji)
             }
@@ -980,7 +980,7 @@ impl Resolver<'_> {
                 let joint = self.joint_ref(jn, &el)?;
                 let jk = self.joint_specs[joint].kind;
                 self.ensure(matches!(jk, JointKind::Revolute | JointKind::Prismatic), jn.span(), &el, || {
-                    format!("joint `{}` is a {} joint, which has no joint coordinate (revolute and prismatic joints have one)", jn.get_ref(), joint_kind_name(jk))
+                    format!("joint `{}` is a {} joint: `joint_coordinate` and `joint_rate` read the single coordinate of a revolute or prismatic joint only (use `position`, `angle` or `relative_*` outputs)", jn.get_ref(), joint_kind_name(jk))
                 })?;
                 let rot = jk == JointKind::Revolute;
                 if kname == "joint_coordinate" {
