@@ -9,12 +9,11 @@
 //! method), and a driven rotor's joint coordinate, spring and driver torques read 10t − 2πk.
 //! Closed forms: θ = (ω₀/ωₙ) sin ωₙt, θ̇ = ω₀ cos ωₙt, torque −kθ; driven: θ = 10t.
 
-use mbsfmu::cosim::{Advance, SetPhase, Simulation};
-use mbsfmu::description::VariableTable;
+mod common;
+use common::cosim;
+use mbsfmu::cosim::{Advance, Simulation};
 use mbsfmu::integrate::Method;
 use mbsfmu::mbs::system::System;
-use std::path::Path;
-use std::sync::Arc;
 
 const ROTOR: &str = r#"
 [model]
@@ -63,22 +62,8 @@ body = "r"
 "#;
 
 fn simulation(text: &str, formulation: &str, method: Method) -> (Simulation<System>, Vec<u32>) {
-    let text = text.replacen(
-        "[model]\n",
-        &format!("[model]\nformulation = \"{formulation}\"\n"),
-        1,
-    );
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("rotor.toml");
-    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
-    let table = Arc::new(VariableTable::from_spec(&spec));
-    let mut sim = Simulation::new(
-        spec.clone(),
-        table.clone(),
-        System::new(spec.clone()).unwrap(),
-    );
-    let item = Method::ALL.iter().position(|m| *m == method).unwrap() as i64 + 1;
-    let vr = table.by_name("solver.integrator").unwrap().value_reference;
-    sim.set_integer(vr, item, SetPhase::Setup).unwrap();
+    let spec = cosim::spec_in(text, formulation, "rotor.toml");
+    let (mut sim, table) = cosim::simulation(&spec, method);
     // The first-order and order-2 methods at 1e-5: at 1e-8 the absolute formulation's
     // quaternions take them past the work budget of a 2 s call.
     if matches!(
@@ -86,8 +71,7 @@ fn simulation(text: &str, formulation: &str, method: Method) -> (Simulation<Syst
         Method::WMethod | Method::Newmark | Method::LocalLinearization | Method::HalfImplicit
     ) {
         for name in ["solver.rtol", "solver.atol"] {
-            let vr = table.by_name(name).unwrap().value_reference;
-            sim.set_real(vr, 1e-5, SetPhase::Setup).unwrap();
+            cosim::set_real(&mut sim, &table, name, 1e-5);
         }
     }
     let outs = spec

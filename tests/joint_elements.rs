@@ -263,9 +263,7 @@ fn rotor_holds_below_static_torque_and_turns_above() {
 /// read 0. Both formulations, through the co-simulation layer.
 #[test]
 fn joint_friction_acts_from_the_first_step() {
-    use mbsfmu::cosim::Simulation;
-    use mbsfmu::description::VariableTable;
-    use std::sync::Arc;
+    use common::cosim;
     let text = r#"
 [model]
 name = "fric_first_step"
@@ -303,17 +301,8 @@ type = "element_force"
 force = "f"
 "#;
     for joint in [false, true] {
-        let text = text.replacen(
-            "[model]\n",
-            &format!("[model]\nformulation = \"{}\"\n", formulation(joint)),
-            1,
-        );
-        let path = std::path::Path::new("fric_first_step.toml");
-        let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, path).unwrap());
-        let table = Arc::new(VariableTable::from_spec(&spec));
-        let mut sim = Simulation::new(spec.clone(), table, System::new(spec).unwrap());
-        sim.setup_experiment(None, 0.0, None).unwrap();
-        sim.initialize().unwrap();
+        let spec = cosim::spec_in(text, formulation(joint), "fric_first_step.toml");
+        let (mut sim, _) = cosim::started(&spec, Method::Bdf, None);
         for k in 0..=4 {
             let t = 0.05 * k as f64;
             if k > 0 {

@@ -434,8 +434,6 @@ fn chains_state_size_and_run_time() {
 /// moving frame (z = 0.01 sin 2πt) as body 2.
 #[test]
 fn a_planar_joint_on_ground_as_body_2_holds_the_plane() {
-    use mbsfmu::cosim::Simulation;
-    use mbsfmu::description::VariableTable;
     let base = r#"
 [model]
 name = "planar_rev"
@@ -487,19 +485,8 @@ axis = [0.0, 0.0, 1.0]
            position = [0.0, 0.0, { type = \"sine\", amplitude = 0.01, frequency = 1.0 }]\n";
     for formulation in ["absolute", "joint"] {
         for (text, moving) in [(base.to_string(), false), (framed.clone(), true)] {
-            let text = text.replacen(
-                "[model]\n",
-                &format!("[model]\nformulation = \"{formulation}\"\n"),
-                1,
-            );
-            let spec = match mbsfmu::mbs::load_model_str(&text, Path::new("planar_rev.toml")) {
-                Ok(s) => Arc::new(s),
-                Err(e) => panic!("{formulation} moving {moving}: {e}"),
-            };
-            let table = Arc::new(VariableTable::from_spec(&spec));
-            let mut sim = Simulation::new(spec.clone(), table, System::new(spec.clone()).unwrap());
-            sim.setup_experiment(Some(1e-8), 0.0, None).unwrap();
-            sim.initialize().unwrap();
+            let spec = common::cosim::spec_in(&text, formulation, "planar_rev.toml");
+            let (mut sim, _) = common::cosim::started(&spec, Method::Bdf, Some(1e-8));
             for k in 1..=20 {
                 let t = 0.05 * k as f64;
                 sim.advance_to(t, None).unwrap();

@@ -2,6 +2,7 @@
 //! method pass the structural check of a deserialized state (no false refusals), crafted
 //! ones do not; the work budget and argument checks answer at once.
 
+mod common;
 use mbsfmu::cosim::{SetPhase, SimState, Simulation};
 use mbsfmu::description::VariableTable;
 use mbsfmu::integrate::Method;
@@ -232,14 +233,8 @@ fn a_driver_beyond_the_mechanisms_reach_is_named_as_a_singular_position() {
             (Method::HalfImplicit, 20.0),
         ] {
             let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &path).unwrap());
-            let table = Arc::new(VariableTable::from_spec(&spec));
-            let mut s = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
+            let (mut s, table) = common::cosim::started(&spec, method, None);
             let vr = |name: &str| table.by_name(name).unwrap().value_reference;
-            let item = Method::ALL.iter().position(|m| *m == method).unwrap() as i64 + 1;
-            s.set_integer(vr("solver.integrator"), item, SetPhase::Setup)
-                .unwrap();
-            s.setup_experiment(None, 0.0, None).unwrap();
-            s.initialize().unwrap();
             let what = format!("{formulation} {method:?} rate {rate}");
             let mut stopped = None;
             for k in 0..100 {

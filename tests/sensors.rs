@@ -7,6 +7,7 @@
 //! `ω × d` with `ω = φ̇ x`. Run from the design position (the static solve off), in both
 //! formulations.
 
+mod common;
 use mbsfmu::cosim::Simulation;
 use mbsfmu::description::VariableTable;
 use mbsfmu::mbs::system::System;
@@ -656,21 +657,9 @@ frame = "ground"
 component = "z"
 "#;
     for formulation in ["absolute", "joint"] {
-        let text = text.replacen(
-            "[model]\n",
-            &format!("[model]\nformulation = \"{formulation}\"\n"),
-            1,
-        );
-        let spec =
-            Arc::new(mbsfmu::mbs::load_model_str(&text, Path::new("rev_prism.toml")).unwrap());
-        let table = Arc::new(VariableTable::from_spec(&spec));
-        let mut sim = Simulation::new(
-            spec.clone(),
-            table.clone(),
-            System::new(spec.clone()).unwrap(),
-        );
-        sim.setup_experiment(Some(1e-9), 0.0, None).unwrap();
-        sim.initialize().unwrap();
+        let spec = common::cosim::spec_in(text, formulation, "rev_prism.toml");
+        let (mut sim, _) =
+            common::cosim::started(&spec, mbsfmu::integrate::Method::Bdf, Some(1e-9));
         for k in 0..=4 {
             let t = 0.25 * k as f64;
             if k > 0 {

@@ -30,3 +30,28 @@ pub fn set_real(sim: &mut Simulation<System>, table: &VariableTable, name: &str,
     let vr = table.by_name(name).unwrap().value_reference;
     sim.set_real(vr, value, SetPhase::Setup).unwrap();
 }
+
+/// A model text with `[model] formulation = "…"` set, loaded (`name` only labels messages).
+pub fn spec_in(text: &str, formulation: &str, name: &str) -> Arc<ModelSpec> {
+    let text = text.replacen(
+        "[model]\n",
+        &format!("[model]\nformulation = \"{formulation}\"\n"),
+        1,
+    );
+    let spec = mbsfmu::mbs::load_model_str(&text, std::path::Path::new(name))
+        .unwrap_or_else(|e| panic!("{name} ({formulation}): {e}"));
+    Arc::new(spec)
+}
+
+/// [`simulation`] of `spec`, set up from t = 0 with `tolerance` (the model's if `None`) and
+/// initialized.
+pub fn started(
+    spec: &Arc<ModelSpec>,
+    method: Method,
+    tolerance: Option<f64>,
+) -> (Simulation<System>, Arc<VariableTable>) {
+    let (mut sim, table) = simulation(spec, method);
+    sim.setup_experiment(tolerance, 0.0, None).unwrap();
+    sim.initialize().unwrap();
+    (sim, table)
+}
