@@ -2,6 +2,7 @@
 //! position stays put, and the computed preloads equal the virtual-work values from
 //! kinematically perturbed configurations (assembly with drivers, no force evaluation).
 
+mod common;
 use mbsfmu::integrate::any::AnyIntegrator;
 use mbsfmu::integrate::system::Mechanical;
 use mbsfmu::integrate::{Integrator, Method, Settings};
@@ -282,18 +283,7 @@ type = "element_force"
 force = "spr"
 "#;
     for formulation in ["absolute", "joint"] {
-        let text = text.replacen(
-            "[model]\n",
-            &format!("[model]\nformulation = \"{formulation}\"\n"),
-            1,
-        );
-        let spec = mbsfmu::mbs::load_model_str(&text, Path::new("sp_static.toml")).unwrap();
-        let mut sys = System::new(Arc::new(spec)).unwrap();
-        let x = sys
-            .initial_state(0.0)
-            .unwrap_or_else(|e| panic!("{formulation}: {e}"));
-        let mut out = vec![0.0; sys.n_outputs()];
-        sys.evaluate_outputs(&x, &mut out).unwrap();
+        let out = common::cosim::initial_outputs(text, formulation, "sp_static.toml");
         assert!(out[0].abs() < 1e-12, "{formulation}: z = {}", out[0]);
         assert!(
             (out[1] - 3.0 * G).abs() < 1e-9,

@@ -4,6 +4,7 @@
 //! free length and over mass/stiffness scalings 0.01, 1, 100; and the drift diagnosis when
 //! there is no equilibrium.
 
+mod common;
 use mbsfmu::integrate::any::AnyIntegrator;
 use mbsfmu::integrate::system::Mechanical;
 use mbsfmu::integrate::{Integrator, Method, Settings};
@@ -446,18 +447,7 @@ joint = "g"
 "#;
     for formulation in ["absolute", "joint"] {
         for (text, want) in [(ball, 0.1 - m * g / 1e5), (stop, -0.05 - m * g / 1e4)] {
-            let text = text.replacen(
-                "[model]\n",
-                &format!("[model]\nformulation = \"{formulation}\"\n"),
-                1,
-            );
-            let spec = mbsfmu::mbs::load_model_str(&text, Path::new("gap.toml")).unwrap();
-            let mut sys = System::new(Arc::new(spec)).unwrap();
-            let x = sys
-                .initial_state(0.0)
-                .unwrap_or_else(|e| panic!("{formulation}: {e}"));
-            let mut out = vec![0.0; sys.n_outputs()];
-            sys.evaluate_outputs(&x, &mut out).unwrap();
+            let out = common::cosim::initial_outputs(text, formulation, "gap.toml");
             assert!(
                 (out[0] - want).abs() < 1e-9,
                 "{formulation}: {} against {want}",

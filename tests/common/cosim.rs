@@ -55,3 +55,15 @@ pub fn started(
     sim.initialize().unwrap();
     (sim, table)
 }
+
+/// The outputs at the consistent (or static) initial state of `text` in `formulation`, at
+/// t = 0, through the engine alone.
+pub fn initial_outputs(text: &str, formulation: &str, name: &str) -> Vec<f64> {
+    let mut sys = System::new(spec_in(text, formulation, name)).unwrap();
+    let x = sys
+        .initial_state(0.0)
+        .unwrap_or_else(|e| panic!("{name} ({formulation}): {e}"));
+    let mut out = vec![0.0; sys.n_outputs()];
+    sys.evaluate_outputs(&x, &mut out).unwrap();
+    out
+}

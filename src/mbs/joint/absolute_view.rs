@@ -345,8 +345,7 @@ impl JointModel {
             // communication point, which then finds the whole snapshot made.
             self.ensure_fast(sys);
             self.load(sys, t, q, Rates::Full(v));
-            let (slots, x) = (&self.ws.fast.slots, &self.ws.kin.x);
-            sys.track_angles_from(&self.ws.snap, t, |s| slots[s].map(|d| x[d]));
+            sys.track_angles_from(&self.ws.snap, t, |s| self.ws.tree_angle(s));
             return;
         }
         let (qa, va) = self.to_absolute(sys, t, q, Some(v));
@@ -361,10 +360,9 @@ impl JointModel {
         crate::integrate::system::StepHooks::accept_step(sys, t, &qa, &va, lambda.as_deref());
         // The tree joints' own angles from their coordinates (`track_angles_from`).
         self.ensure_fast(sys);
-        let (slots, x) = (&self.ws.fast.slots, &self.ws.kin.x);
-        for (r, d) in sys.angle_refs.iter_mut().zip(slots) {
-            if let Some(d) = *d {
-                *r = x[d];
+        for (s, r) in sys.angle_refs.iter_mut().enumerate() {
+            if let Some(x) = self.ws.tree_angle(s) {
+                *r = x;
             }
         }
     }

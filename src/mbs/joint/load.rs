@@ -267,13 +267,12 @@ impl JointModel {
         self.ensure_spatial(with_vel);
         self.ensure_fast(sys);
         let ws = &mut self.ws;
-        ws.refs.clear();
-        ws.refs.extend_from_slice(&sys.angle_refs);
-        for (r, d) in ws.refs.iter_mut().zip(&ws.fast.slots) {
-            if let Some(d) = *d {
-                *r = ws.kin.x[d];
-            }
-        }
+        let mut refs = std::mem::take(&mut ws.refs);
+        refs.clear();
+        refs.extend(
+            (0..sys.angle_refs.len()).map(|s| ws.tree_angle(s).unwrap_or(sys.angle_refs[s])),
+        );
+        ws.refs = refs;
         if ws.snap_key == Some((ws.generation, with_vel)) {
             return;
         }

@@ -167,6 +167,19 @@ struct Workspace {
     abs_v: Vec<f64>,
 }
 
+impl Workspace {
+    /// Angle slot `s`'s value where it is a tree joint's own coordinate (continuous, loaded
+    /// in `kin`): what the element layer's branch references are replaced by.
+    fn tree_angle(&self, s: usize) -> Option<f64> {
+        self.fast
+            .slots
+            .get(s)
+            .copied()
+            .flatten()
+            .map(|d| self.kin.x[d])
+    }
+}
+
 /// Elements whose scalar coordinate is a tree joint's own coordinate (a revolute angle or a
 /// prismatic travel, `sys.joint_coords`): their value and rate are the recursion's `x`, `ẋ` of
 /// that dof, their gradient the unit vector of its state coordinate (none when driven). The
