@@ -1599,10 +1599,7 @@ impl<E: Engine> Simulation<E> {
     }
 }
 
-/// Largest magnitude of an input value or input derivative. The reconstruction of an input
-/// over a step takes differences and divided differences of samples, which overflow long
-/// before `f64::MAX`; no physical input comes near this.
-pub const MAX_INPUT_MAGNITUDE: f64 = 1e100;
+pub use crate::mbs::spec::MAX_INPUT_MAGNITUDE;
 
 /// A real for a message: as written for ordinary magnitudes, in exponent form beyond (`1e101`,
 /// not its 102 digits).

@@ -465,6 +465,36 @@ fn zero_length_axis() {
     );
 }
 
+/// Directions are normalized whatever their magnitude: |a|² of [0, 0, 1e155] overflowed, and
+/// the pendulum ran frozen with exit 0; [0, 0, 1e-155] was refused as zero.
+#[test]
+fn axes_of_any_magnitude_are_directions() {
+    let unit = load_model_str(BASE, Path::new(FILE)).unwrap();
+    for axis in [
+        "[0.0, 0.0, 1e155]",
+        "[0.0, 0.0, 1e300]",
+        "[0.0, 0.0, 1e-155]",
+    ] {
+        let text = replace("axis = [0.0, 0.0, 1.0]", &format!("axis = {axis}"));
+        let spec = load_model_str(&text, Path::new(FILE)).unwrap();
+        for (a, b) in spec.joints.iter().zip(&unit.joints) {
+            assert_eq!(a.frame1.axes, b.frame1.axes, "{axis}");
+            assert_eq!(a.frame2.axes, b.frame2.axes, "{axis}");
+        }
+    }
+}
+
+/// The limit a master's input values meet applies to the file's start value too (1e300 reached
+/// the road profile's spline as NaN and panicked).
+#[test]
+fn input_start_beyond_the_input_limit() {
+    expect(
+        &replace("start = 0.0", "start = §1e300"),
+        "inputs[0] \"u\"",
+        "inputs are limited to |u| <= 1e100",
+    );
+}
+
 #[test]
 fn x_axis_not_perpendicular() {
     expect(

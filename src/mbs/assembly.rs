@@ -203,7 +203,7 @@ pub fn initial_state_with(
         .iter()
         .map(|&i| sys.all_row_label(i).to_string())
         .collect();
-    sys.set_active_rows(keep, dropped);
+    sys.set_active_rows(keep.clone(), dropped);
     sys.track_angles(&q, t0);
     preloads_from_equilibrium(sys, t0, &q)?;
     let mut static_iterations = None;
@@ -215,6 +215,7 @@ pub fn initial_state_with(
     // The velocities projection starts from: the file's, or rest.
     let v_start = v.clone();
     project_velocities(sys, t0, &q, &mut v)?;
+    dropped_rows_agree(sys, t0, &q, &v, &keep, &drop)?;
     let lambda = if multipliers {
         sys.accelerations(t0, &q, &v)?.1
     } else {
@@ -251,6 +252,78 @@ pub fn initial_state_with(
         v,
         lambda,
     })
+}
+
+/// A row dropped as redundant at `t` must also agree with the kept rows in velocity and
+/// acceleration. Two drivers whose equations are dependent at the start (a joint angle and a
+/// point on the same link, both starting at 0) can still prescribe different motions; the
+/// dropped one would be ignored without a word. With `Φ_q,d = cᵀ Φ_q,k` (least squares over
+/// the kept rows `k`) the rows agree when `Φ_t,d = cᵀ Φ_t,k` and `γ_d = cᵀ γ_k`.
+fn dropped_rows_agree(
+    sys: &mut System,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+    keep: &[usize],
+    drop: &[usize],
+) -> Result<(), ModelError> {
+    if drop.is_empty() {
+        return Ok(());
+    }
+    let n = sys.all_rows_count();
+    let dropped = sys.dropped.clone();
+    let (_, jac) = all_rows(sys, t, q);
+    let (mut phi_t, mut gamma) = (vec![0.0; n], vec![0.0; n]);
+    sys.constraint_time_derivative(t, q, &mut phi_t);
+    sys.acceleration_rhs(t, q, v, &mut gamma);
+    sys.set_active_rows(keep.to_vec(), dropped);
+    let kept_t = jac.select_rows(keep).transpose();
+    let amax = |x: &[f64]| x.iter().fold(0.0f64, |m, y| m.max(y.abs()));
+    let (scale_v, scale_a) = (amax(&phi_t), amax(&gamma));
+    for &d in drop {
+        let c = pinv_solve(&kept_t, &jac.row(d).transpose());
+        let combo = |x: &[f64]| {
+            keep.iter()
+                .zip(c.iter())
+                .map(|(&k, ck)| ck * x[k])
+                .sum::<f64>()
+        };
+        let off_v = phi_t[d] - combo(&phi_t);
+        let off_a = gamma[d] - combo(&gamma);
+        let (level, off) = if off_v.abs() > 1e-10 + 1e-7 * scale_v {
+            ("velocity", off_v)
+        } else if off_a.abs() > 1e-10 + 1e-7 * scale_a {
+            ("acceleration", off_a)
+        } else {
+            continue;
+        };
+        let cmax = c.amax();
+        let mut with: Vec<(f64, usize)> = keep
+            .iter()
+            .zip(c.iter())
+            .filter(|(_, ck)| ck.abs() > 1e-6 * cmax)
+            .map(|(&k, ck)| (ck.abs(), k))
+            .collect();
+        with.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let names: Vec<&str> = with
+            .iter()
+            .take(3)
+            .map(|w| sys.all_row_label(w.1))
+            .collect();
+        return Err(fail(
+            sys,
+            format!(
+                "{} is redundant at t = {t} (its equation is a combination of those of {}), \
+                 but they prescribe different motions: its {level} equation is off by \
+                 {:.3e} (m or rad per s{}). Remove one of them or make them agree",
+                sys.all_row_label(d),
+                names.join(", "),
+                off.abs(),
+                if level == "velocity" { "" } else { "²" },
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Minimal-norm velocity correction onto `Φ_q v + Φ_t = 0`.

@@ -616,11 +616,14 @@ impl<'a> Resolver<'a> {
 
     fn unit_vec3(&mut self, v: &NumList, el: &str, field: &str) -> Res<Vector3<f64>> {
         let x = self.vec3(v, el, field)?;
-        let n = x.norm();
-        self.ensure(n > 1e-12, v.span(), el, || {
+        // Scaled by the largest component first: a direction may be written at any
+        // magnitude, and |x|² overflows from components of 1.3e154 (or underflows).
+        let amax = x.amax();
+        self.ensure(amax > 0.0, v.span(), el, || {
             format!("`{field}` has zero length")
         })?;
-        Ok(x / n)
+        let x = x / amax;
+        Ok(x / x.norm())
     }
 
     fn scalar3(
@@ -1086,7 +1089,15 @@ impl<'a> Resolver<'a> {
             let el = label("inputs", i, inp.name.get_ref());
             self.claim_variable(&inp.name, &el)?;
             let start = match &inp.start {
-                Some(s) => self.number(s, &el, "start")?,
+                Some(s) => {
+                    let v = self.number(s, &el, "start")?;
+                    // The same limit a master's values meet (`cosim`): the reconstruction's
+                    // divided differences overflow long before f64::MAX.
+                    self.ensure(v.abs() <= MAX_INPUT_MAGNITUDE, s.span(), &el, || {
+                        format!("`start` = {v:e} is too large: inputs are limited to |u| <= {MAX_INPUT_MAGNITUDE:e}")
+                    })?;
+                    v
+                }
                 None => 0.0,
             };
             let reconstruction = match &inp.reconstruction {

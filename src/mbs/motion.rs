@@ -47,19 +47,18 @@ impl Spline {
     /// Value, first and second derivative.
     pub fn eval(&self, t: f64) -> [f64; 3] {
         let n = self.x.len();
+        // A non-finite argument (a diverging trial iterate) must come out as NaN for the
+        // integrator to reject, not index past the table.
+        if t.is_nan() {
+            return [f64::NAN; 3];
+        }
         if t <= self.x[0] {
             return [self.y[0], 0.0, 0.0];
         }
         if t >= self.x[n - 1] {
             return [self.y[n - 1], 0.0, 0.0];
         }
-        let i = match self
-            .x
-            .binary_search_by(|v| v.partial_cmp(&t).unwrap_or(std::cmp::Ordering::Less))
-        {
-            Ok(i) => i.min(n - 2),
-            Err(i) => i - 1,
-        };
+        let i = self.x.partition_point(|&k| k <= t).clamp(1, n - 1) - 1;
         cubic_piece(&self.x, &self.y, &self.m, i, t)
     }
 }
@@ -197,6 +196,17 @@ impl MotionSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A NaN argument (a diverging trial iterate) comes out NaN for the integrator to reject;
+    /// it used to index one past the table and panic.
+    #[test]
+    fn spline_at_nan_is_nan() {
+        let s = Spline::new(&[0.0, 1.0, 2.0, 3.0], &[0.0, 1.0, 0.0, 1.0]);
+        assert!(s.eval(f64::NAN).iter().all(|v| v.is_nan()));
+        assert_eq!(s.eval(1.0)[0], 1.0);
+        assert_eq!(s.eval(3.0)[0], 1.0);
+        assert_eq!(s.eval(-1.0), [0.0; 3]);
+    }
 
     #[test]
     fn spline_reproduces_a_cubic_in_the_interior_and_is_c2() {

@@ -486,6 +486,11 @@ impl ParamRule {
     }
 }
 
+/// Largest magnitude of an input value or input derivative. The reconstruction of an input
+/// over a step takes differences and divided differences of samples, which overflow long
+/// before `f64::MAX`; no physical input comes near this.
+pub const MAX_INPUT_MAGNITUDE: f64 = 1e100;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InputSpec {
     pub name: String,

@@ -621,9 +621,12 @@ impl System {
 
     /// The consistent initial state: positions by Newton on the constraints (minimal change),
     /// velocities by projection, or static equilibrium when the model asks for it. Detects and
-    /// drops redundant constraint rows (reported in [`System::dropped`]).
+    /// drops redundant constraint rows (reported in [`System::dropped`]). The run continues
+    /// from `t0`, so motions are read by their right limits there (a ramp starting at `t0`
+    /// already moves), as the co-simulation layer does.
     pub fn initial_state(&mut self, t0: f64) -> Result<MechState, ModelError> {
         self.re_resolve()?;
+        self.set_motion_right_limit_at(t0);
         let x = if self.joint.is_some() {
             self.with_joint(|j, s| j.initial_state(s, t0))?
         } else {

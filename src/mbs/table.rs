@@ -93,6 +93,9 @@ pub fn parse_table(text: &str) -> Result<(Vec<f64>, Vec<f64>), TableError> {
 /// Value of the natural cubic spline through `(xs, ys)` at `x`, constant outside the table.
 pub fn spline_eval(xs: &[f64], ys: &[f64], x: f64) -> f64 {
     let n = xs.len();
+    if x.is_nan() {
+        return f64::NAN;
+    }
     if x <= xs[0] {
         return ys[0];
     }
@@ -128,6 +131,12 @@ pub fn spline_eval(xs: &[f64], ys: &[f64], x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spline_eval_at_nan_is_nan() {
+        let (xs, ys) = ([0.0, 1.0, 2.0], [0.0, 1.0, 0.0]);
+        assert!(spline_eval(&xs, &ys, f64::NAN).is_nan());
+    }
 
     #[test]
     fn reads_header_comments_and_rows() {

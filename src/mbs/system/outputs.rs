@@ -176,7 +176,9 @@ impl System {
                     .active
                     .iter()
                     .position(|&i| self.rows[i].owner == RowOwner::Driver(*driver));
-                row.map_or(f64::NAN, |k| -lambda[k])
+                // A driver dropped as redundant (it agrees with the others: assembly checks)
+                // carries no load, as dropped joint rows do.
+                row.map_or(0.0, |k| -lambda[k])
             }
             OutputQuantity::ElementForce { force } => self.element_force(*force, t, v),
             OutputQuantity::ElementComponent {
