@@ -1234,6 +1234,18 @@ fn cli_user_errors_exit_1_and_name_the_file() {
     assert!(err.contains("--fmi"), "{err}");
     let (code, _, _) = mbsfmu(&["frobnicate"]);
     assert_eq!(code, 1);
+    // An enumeration takes a name or a whole number (1.5 ran as bdf without a word).
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/four_link.toml");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.01",
+        "--set",
+        "solver.integrator=1.5",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("\"1.5\" is not a whole number"), "{err}");
     let (code, out, _) = mbsfmu(&["--help"]);
     assert_eq!(code, 0);
     assert!(

@@ -30,7 +30,7 @@ pub struct SimulateArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub stop: Option<f64>,
     /// Communication step (default: the model's experiment step).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub step: Option<f64>,
     /// Result CSV (default: <model name>_out.csv).
     #[arg(long)]
@@ -489,7 +489,12 @@ pub fn apply_sets(spec: &ModelSpec, sets: &[String]) -> CliResult<Settings> {
                 ))
             })?;
         let parsed: f64 = match (var.var_type, value.parse::<f64>()) {
-            (_, Ok(x)) => x,
+            // An Integer or Enumeration takes a whole number (1.5 ran as item 1).
+            (mbsfmu::description::VarType::Float64, Ok(x)) => x,
+            (_, Ok(x)) if x.fract() == 0.0 => x,
+            (_, Ok(_)) => return Err(CliError::User(format!(
+                "--set {s}: {value:?} is not a whole number ({name} is an integer or enumeration)"
+            ))),
             (mbsfmu::description::VarType::Enumeration(e), Err(_)) => e
                 .items()
                 .iter()
