@@ -132,6 +132,39 @@ impl InputState {
         }
     }
 
+    /// The segment as the outputs see it at the sample's own instant `t`, before the step
+    /// (outputs read right after setting the input, and their directional derivatives).
+    ///
+    /// Under `smooth` (from plain samples or FMI 2 input derivatives) the segment continues
+    /// the last one's value and slope at `t`, so a sample set at `t` acts there only through
+    /// `ü` (docs/fmi-runtime.md, `ModelStructure`). The one exception is the step-like kink
+    /// ([`smooth_segment`]: a step right after a fast ramp limits the carried slope): that
+    /// kink acts from `t⁺`, inside the step, where the FMU treats it like any input jump
+    /// (the state is projected onto the new rates at the start of `doStep`). At `t` itself the
+    /// state the FMU holds still fits the slope carried over, and so do the outputs: here the
+    /// value and slope are the carried ones, `ü` (and `u⃛`) the new segment's. Without this,
+    /// an output of the rates (a tire's damping on a driven post) jumped with a sample that
+    /// merely looked like a step, a direct feedthrough `ModelStructure` does not declare, and
+    /// the directional derivative picked it up (0.4 N in suspension_corner's tire force for
+    /// a perturbation of 5e-6 m of a 1 cm sine near its peak). Other modes and paths: the
+    /// segment itself.
+    pub fn segment_at_sample(&self, mode: Reconstruction, t: f64, h: f64) -> InputSegment {
+        let mut seg = self.segment(mode, t, h);
+        if mode != Reconstruction::Smooth || self.intermediate || seg.t0 != t {
+            return seg;
+        }
+        let carried = self
+            .committed
+            .filter(|c| c.t0 <= t && t.is_finite())
+            .map(|c| c.eval(t))
+            .filter(|[p, d, _]| p.is_finite() && d.is_finite());
+        if let Some([p, d, _]) = carried {
+            seg.coeffs[0] = p;
+            seg.coeffs[1] = d;
+        }
+        seg
+    }
+
     /// `ü` at `t` of the cubic through the sample before `t` and `(t, u)` with the first
     /// derivatives given at both; 0 where the one before is unknown.
     fn d2_from_d1(&self, t: f64, u: f64, d1: f64) -> f64 {
