@@ -1038,13 +1038,14 @@ impl<E: Engine> Simulation<E> {
         }
         let integ = self.st.integrator.as_mut().expect("initialized");
         if !restarted {
-            // The new segments change the right-hand side at t0 (u'' jumps between segments):
-            // derivatives the method carried over from its last step are stale.
+            // The new segments change the right-hand side at t0 (u'' jumps between segments,
+            // a held sample's value jumps): derivatives the method carried over from its last
+            // step are stale, and every method evaluates them again before its next step.
             <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
-            // The history spans the kink in `ü` there: a multistep method re-anchors it when
-            // the kink matters at its tolerance.
+            // The history spans the kink there: a multistep method re-anchors it when the
+            // kink matters at its tolerance (always after a jump of a value).
             let kink = input_kink(&self.st.inputs, &mut self.st.engine, t0);
-            if kink.accel > 0.0 || kink.jerk > 0.0 {
+            if kink.any() {
                 <AnyIntegrator as Integrator<E>>::inputs_changed(integ, &mut self.st.engine, kink)?;
             }
         }
@@ -1157,6 +1158,7 @@ impl<E: Engine> Simulation<E> {
                         let values = cb(t, InputRequest::AcceptedStep);
                         let signals = self.st.engine.inputs_mut();
                         signals.segments.copy_from_slice(&base);
+                        let mut kink = InputKink::NONE;
                         for (i, u) in values {
                             if let Some(inp) = self.st.inputs.get_mut(i) {
                                 if u.is_finite() {
@@ -1168,10 +1170,19 @@ impl<E: Engine> Simulation<E> {
                                         t,
                                         t_end - t,
                                     );
+                                    kink = kink_between(kink, &base[i], &signals.segments[i], t);
                                 }
                             }
                         }
                         base.copy_from_slice(&signals.segments);
+                        // Only a jump of a value re-anchors here (a held force's new sample:
+                        // the accelerations jump); the kinks in `ü` between the importer's
+                        // segments were never re-anchored on this path.
+                        let kink = InputKink {
+                            accel: 0.0,
+                            jerk: 0.0,
+                            ..kink
+                        };
                         // The importer's samples may start a motion the state does not have
                         // yet (an input that moves from its first sample on): a jump, as at a
                         // communication point.
@@ -1181,6 +1192,7 @@ impl<E: Engine> Simulation<E> {
                             &settings,
                             &mut self.st.stats_base,
                             &mut self.st.events,
+                            kink,
                         );
                         if let Err(e) = r {
                             break Err(CosimError::Integrate(e));
@@ -1971,23 +1983,35 @@ impl<E: Engine> crate::integrate::system::StepHooks for StageSampled<'_, E> {
     }
 }
 
-/// How much the segments now installed jump against the committed ones at `t0` in the
-/// second and third time derivatives (the smooth reconstruction keeps value and slope
-/// continuous; `ü` and the cubic's `u⃛` jump): the size of the kink in the right-hand side
-/// that a multistep history spans ([`Integrator::inputs_changed`]). Unknown when an input has
-/// no committed segment yet.
+/// How much the segments now installed jump against the committed ones at `t0` in value
+/// and in the second and third time derivatives: the size of the kink in the right-hand side
+/// that a multistep history spans ([`Integrator::inputs_changed`]). The smooth reconstruction
+/// keeps value and slope continuous, so only `ü` and the cubic's `u⃛` jump; `hold` jumps in
+/// value wherever the sample changed. A value jump that moved a driven position beyond the
+/// tolerance was already a restart ([`input_jump`]); what is left here moves no state but
+/// makes the accelerations jump (a force or torque, or a driven coordinate that the joint
+/// formulation eliminates). Differences of a few rounding units are not jumps. Unknown when
+/// an input has no committed segment yet.
 fn input_kink<E: Engine>(inputs: &[InputState], e: &mut E, t0: f64) -> InputKink {
-    let mut kink = InputKink {
-        accel: 0.0,
-        jerk: 0.0,
-    };
+    let mut kink = InputKink::NONE;
     for (inp, seg) in inputs.iter().zip(&e.inputs_mut().segments) {
         let Some(c) = inp.committed else {
             return InputKink::UNKNOWN;
         };
-        kink.accel = kink.accel.max((c.eval(t0)[2] - seg.eval(t0)[2]).abs());
-        kink.jerk = kink.jerk.max(6.0 * (c.coeffs[3] - seg.coeffs[3]).abs());
+        kink = kink_between(kink, &c, seg, t0);
     }
+    kink
+}
+
+/// `kink` widened by the jump from segment `old` to `new` at `t`.
+fn kink_between(mut kink: InputKink, old: &InputSegment, new: &InputSegment, t: f64) -> InputKink {
+    let (a, b) = (old.eval(t), new.eval(t));
+    let dv = (a[0] - b[0]).abs();
+    if dv > 64.0 * f64::EPSILON * (a[0].abs() + b[0].abs()) {
+        kink.value = kink.value.max(dv);
+    }
+    kink.accel = kink.accel.max((a[2] - b[2]).abs());
+    kink.jerk = kink.jerk.max(6.0 * (old.coeffs[3] - new.coeffs[3]).abs());
     kink
 }
 
@@ -2053,17 +2077,21 @@ fn restart_on_jump<E: Engine>(
 
 /// The right-hand side changed at the accepted time (new input segments, a motion's
 /// breakpoint): the method's carried derivatives are stale, and a multistep method restarts
-/// if the change moved the driven positions or velocities beyond the tolerance.
+/// if the change moved the driven positions or velocities beyond the tolerance, or else
+/// re-anchors its history to the inputs' `kink` there (a held force's new sample).
 fn continue_after_change<E: Engine>(
     integ: &mut AnyIntegrator,
     e: &mut E,
     s: &Settings,
     base: &mut Stats,
     events: &mut EventLocator,
+    kink: InputKink,
 ) -> Result<(), IntegrateError> {
     <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
     if s.method.is_multistep() && restart_on_jump(integ, e, s, base)? {
         events.reset();
+    } else if kink.any() {
+        <AnyIntegrator as Integrator<E>>::inputs_changed(integ, e, kink)?;
     }
     Ok(())
 }
@@ -2079,7 +2107,7 @@ fn continue_at_breakpoint<E: Engine>(
     t: f64,
 ) -> Result<(), IntegrateError> {
     e.set_motion_right_limit_at(t);
-    continue_after_change(integ, e, s, base, events)
+    continue_after_change(integ, e, s, base, events, InputKink::NONE)
 }
 
 /// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the

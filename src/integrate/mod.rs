@@ -314,9 +314,11 @@ pub trait Integrator<S: MultibodySystem + ?Sized> {
     fn set_settings(&mut self, settings: Settings);
     /// The right-hand side changed at the current point while the state did not: new input
     /// segments at a communication point (the driven accelerations `u''` jump between C¹
-    /// segments). A method that carries derivatives from the end of the last step into the
-    /// next (`f(t_n, y_n)`, start-of-step data) evaluates them again before its next step.
-    /// Methods that evaluate everything at the start of each step need nothing (the default).
+    /// segments, a held force's value jumps). A method that carries derivatives from the end
+    /// of the last step into the next (`f(t_n, y_n)`, a first stage, the accelerations `q̈_n`)
+    /// evaluates them again before its next step: with the old ones a held force acts late
+    /// (the trapezoidal rule moved 0.50× of a force jump's first-step response). Methods that
+    /// evaluate everything at the start of each step need nothing (the default).
     fn rhs_changed(&mut self) {}
     /// New input segments at the current point, the state unchanged (a communication point
     /// without a jump): the right-hand side's time derivatives may jump there by `kink` (the

@@ -175,6 +175,11 @@ pub struct Newmark {
     pen_cols: Vec<usize>,
     #[serde(skip)]
     a_eff: Vec<f64>,
+    /// `q̈_n` (and with it `a_n`) belongs to the right-hand side before
+    /// [`Integrator::rhs_changed`]: evaluated again at the start of the next step. Transient
+    /// (set and cleared within one communication step), so not part of the saved state.
+    #[serde(skip)]
+    rhs_stale: bool,
 }
 
 impl Newmark {
@@ -237,6 +242,7 @@ impl Newmark {
             pen_rows: vec![0.0; n_c],
             pen_cols: Vec::with_capacity(n_q),
             a_eff: vec![0.0; n_q],
+            rhs_stale: false,
         }
     }
 
@@ -272,6 +278,37 @@ impl Newmark {
         for i in 0..self.nq {
             self.r_prev[i] = (alpha_m * self.a[i] - alpha_f * self.qdd[i]) / (1.0 - alpha_m);
         }
+    }
+
+    /// The accelerations of the right-hand side that changed at the current point (new input
+    /// segments: a held force that jumped). The step's formulas start from `a_n`: with the
+    /// previous sample's, the trapezoidal rule averages the old force with the new one and
+    /// moves a slider 0.50× of a force jump's first-step response. The jump `Δ = q̈_new − q̈_n`
+    /// is added to `a_n` (for the α-methods `a` tracks `q̈` shifted in time: their filter state
+    /// stays, only the new level enters) and to `q̈_{n−1}`, so that the velocity error
+    /// estimate's second difference is that of the new right-hand side, not the jump itself.
+    fn refresh_accelerations<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+    ) -> Result<(), IntegrateError> {
+        let t = self.state.t;
+        self.stats.f_evals += 1;
+        self.ws.accelerations(
+            sys,
+            t,
+            &self.state.q,
+            &self.state.v,
+            &mut self.a1,
+            &mut self.lam1,
+        )?;
+        for i in 0..self.nq {
+            let jump = self.a1[i] - self.qdd[i];
+            self.a[i] += jump;
+            self.qdd_prev[i] += jump;
+            self.qdd[i] = self.a1[i];
+        }
+        self.state.lambda.copy_from_slice(&self.lam1);
+        Ok(())
     }
 
     /// Penalties per constraint row, `p_k = PENALTY_RATIO m_k / (cβh² ‖Φq_k‖²)` with `m_k =
@@ -516,12 +553,17 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Newmark {
         self.y_new[n..].copy_from_slice(&self.a);
         self.h = dense::first_step(&self.settings, x.t, &self.y_old, &self.y_new, self.order());
         self.initialized = true;
+        self.rhs_stale = false;
         Ok(())
     }
 
     fn step(&mut self, sys: &mut S, t_limit: f64) -> Result<f64, IntegrateError> {
         if !self.initialized {
             return Err(IntegrateError::Settings("step before initialize".into()));
+        }
+        if self.rhs_stale {
+            self.refresh_accelerations(sys)?;
+            self.rhs_stale = false;
         }
         let nq = self.nq;
         let t = self.state.t;
@@ -673,5 +715,8 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Newmark {
             method: self.method,
             ..settings
         };
+    }
+    fn rhs_changed(&mut self) {
+        self.rhs_stale = true;
     }
 }
