@@ -9,9 +9,11 @@
 //! - `smooth` (default): cubic Hermite segments, continuous in value and slope across
 //!   communication points (so a driven coordinate's position and velocity never jump), aimed
 //!   at a target value and slope at the end of the step:
-//!   - the quadratic through the last three samples, extrapolated, while the newest sample
-//!     fits the trend of the ones before (misfit `|u_k − Q(t_k)|`, `Q` the quadratic through
-//!     the three samples before, small against the recent increments `Σ|Δu|`);
+//!   - the cubic through the last four samples, extrapolated, while the newest sample fits
+//!     the trend of the ones before (misfit `|u_k − Q(t_k)|`, `Q` the cubic through the four
+//!     samples before, the quadratic through three with four samples, small against the
+//!     recent increments `Σ|Δu|`), plus the gap between the carried-over start and that
+//!     trend, decaying over about half a step (a start from rest catches up without a spike);
 //!   - otherwise the least-squares line through the last [`HISTORY`] samples (a step, noise),
 //!     limited to the samples' range, with a Fritsch–Carlson bound on the end slope so the
 //!     segment does not overshoot;
@@ -36,6 +38,22 @@ pub const HISTORY: usize = 8;
 /// period at most 0.2). Linear blend in between.
 const NOW_SMOOTH: f64 = 0.2;
 const NOW_ROUGH: f64 = 0.4;
+/// From five samples on, the newest sample's misfit against the cubic through the four before
+/// it (a fourth difference, `u⁗ H⁴` on a smooth signal): a step still gives 1, white noise
+/// about 2.5, and a signal that starts from rest (`u = c (t − t₀)³`, value, slope and
+/// curvature 0 at `t₀`) at most 1 at the first sample after `t₀` (indistinguishable from a
+/// step), and 0.5 at the second (a step's second sample gives 3). The quadratic's misfit (a
+/// third difference) judged such a start, and a `sin³` zero crossing, a step for three
+/// samples (0.6–1 of the increments). These thresholds apply where the newest sample runs
+/// ahead of the cubic's prediction; where it falls short (a ramp that stops also gives 0.5)
+/// [`NOW_SMOOTH`] and [`NOW_ROUGH`] do.
+const NOW_SMOOTH_4: f64 = 0.4;
+const NOW_ROUGH_4: f64 = 0.8;
+/// Cap of one sample's misfit ratio in the window's mean of ratios.
+const RATIO_CAP: f64 = 4.0;
+/// The gap between the carried-over start and the trend decays like `exp(−t / (GAP_TAU h))`
+/// (critically damped).
+const GAP_TAU: f64 = 0.5;
 /// The same over the window, `mean|u_j − Q(t_j)| / mean|Δu|`: white noise gives about 3, a sine
 /// sampled at 12 points per period 0.25, so a noisy history is told from a smooth one even
 /// where a single sample happens to fit.
@@ -227,6 +245,23 @@ fn smooth_segment(
         through_samples(&history[n.saturating_sub(3)..], t, u)
     };
     let [e_end, e_slope, _] = q.eval(t + h);
+    // Where the segment starts off the trend (after a start from rest, a step or the
+    // start-up), the gap to the trend closes like a critically damped second-order system
+    // over about half a step instead of within the step: a lag of `7 u⃛ H³/6` closed in one
+    // step read as an acceleration of ~15 `u⃛ H` (docs/fmi-runtime.md). Not during the
+    // start-up (up to five samples), which still closes its gap within the step.
+    let (e_end, e_slope) = if n < 6 {
+        (e_end, e_slope)
+    } else {
+        let [qv, qd, _] = q.eval(t);
+        let (g, s) = (p - qv, d - qd);
+        let (g1, s1) = gap_decay(g, s, h);
+        if g1.is_finite() && s1.is_finite() {
+            (e_end + g1, e_slope + s1)
+        } else {
+            (e_end, e_slope)
+        }
+    };
     // Rough target: the least-squares line through the window.
     let (l_end, l_slope) = ls_line(history, t + h);
     let (w_now, w_window) = smoothness(history);
@@ -265,7 +300,14 @@ fn smooth_segment(
         } else {
             1.0
         };
-    let excess = quadratic_excess(&q, t, h, lo, hi).min(cap);
+    // The smooth target itself (the trend plus the decaying gap) counts as part of that
+    // excursion: otherwise, on a monotone signal whose trend ends just outside the range, a gap
+    // of either sign would be cut on one side only (a kink in the segment as a function of the
+    // newest sample, right at the sample: directional derivatives disagreed with differences).
+    let excess = quadratic_excess(&q, t, h, lo, hi)
+        .max(e_end - hi)
+        .max(lo - e_end)
+        .min(cap);
     let (lo0, hi0) = (lo, hi);
     let (lo, hi) = (lo - w * excess, hi + w * excess);
     let raw_target = w * e_end + (1.0 - w) * r_end;
@@ -317,7 +359,9 @@ fn smooth_segment(
 /// sample earlier: the start-up, from rest to the signal's trend, ends at the third sample
 /// instead of the fourth (the chain of paper 003 at H = 0.05 s: the suspension's `ü` jumped
 /// by up to 30 m/s² at four communication points before, three now; docs/benchmarks.md).
-/// With fewer samples nothing can be judged: rough.
+/// With fewer samples nothing can be judged: rough. With four, against the quadratic through
+/// the three before; from five on against the cubic through the four before (see
+/// [`NOW_SMOOTH_4`]).
 fn smoothness(history: &[(f64, f64)]) -> (f64, f64) {
     let n = history.len();
     let weight = |num: f64, den: f64, smooth: f64, rough: f64| {
@@ -339,20 +383,56 @@ fn smoothness(history: &[(f64, f64)]) -> (f64, f64) {
     if n < 4 {
         return (0.0, 0.0);
     }
-    let misfit = |j: usize| {
-        let q = through_samples(&history[j - 3..j], history[j - 1].0, history[j - 1].1);
-        (history[j].1 - q.eval(history[j].0)[0]).abs()
-    };
     let increment = |j: usize| (history[j].1 - history[j - 1].1).abs();
-    let now = weight(
-        misfit(n - 1),
-        (n - 3..n).map(increment).sum(),
-        NOW_SMOOTH,
-        NOW_ROUGH,
-    );
-    let m = (3..n).map(misfit).sum::<f64>() / (n - 3) as f64;
+    if n == 4 {
+        let q = through_samples(&history[..3], history[2].0, history[2].1);
+        let misfit = (history[3].1 - q.eval(history[3].0)[0]).abs();
+        let now = weight(misfit, (1..4).map(increment).sum(), NOW_SMOOTH, NOW_ROUGH);
+        let d = (1..4).map(increment).sum::<f64>() / 3.0;
+        return (now, weight(misfit, d, WINDOW_SMOOTH, WINDOW_ROUGH));
+    }
+    // From five samples: against the cubic through the four before.
+    let misfit =
+        |j: usize| (history[j].1 - cubic_through(&history[j - 4..j]).eval(history[j].0)[0]).abs();
+    let local = |j: usize| (j - 2..=j).map(increment).sum::<f64>();
+    // Lenient only where the newest sample runs ahead of the trend (a start from rest
+    // accelerating); one that falls short of it (a stop after a ramp, an arrival at rest)
+    // keeps the quadratic's thresholds. Both give 1 at a zero misfit: continuous.
+    let pred = cubic_through(&history[n - 5..n - 1]).eval(history[n - 1].0)[0];
+    let ahead = (history[n - 1].1 - pred) * (pred - history[n - 2].1) > 0.0;
+    let (smooth, rough) = if ahead {
+        (NOW_SMOOTH_4, NOW_ROUGH_4)
+    } else {
+        (NOW_SMOOTH, NOW_ROUGH)
+    };
+    let now = weight(misfit(n - 1), local(n - 1), smooth, rough);
+    // The window: the mean misfit against the mean increment, or the mean of the samples'
+    // own ratios (capped), whichever is smaller. Noise gives both large; a start from rest
+    // has one or two samples with ratios up to 1 among samples at rest (0/0, counted 0),
+    // whose mean increment is small.
+    let m = (4..n).map(misfit).sum::<f64>() / (n - 4) as f64;
     let d = (1..n).map(increment).sum::<f64>() / (n - 1) as f64;
-    (now, weight(m, d, WINDOW_SMOOTH, WINDOW_ROUGH))
+    let ratio = |num: f64, den: f64| {
+        if num == 0.0 {
+            0.0
+        } else if den == 0.0 {
+            RATIO_CAP
+        } else {
+            (num / den).min(RATIO_CAP)
+        }
+    };
+    let mean_ratio = (4..n).map(|j| ratio(misfit(j), local(j))).sum::<f64>() / (n - 4) as f64;
+    let r = ratio(m, d).min(mean_ratio);
+    (now, weight(r, 1.0, WINDOW_SMOOTH, WINDOW_ROUGH))
+}
+
+/// Where the gap `(g, ġ)` between the start of a segment and the trend stands after `h`,
+/// decaying like a critically damped system, `(g + (ġ + ω g) τ) e^{−ω τ}`, `ω = 1/(GAP_TAU h)`.
+fn gap_decay(g: f64, s: f64, h: f64) -> (f64, f64) {
+    let om = 1.0 / (GAP_TAU * h);
+    let e = (-h * om).exp();
+    let b = s + om * g;
+    ((g + b * h) * e, (s - om * b * h) * e)
 }
 
 /// Value at `t_eval` and slope of the least-squares line through the samples.
@@ -552,6 +632,101 @@ mod tests {
                 "h = {h}: [{smin}, {smax}] against the samples' [{lo}, {hi}]"
             );
         }
+    }
+
+    /// Largest errors in `u`, `u̇`, `ü` of the smooth reconstruction of `f` (closed form
+    /// `[u, u̇, ü]`) sampled every `h` up to `t_end`, at 10 points per step from `t_from` on.
+    fn smooth_errors(f: impl Fn(f64) -> [f64; 3], h: f64, t_from: f64, t_end: f64) -> [f64; 3] {
+        let mut inp = InputState::new(f(0.0)[0]);
+        let mut worst = [0.0f64; 3];
+        for k in 0..(t_end / h).round() as usize {
+            let t = k as f64 * h;
+            inp.value = f(t)[0];
+            inp.record(t, inp.value);
+            let seg = inp.segment(Reconstruction::Smooth, t, h);
+            for j in 0..10 {
+                let tj = t + h * j as f64 / 10.0;
+                if tj < t_from {
+                    continue;
+                }
+                let (got, want) = (seg.eval(tj), f(tj));
+                for i in 0..3 {
+                    worst[i] = worst[i].max((got[i] - want[i]).abs());
+                }
+            }
+            inp.committed = Some(seg);
+        }
+        worst
+    }
+
+    /// A minimum-jerk move of `d` in `tm` from rest at `t0`: value, slope and curvature 0 at
+    /// both ends, `|u⃛| ≤ 60 d / tm³` (at the ends).
+    fn minimum_jerk(t: f64, d: f64, t0: f64, tm: f64) -> [f64; 3] {
+        let y = (t - t0) / tm;
+        let x = y.clamp(0.0, 1.0);
+        let inside = if (0.0..1.0).contains(&y) { 1.0 } else { 0.0 };
+        [
+            d * x.powi(3) * (10.0 - 15.0 * x + 6.0 * x * x),
+            inside * d * 30.0 * x * x * (1.0 - x).powi(2) / tm,
+            inside * d * 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) / (tm * tm),
+        ]
+    }
+
+    /// A signal that starts from rest (a minimum-jerk move: value, slope and curvature 0 at
+    /// its start) is followed to a few `u⃛ H` in `ü`: the first sample after the start cannot
+    /// be told from a step (so the reconstruction lags by up to `7 u⃛ H³ / 6`), the second
+    /// confirms the trend and the lag closes over about a step. Before, the newest sample was
+    /// judged a step for three samples and the lag closed within one step: at H = 10 ms `ü`
+    /// reached 19.4 m/s² (error 18.1 = 24 `u⃛ H`; the move's largest `|ü|` is 1.44), the value
+    /// lagged by 2.3e-4 m = 3.1 `u⃛ H³`; at 1 ms the `ü` error was 2.03 = 27 `u⃛ H`.
+    #[test]
+    fn smooth_mode_follows_a_minimum_jerk_start_from_rest() {
+        let (d, t0, tm) = (0.01, 0.4, 0.2);
+        let jerk = 60.0 * d / (tm * tm * tm);
+        for h in [1e-3, 1e-2] {
+            let [eu, ed, edd] = smooth_errors(|t| minimum_jerk(t, d, t0, tm), h, 0.0, 1.0);
+            eprintln!(
+                "minimum jerk, h = {h}: errors u {eu:.3e} u' {ed:.3e} u'' {edd:.3} (jerk h {:.3})",
+                jerk * h
+            );
+            assert!(eu < 3.0 * jerk * h.powi(3), "h = {h}: u error {eu:e}");
+            assert!(ed < 2.0 * jerk * h * h, "h = {h}: u' error {ed:e}");
+            assert!(edd < 5.0 * jerk * h, "h = {h}: u'' error {edd}");
+        }
+    }
+
+    /// `sin³` starts from rest, and crosses zero with zero slope and curvature
+    /// (`u ≈ a ω³ t³` there, `|u⃛| ≤ 6 a ω³`): locally a cubic, which the cubic through four
+    /// samples follows, where the quadratic's misfit judged every crossing a step (`ü` error
+    /// 6.4 m/s² = 35 `u⃛ H` at 1 ms for 1 mm at 5 Hz; at 10 ms 37.3 m/s², where the signal's
+    /// largest `|ü|` is 2.96).
+    #[test]
+    fn smooth_mode_follows_sin3_through_its_flat_zero_crossings() {
+        let (a, w) = (1e-3, 2.0 * std::f64::consts::PI * 5.0);
+        let f = |t: f64| {
+            let (s, c) = (w * t).sin_cos();
+            [
+                a * s.powi(3),
+                3.0 * a * w * s * s * c,
+                a * w * w * (6.0 * s * c * c - 3.0 * s.powi(3)),
+            ]
+        };
+        let jerk = 6.0 * a * w.powi(3);
+        for h in [1e-3, 2e-3] {
+            let [eu, ed, edd] = smooth_errors(f, h, 0.05, 1.0);
+            eprintln!(
+                "sin^3, h = {h}: errors u {eu:.3e} u' {ed:.3e} u'' {edd:.3} (jerk h {:.3})",
+                jerk * h
+            );
+            assert!(eu < 3.0 * jerk * h.powi(3), "h = {h}: u error {eu:e}");
+            assert!(ed < 2.0 * jerk * h * h, "h = {h}: u' error {ed:e}");
+            assert!(edd < 3.0 * jerk * h, "h = {h}: u'' error {edd}");
+        }
+        // At 10 ms the 15 Hz harmonic of sin³ has 6.7 samples per period, below the 12 the
+        // trend is made for: 24.9 m/s² (a 0.25 mm sine at 15 Hz alone gives 16.1 there).
+        let [_, _, edd] = smooth_errors(f, 1e-2, 0.05, 1.0);
+        eprintln!("sin^3, h = 0.01: u'' error {edd:.3}");
+        assert!(edd < 30.0, "h = 0.01: u'' error {edd}");
     }
 
     #[test]
