@@ -169,6 +169,60 @@ fn block_holds_below_the_friction_angle() {
     }
 }
 
+/// The load is there from the start. Stiction used to start unloaded, the load arriving as a
+/// step on the anchor's spring-damper, whose overshoot (about 18 % at the examples' damping)
+/// broke the block loose at 86 % of the limit: at 31° it slid 0.42 m in 1 s, at 34° 0.71 m.
+/// Now at 34° (tan 34° = 0.675 against μ_s = 0.7, 96 %) it holds, and so does the rotor at
+/// 1.17 N m (99.4 % of μ_s r m g = 1.1772 N m). With `initial = "static"` the static
+/// equilibrium keeps it stuck and finds the deflection `m g sin θ / k_s` (it reported
+/// "nothing holds it there": the static iterations broke it loose against a normal force not
+/// yet known).
+#[test]
+fn stiction_holds_close_to_its_limit_from_the_start() {
+    let steep = [(
+        "cos(pi/6)\", \"-sin(pi/6)",
+        "cos(34*pi/180)\", \"-sin(34*pi/180)",
+    )];
+    let (k_s, th) = (1e7, 30f64.to_radians());
+    for (method, joint) in cases() {
+        let form = formulation(joint);
+        let (drift, _) = slope_run(joint, method, &steep, 1.0);
+        assert!(
+            drift < 1e-9,
+            "{method:?} {form}: the block at 34° moved {drift:.3e} m"
+        );
+        let mut sys = system(
+            "rotor_friction.toml",
+            joint,
+            &[("value = 1.0\n", "value = 1.17\n")],
+        );
+        let mut turned: f64 = 0.0;
+        simulate(&mut sys, method, 1e-6, 1.0, |_, out| {
+            turned = turned.max(out[0].abs())
+        })
+        .unwrap_or_else(|e| panic!("{method:?} {form}: {e}"));
+        assert!(
+            turned < 1e-9,
+            "{method:?} {form}: rotor at 1.17 N m turned {turned:.3e}"
+        );
+        let statics = [(
+            "gravity = [0.0, -9.81, 0.0]\n",
+            "gravity = [0.0, -9.81, 0.0]\ninitial = \"static\"\n",
+        )];
+        let mut sys = system("slope_block.toml", joint, &statics);
+        let sag = G * th.sin() / k_s;
+        let mut worst: f64 = 0.0;
+        simulate(&mut sys, method, 1e-6, 1.0, |_, out| {
+            worst = worst.max((out[0] - sag).abs())
+        })
+        .unwrap_or_else(|e| panic!("{method:?} {form} static start: {e}"));
+        assert!(
+            worst < 1e-3 * sag,
+            "{method:?} {form}: static start off m g sin θ / k_s = {sag:.4e} by {worst:.3e}"
+        );
+    }
+}
+
 #[test]
 fn block_without_stiction_creeps() {
     // The same load on pure regularized Coulomb friction (no `mu_static`): it creeps at

@@ -445,7 +445,10 @@ fn static_equilibrium(
     q: &mut [f64],
 ) -> Result<(usize, usize), ModelError> {
     let q_start = q.to_vec();
-    match super::statics::solve_static(sys, t, q) {
+    sys.stick_frozen = true;
+    let solved = super::statics::solve_static(sys, t, q);
+    sys.stick_frozen = false;
+    match solved {
         Ok(s) => Ok((s.iterations, s.relaxation_steps)),
         Err(e) => {
             // How far the search went: a large sag means the springs cannot carry the load

@@ -25,6 +25,9 @@
 //!   spring carries the present kinetic force, `a = ξ + F_kin / k_s`, so the force is
 //!   continuous at the switch. A load above `μ_s N` then breaks it loose again.
 //!
+//! At initialization a sticking element's anchor is placed so that its spring already carries
+//! the holding force (`System::preload_stick`); static equilibrium keeps every element stuck.
+//!
 //! The switch stick → slip is detected at the end of the step in which the limit was exceeded
 //! (no event location: the mode change is not a function of the positions alone). The states
 //! are part of the engine state (FMU state, `getFMUState`).

@@ -270,6 +270,11 @@ pub struct System {
     /// A stick state changed mode at the last accepted step.
     #[serde(skip)]
     law_switched: bool,
+    /// Static equilibrium is being sought: its accepted iterates keep the stick states as they
+    /// are (a static equilibrium with stiction is one where it holds; the normal forces that
+    /// set the limit are not known before it).
+    #[serde(skip)]
+    pub(super) stick_frozen: bool,
     /// Contacts with friction (`mbs::contact_friction`) and the stick states of those with
     /// stiction, by slot (changed only at accepted steps), with their checkpoint.
     #[serde(default)]
@@ -340,6 +345,7 @@ impl System {
             joint_normal: vec![0.0; spec.joints.len()],
             stick: Vec::new(),
             stick_backup: Vec::new(),
+            stick_frozen: false,
             law_switched: false,
             contact_friction: Vec::new(),
             contact_stick: Vec::new(),
