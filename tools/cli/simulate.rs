@@ -492,9 +492,11 @@ pub fn apply_sets(spec: &ModelSpec, sets: &[String]) -> CliResult<Settings> {
             // An Integer or Enumeration takes a whole number (1.5 ran as item 1).
             (mbsfmu::description::VarType::Float64, Ok(x)) => x,
             (_, Ok(x)) if x.fract() == 0.0 => x,
-            (_, Ok(_)) => return Err(CliError::User(format!(
+            (_, Ok(_)) => {
+                return Err(CliError::User(format!(
                 "--set {s}: {value:?} is not a whole number ({name} is an integer or enumeration)"
-            ))),
+            )))
+            }
             (mbsfmu::description::VarType::Enumeration(e), Err(_)) => e
                 .items()
                 .iter()
