@@ -89,9 +89,10 @@ pub struct Dopri5 {
     rcont: Vec<Vec<f64>>,
     initialized: bool,
     /// `k[0]` (evaluated at the end of the last step) belongs to the right-hand side before
-    /// [`Integrator::rhs_changed`]: evaluated again at the start of the next step. Transient
-    /// (set and cleared within one communication step), so not part of the saved state.
-    #[serde(skip)]
+    /// [`Integrator::rhs_changed`] or to the state before [`Integrator::restart`]: evaluated
+    /// again at the start of the next step. Saved with the state: a restart may set it at the
+    /// end of a communication step, and the event locator's backup is taken before the step
+    /// that clears it.
     rhs_stale: bool,
 }
 
@@ -391,6 +392,24 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Dopri5 {
     }
     fn rhs_changed(&mut self) {
         self.rhs_stale = true;
+    }
+    /// From the projected state `x`: the step size and controller stay, the first stage is
+    /// evaluated at `x` before the next step (as after [`Integrator::rhs_changed`]).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        if !self.initialized || !self.state.assign_same_size(x) {
+            return self.initialize(sys, x).map(|()| false);
+        }
+        let n = self.ws.nq;
+        self.y0[..n].copy_from_slice(&x.q);
+        self.y0[n..].copy_from_slice(&x.v);
+        for r in self.rcont.iter_mut() {
+            r.fill(0.0);
+        }
+        self.rcont[0].copy_from_slice(&self.y0);
+        self.dense_t = x.t;
+        self.dense_h = 0.0;
+        self.rhs_stale = true;
+        Ok(true)
     }
 }
 

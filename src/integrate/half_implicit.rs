@@ -580,6 +580,15 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for HalfImplicit {
             ..settings
         };
     }
+    /// From the projected state `x`: the step size and controller stay; the start matrix (12)
+    /// is evaluated at `x` (forces are evaluated at every step's start anyway).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        if !self.initialized || !self.state.assign_same_size(x) {
+            return self.initialize(sys, x).map(|()| false);
+        }
+        self.core.start_ready = false;
+        Ok(true)
+    }
 }
 
 impl HalfImplicit {

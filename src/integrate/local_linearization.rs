@@ -910,6 +910,16 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for LocalLinearization {
     fn rhs_changed(&mut self) {
         self.rhs_stale = true;
     }
+    /// From the projected state `x`: the step size, controller and a reusable `A` stay; `f0`
+    /// is evaluated at `x` before the next step (as after [`Integrator::rhs_changed`], which
+    /// also makes a fresh `A` count as kept: its forcing is taken again at `x`).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        if !self.initialized || !self.state.assign_same_size(x) {
+            return self.initialize(sys, x).map(|()| false);
+        }
+        self.rhs_stale = true;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -84,8 +84,11 @@ impl Method {
         Method::ALL.iter().copied().find(|m| m.name() == s)
     }
     /// Whether the method carries a multistep history, which cannot absorb a jump in the state
-    /// (a kink in a driven input at a communication point): the co-simulation layer restarts
-    /// such a method from the projected state. One-step methods project on their own.
+    /// (a kink in a driven input at a communication point). Every method is restarted from the
+    /// projected state after such a jump ([`Integrator::restart`]); a multistep method loses
+    /// its history there, a one-step method only re-evaluates what it carried from the last
+    /// step. The co-simulation layer's recovery from a kink seen only at the stage times of a
+    /// failed step (FMI 3 intermediate update) is for multistep methods only.
     pub fn is_multistep(self) -> bool {
         self == Method::Bdf
     }
@@ -270,6 +273,25 @@ pub struct MechState {
     pub lambda: Vec<f64>,
 }
 
+impl MechState {
+    /// Take `x` in place (time, positions, velocities, multipliers) when it has the sizes of
+    /// `self`: a one-step method's [`Integrator::restart`] from a projected state. Whether it
+    /// did (otherwise `self` is unchanged and the method initializes instead).
+    pub fn assign_same_size(&mut self, x: &MechState) -> bool {
+        if x.q.len() != self.q.len() || x.v.len() != self.v.len() {
+            return false;
+        }
+        self.t = x.t;
+        self.q.copy_from_slice(&x.q);
+        self.v.copy_from_slice(&x.v);
+        // The multipliers are re-evaluated at the next step's start; keep them if absent.
+        if x.lambda.len() == self.lambda.len() {
+            self.lambda.copy_from_slice(&x.lambda);
+        }
+        true
+    }
+}
+
 impl Clone for MechState {
     fn clone(&self) -> Self {
         MechState {
@@ -330,10 +352,12 @@ pub trait Integrator<S: MultibodySystem + ?Sized> {
         Ok(())
     }
     /// Start again from `x` after a jump in the state (an input that moved a driven position
-    /// or velocity): the history is gone, but what does not depend on it may be kept (a
-    /// multistep method keeps its Jacobian, iteration matrix and step size). Returns whether
-    /// the statistics were kept (`true`) or start over like after [`Integrator::initialize`]
-    /// (the default, which is `initialize`).
+    /// or velocity, projected by the co-simulation layer): the history is gone, but what does
+    /// not depend on it may be kept (a multistep method keeps its Jacobian, iteration matrix
+    /// and step size; a one-step method takes `x`, keeps its step size, step-size controller
+    /// and Jacobians, and re-evaluates the derivatives it carried, as after
+    /// [`Integrator::rhs_changed`]). Returns whether the statistics were kept (`true`) or start
+    /// over like after [`Integrator::initialize`] (the default, which is `initialize`).
     fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
         self.initialize(sys, x).map(|()| false)
     }

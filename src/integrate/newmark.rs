@@ -176,9 +176,10 @@ pub struct Newmark {
     #[serde(skip)]
     a_eff: Vec<f64>,
     /// `q̈_n` (and with it `a_n`) belongs to the right-hand side before
-    /// [`Integrator::rhs_changed`]: evaluated again at the start of the next step. Transient
-    /// (set and cleared within one communication step), so not part of the saved state.
-    #[serde(skip)]
+    /// [`Integrator::rhs_changed`] or to the state before [`Integrator::restart`]: evaluated
+    /// again at the start of the next step. Saved with the state: a restart may set it at the
+    /// end of a communication step, and the event locator's backup is taken before the step
+    /// that clears it.
     rhs_stale: bool,
 }
 
@@ -718,5 +719,15 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Newmark {
     }
     fn rhs_changed(&mut self) {
         self.rhs_stale = true;
+    }
+    /// From the projected state `x`: the step size and controller stay; `q̈_n` is evaluated at
+    /// `x` before the next step and its jump added to `a_n` and `q̈_{n−1}` (as after
+    /// [`Integrator::rhs_changed`]).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        if !self.initialized || !self.state.assign_same_size(x) {
+            return self.initialize(sys, x).map(|()| false);
+        }
+        self.rhs_stale = true;
+        Ok(true)
     }
 }

@@ -1127,6 +1127,16 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
     fn rhs_changed(&mut self) {
         self.rhs_stale = true;
     }
+    /// From the projected state `x`: the step size, controller, partition and (W-method) the
+    /// kept Jacobian stay; the start-of-step data are evaluated at `x` before the next step
+    /// (as after [`Integrator::rhs_changed`]).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        if !self.initialized || !self.state.assign_same_size(x) {
+            return self.initialize(sys, x).map(|()| false);
+        }
+        self.rhs_stale = true;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

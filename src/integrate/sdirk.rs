@@ -494,4 +494,14 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Sdirk {
     fn rhs_changed(&mut self) {
         self.rhs_stale = true;
     }
+    /// From the projected state `x`: the step size and controller stay (the iteration matrix
+    /// is formed at every step's start anyway), `f_0` is evaluated at `x` before the next step
+    /// (as after [`Integrator::rhs_changed`]).
+    fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
+        if !self.initialized || !self.state.assign_same_size(x) {
+            return self.initialize(sys, x).map(|()| false);
+        }
+        self.rhs_stale = true;
+        Ok(true)
+    }
 }
