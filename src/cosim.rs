@@ -103,6 +103,12 @@ pub trait Engine:
     fn failure_cause(&self, _x: &MechState) -> Option<String> {
         None
     }
+    /// After a completed step at state `x`: an error where the state is wrong in a way the
+    /// integration cannot see (a constraint dropped as redundant at assembly that no longer
+    /// holds).
+    fn check_state(&mut self, _x: &MechState) -> Result<(), ModelError> {
+        Ok(())
+    }
 }
 
 impl Engine for crate::mbs::system::System {
@@ -150,6 +156,9 @@ impl Engine for crate::mbs::system::System {
     }
     fn failure_cause(&self, x: &MechState) -> Option<String> {
         crate::mbs::singular::singular_position(self, x)
+    }
+    fn check_state(&mut self, x: &MechState) -> Result<(), ModelError> {
+        self.check_dropped_rows(x)
     }
 }
 
@@ -1267,6 +1276,8 @@ impl<E: Engine> Simulation<E> {
         self.st.last_h = self.st.x.as_ref().expect("just set").t - t0;
         self.st.outputs_valid = false;
         if result.is_ok() {
+            let x = self.st.x.as_ref().expect("just set");
+            self.st.engine.check_state(x)?;
             self.ensure_outputs()?;
         }
         result

@@ -2519,6 +2519,42 @@ fn planar_first_load_follows_a_mass_parameter_at_the_same_state() {
 /// mechanism's five free coordinates (with the block's planar joint) take the articulated-body
 /// solve (`aba.rs`), the double pendulum the formed `M`: on a tree both are checked against
 /// `M⁻¹ Ψ` from the same state's `M` and `Ψ` too.
+const CART_PENDULUM: &str = r#"[model]
+name = "cart"
+formulation = "joint"
+gravity = [0.0, -9.81, 0.0]
+[[bodies]]
+name = "cart"
+mass = 2.0
+inertia = [0.1, 0.2, 0.3]
+position = [0.3, 0.4, 0.0]
+[[bodies]]
+name = "arm"
+mass = 0.7
+inertia = [0.01, 0.04, 0.045]
+position = [0.3, -0.1, 0.0]
+[[joints]]
+name = "rail"
+type = "prismatic"
+body1 = "ground"
+body2 = "cart"
+point = [0.0, 0.0, 0.0]
+axis = [0.6, 0.8, 0.0]
+[[joints]]
+name = "hinge"
+type = "revolute"
+body1 = "cart"
+body2 = "arm"
+point = [0.3, 0.4, 0.0]
+axis = [0.0, 0.0, 1.0]
+[[forces]]
+name = "hinge_spring"
+type = "rotational_spring_damper"
+joint = "hinge"
+stiffness = 30.0
+damping = 0.4
+"#;
+
 #[test]
 fn planar_first_load_equals_the_spatial_recursion() {
     let tether = TILTED_PLANAR.find("[[forces]]\nname = \"tether\"").unwrap();
@@ -2545,6 +2581,10 @@ fn planar_first_load_equals_the_spatial_recursion() {
     .collect();
     let spec = mbsfmu::mbs::load_model_str(&tilted, Path::new("tilted.toml")).unwrap();
     cases.push(("tilted".into(), System::new(Arc::new(spec)).unwrap()));
+    // A cart on a slanted rail with a pendulum and a torsion spring: one stage per node, a
+    // prismatic one among them (the planar load's pass for such trees, `pass_simple`).
+    let spec = mbsfmu::mbs::load_model_str(CART_PENDULUM, Path::new("cart.toml")).unwrap();
+    cases.push(("cart".into(), System::new(Arc::new(spec)).unwrap()));
     for (file, mut sys) in cases {
         for (i, seg) in sys.inputs_mut().segments.iter_mut().enumerate() {
             *seg = InputSegment {

@@ -17,6 +17,9 @@ use crate::integrate::MechState;
 use nalgebra::{DMatrix, DVector, Vector3, Vector4};
 
 const POS_TOL: f64 = 1e-12;
+/// The largest constraint residual one stage of the assembly's continuation removes (rad for
+/// angles, model units for lengths): a quarter radian keeps a driven crank on its branch.
+const STAGE_RESIDUAL: f64 = 0.25;
 const MAX_ITER: usize = 60;
 
 fn fail(sys: &System, message: String) -> ModelError {
@@ -107,10 +110,14 @@ fn gauss_newton(
     res.amax() < tol
 }
 
-/// Positions onto the constraint manifold. Plain damped Gauss–Newton first; if that fails
-/// (a driven coordinate starting far from the file's geometry), a continuation that removes
-/// the initial residual in 2, 4, … 256 stages, so drivers turn the mechanism gradually and
-/// angle branches follow.
+/// Positions onto the constraint manifold. Plain damped Gauss–Newton where the file's
+/// geometry is close to the constraints; otherwise (a driven coordinate starting far from the
+/// file's geometry, a rough drawing) a continuation that removes the initial residual in
+/// stages of at most [`STAGE_RESIDUAL`], doubling them where a stage fails, so drivers turn
+/// the mechanism gradually and it stays on the branch it is drawn in. One Newton solve from
+/// far away can land on another branch without any sign of it: a slider-crank drawn at crank
+/// angle 0 and driven to 2π came out with the slider through the crank pivot (test
+/// `a_crank_driven_a_full_turn_assembles_on_the_drawn_branch` in tests/model_errors.rs).
 fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), ModelError> {
     let q_start = q.to_vec();
     let zero = DVector::zeros(sys.all_rows_count());
@@ -125,10 +132,15 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
             .fold(1.0f64, |m, x| m.max(x.abs()))
     };
     let pos_tol = POS_TOL * scale;
-    if gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
+    let r_start = all_rows(sys, t, q).0.amax();
+    let far = r_start > STAGE_RESIDUAL;
+    if !far && gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
         return Ok(());
     }
     let mut stages = 2;
+    while far && (stages as f64) * STAGE_RESIDUAL < r_start && stages < 256 {
+        stages *= 2;
+    }
     while stages <= 256 {
         q.copy_from_slice(&q_start);
         sys.reset_angles(q, t);
@@ -142,6 +154,12 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
             return Ok(());
         }
         stages *= 2;
+    }
+    // Last resort where the stages fail: one solve from the file's geometry.
+    q.copy_from_slice(&q_start);
+    sys.reset_angles(q, t);
+    if far && gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
+        return Ok(());
     }
     let (phi, _) = all_rows(sys, t, q);
     let mut worst: Vec<(f64, usize)> = phi.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();

@@ -8,6 +8,10 @@
 //! `M⁻¹` work). This changes only the multiplier of the normalization constraint, not the
 //! motion, because `pᵀ p̈ = −ṗᵀ ṗ` is fixed by that constraint.
 
+/// A dropped constraint row's residual, relative to the model's size, beyond which it no
+/// longer holds ([`System::check_dropped_rows`]).
+const DROPPED_ROW_TOL: f64 = 1e-6;
+
 mod build;
 mod contact_friction;
 mod integrator_traits;
@@ -687,6 +691,62 @@ impl System {
         self.saddle_cache = None;
         self.active = active;
         self.dropped = dropped;
+    }
+
+    /// The rows assembly dropped as redundant must keep holding along the motion. One that
+    /// depends on the others only in the initial configuration (a mechanism drawn in a
+    /// singular position: rods whose spheres touch where they meet) is not enforced, and the
+    /// mechanism can come apart along it without a sign; this names it. At a state of either
+    /// formulation (joint coordinates: at its absolute positions). A dropped row counts as
+    /// broken when its residual exceeds [`DROPPED_ROW_TOL`] of the model's size and a hundred
+    /// times the largest kept row's (truly redundant rows follow the kept ones' drift).
+    pub(crate) fn check_dropped_rows(&mut self, x: &MechState) -> Result<(), ModelError> {
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| {
+                if s.active.len() >= s.rows.len() {
+                    return Ok(());
+                }
+                let (qa, _) = j.to_absolute(s, x.t, &x.q, None);
+                s.check_dropped_rows_at(x.t, &qa)
+            });
+        }
+        if self.active.len() >= self.rows.len() {
+            return Ok(());
+        }
+        let q = x.q.clone();
+        self.check_dropped_rows_at(x.t, &q)
+    }
+
+    fn check_dropped_rows_at(&mut self, t: f64, q: &[f64]) -> Result<(), ModelError> {
+        self.load(t, q, None);
+        let scale = self
+            .layout
+            .offsets
+            .iter()
+            .flat_map(|&o| q[o..o + 3].iter())
+            .fold(1.0f64, |m, x| m.max(x.abs()));
+        let (mut kept, mut worst) = (0.0f64, (0.0f64, usize::MAX));
+        for (i, r) in self.rows.iter().enumerate() {
+            let phi = self.row_eval(r, t, None, q, Need::VALUE).0.abs();
+            if self.active.contains(&i) {
+                kept = kept.max(phi);
+            } else if !(phi <= worst.0) {
+                worst = (phi, i);
+            }
+        }
+        let (phi, i) = worst;
+        if i == usize::MAX || phi <= DROPPED_ROW_TOL * scale || phi <= 100.0 * kept {
+            return Ok(());
+        }
+        Err(self.err(format!(
+            "constraint `{}` was dropped at assembly as redundant (it depended on the other \
+             constraints in the initial configuration), but at t = {t} it is violated by \
+             {phi:.3e} while the others hold to {kept:.1e}: the mechanism started in a singular \
+             position, where its constraints are dependent only momentarily, and now comes apart \
+             along the dropped one. Start it away from that position (or remove the joint if it \
+             is meant to be redundant)",
+            self.rows[i].label
+        )))
     }
 
     pub(crate) fn all_rows_count(&self) -> usize {

@@ -179,7 +179,7 @@ impl JointModel {
             let Some(tc) = tc else { continue };
             let x = kin.x[tc.dof];
             // The coordinate itself, also for an angle: it is continuous (`Workspace::refs`).
-            let (force, _, _) = sys.term_law(k, x, kin.xd[tc.dof], t);
+            let force = sys.term_force(k, x, kin.xd[tc.dof], t);
             if let (Some(a), true) = (tc.state, force != 0.0) {
                 f[a] += force;
             }

@@ -235,6 +235,9 @@ pub struct PlanarRef {
     stages: Vec<PStage>,
     /// Per node at the loaded pose.
     at: Vec<PAt>,
+    /// Every node one stage (a revolute or prismatic joint), its coordinate free, its parent
+    /// a node or ground, no particle: [`PlanarRef::pass_simple`] serves a new pose.
+    simple: bool,
 }
 
 /// One tree node as the planar recursions read it.
@@ -348,6 +351,13 @@ impl PlanarRef {
             com: [0.0; 2],
         };
         self.at = vec![at; nodes.len()];
+        self.simple = self.nodes.iter().all(|nd| {
+            nd.stages.len() == 1
+                && nd.state.is_some()
+                && !nd.particle
+                && !nd.driven
+                && !matches!(nd.parent, Parent::Frame(_))
+        });
     }
 
     /// The planar-first load's recursions over the nodes:
@@ -373,6 +383,7 @@ impl PlanarRef {
         match (pose, rates) {
             (true, None) => self.pass::<true, false, false>(plane, &at, ws),
             (false, None) => return false,
+            (true, Some(_)) if self.simple => self.pass_simple(plane, &at, ws),
             (true, Some(_)) => self.pass::<true, true, true>(plane, &at, ws),
             (false, Some(true)) => self.pass::<false, true, true>(plane, &at, ws),
             (false, Some(false)) => {
@@ -388,6 +399,73 @@ impl PlanarRef {
     pub fn solve(&self, ws: &mut PlanarWs, tau: &mut [f64]) -> bool {
         let n = self.nodes.len();
         super::aba::solve(&self.nodes, &ws.s, &ws.ib[..n], &mut ws.aba, tau)
+    }
+
+    /// [`PlanarRef::pass`] with pose, motion and forces for a [`PlanarRef::simple`] tree:
+    /// the same operations in the same order (the same numbers up to the sign of zeros), without the
+    /// stage loop and the cases it cannot meet. Along a trajectory of a small tree this pass
+    /// is most of an evaluation (docs/benchmarks.md, "One evaluation, session 24").
+    fn pass_simple(&mut self, plane: &Plane, inp: &PlanarAt, ws: &mut PlanarWs) {
+        let n = self.nodes.len();
+        ws.fit(n, inp.x.len());
+        let (x, xd) = (inp.x, inp.xd);
+        let ag = Pv::new(
+            0.0,
+            -inp.gravity.dot(&plane.e1),
+            -inp.gravity.dot(&plane.e2),
+        );
+        let (s, ib, ic, at) = (
+            &mut ws.s[..],
+            &mut ws.ib[..n],
+            &mut ws.ic[..n],
+            &mut self.at[..n],
+        );
+        let (vel, acc, f) = (&mut ws.vel[..n], &mut ws.acc[..n], &mut ws.f[..n]);
+        let stages = &self.stages[..n];
+        for (i, node) in self.nodes.iter().enumerate() {
+            // One stage per node: node `i`'s is stage `i`.
+            let st = &stages[i];
+            let (phi_p, cs_p, base, vp, ap) = match node.parent {
+                Parent::Node(k) => (at[k].phi, at[k].cs, at[k].com, vel[k], acc[k]),
+                _ => (0.0, (1.0, 0.0), [0.0; 2], Pv::default(), Pv::default()),
+            };
+            let off = rot2(cs_p, node.pf_off);
+            let mut o = [base[0] + off[0], base[1] + off[1]];
+            let (d, ax) = (st.dof, st.axis);
+            let (phi, cs, sd) = if st.rot {
+                let phi = phi_p + ax.w * (x[d] - st.x_ref);
+                let (sn, c) = phi.sin_cos();
+                (phi, (c, sn), Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]))
+            } else {
+                let a = rot2(cs_p, [ax.x, ax.y]);
+                o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
+                (phi_p, cs_p, Pv::new(0.0, a[0], a[1]))
+            };
+            s[d] = sd;
+            let coff = rot2(cs, node.cf_off);
+            let c = [o[0] - coff[0], o[1] - coff[1]];
+            at[i] = PAt { phi, cs, com: c };
+            let m = node.mass;
+            let b = PInertia {
+                m,
+                hx: m * c[0],
+                hy: m * c[1],
+                j: node.jnn + m * (c[0] * c[0] + c[1] * c[1]),
+            };
+            (ib[i], ic[i]) = (b, b);
+            let sxd = sd * xd[d];
+            let v = vp + sxd;
+            let a = ap + crm(&v, &sxd);
+            (vel[i], acc[i]) = (v, a);
+            f[i] = body_force(&b, &v, &a, &ag);
+        }
+        for i in (0..n).rev() {
+            if let Parent::Node(p) = self.nodes[i].parent {
+                let (c, fi) = (ic[i], f[i]);
+                ic[p] += c;
+                f[p] += fi;
+            }
+        }
     }
 
     fn pass<const POSE: bool, const MOTION: bool, const FORCE: bool>(

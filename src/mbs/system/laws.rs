@@ -14,6 +14,28 @@ impl System {
         (f + tm.preset, a, b)
     }
 
+    /// [`System::term_law`]'s force alone. A linear torsion spring-damper (the joint springs
+    /// of most planar models) is worked out here, inline: on a small tree along a trajectory
+    /// the call and the dispatch of the general law were a tenth of an evaluation
+    /// (docs/benchmarks.md, "One evaluation, session 24").
+    #[inline]
+    pub(in crate::mbs) fn term_force(&self, i: usize, xi: f64, rate: f64, t: f64) -> f64 {
+        let tm = &self.terms[i];
+        if let Law::Torsion {
+            k,
+            c,
+            free,
+            actuator: None,
+            spring: None,
+            damper: None,
+        } = &tm.law
+        {
+            // The same operations as `law` (and the preset added last), so the same numbers.
+            return (-(k * (xi - free)) - c * rate + 0.0) + tm.preset;
+        }
+        self.term_law(i, xi, rate, t).0
+    }
+
     /// Force terms with `static_preload` (their elements marked), in term order, with the
     /// element name: the unknowns of the preload computation.
     pub(crate) fn preload_terms(&self) -> Vec<(usize, String)> {
