@@ -2172,3 +2172,33 @@ fn cli_simulate_ctrl_c_keeps_the_outputs_computed() {
     assert!(csv.lines().count() >= 2, "{csv}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A parameter so large that the forces overflow the doubles (a 1e308 kg chassis, whose weight
+/// is infinite) fails the initialization naming the body and saying a parameter is out of
+/// range: the static equilibrium took it for converged and the first step failed with
+/// "non-finite value in residual" naming nothing.
+#[test]
+fn cli_simulate_refuses_a_start_whose_forces_overflow() {
+    let dir = temp_dir("overflow");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/suspension_corner.toml");
+    let out = dir.join("o.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.01",
+        "--set",
+        "m_chassis=1e308",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("initialization at t = 0 failed")
+            && err.contains("body 'chassis' (forces; mass 1e308 kg)")
+            && err.contains("a parameter is out of range"),
+        "{err}"
+    );
+    assert!(!err.contains("in the step to"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
