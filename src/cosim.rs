@@ -277,6 +277,9 @@ pub struct SimState<E> {
     /// the message only, so not kept in an FMU state.
     #[serde(skip)]
     failure_cause: Option<String>,
+    /// Where the current (or last) communication step started (for the advice of a Discard).
+    #[serde(skip)]
+    call_start: f64,
 }
 
 /// A co-simulation instance of one model.
@@ -337,6 +340,7 @@ impl<E: Engine> Simulation<E> {
                 last_h: 0.0,
                 events: EventLocator::default(),
                 failure_cause: None,
+                call_start: 0.0,
             },
             spec,
             table,
@@ -374,7 +378,40 @@ impl<E: Engine> Simulation<E> {
     /// Why the last internal step failed during the last communication step (for the message
     /// of a Discard).
     pub fn last_failure(&self) -> Option<String> {
-        let e = self.st.events.last_error()?;
+        let err = self.st.events.last_error()?;
+        let e = err.to_string();
+        // A work budget that ran out: which setting made the steps that short. Tolerances
+        // tighter than the defaults are the usual cause (tighter ones only make it worse).
+        let budget = match err {
+            IntegrateError::WorkBudget { t, steps, .. } if *steps > 0 => {
+                let s = self.effective_settings();
+                let d = Settings::default();
+                let mean = (t - self.st.call_start) / *steps as f64;
+                let tight: Vec<String> = [
+                    ("solver.rtol", s.rtol, d.rtol),
+                    ("solver.atol", s.atol, d.atol),
+                ]
+                .iter()
+                .filter(|(_, v, def)| v < def)
+                .map(|(n, v, def)| format!("{n} = {v:e} (default {def:e})"))
+                .collect();
+                if tight.is_empty() {
+                    format!(
+                        "; the internal steps averaged {mean:.3e} s: use shorter communication \
+                         steps, or another solver.integrator (bdf for stiff models)"
+                    )
+                } else {
+                    format!(
+                        "; the internal steps averaged {mean:.3e} s, which the tolerances \
+                         {} ask for: loosen them, or use shorter communication steps or \
+                         another solver.integrator (tighter tolerances make the steps shorter \
+                         still)",
+                        tight.join(", ")
+                    )
+                }
+            }
+            _ => String::new(),
+        };
         // What to choose instead, for the methods that stall on stiff models.
         let hint = match self.effective_settings().method {
             Method::Dopri5 => {
@@ -400,7 +437,16 @@ impl<E: Engine> Simulation<E> {
             .failure_cause
             .as_ref()
             .map_or(String::new(), |c| format!("; {c}"));
-        Some(format!("{e}{cause}{hint}"))
+        Some(format!("{e}{budget}{cause}{hint}"))
+    }
+
+    /// Whether the last Discard came from the work budget of one call running out (not from
+    /// a step the method could not take).
+    pub fn last_failure_is_work_budget(&self) -> bool {
+        matches!(
+            self.st.events.last_error(),
+            Some(IntegrateError::WorkBudget { .. })
+        )
     }
 
     /// Refuse, before any work, a communication step to `t_end` that the settings make cost
@@ -929,6 +975,13 @@ impl<E: Engine> Simulation<E> {
         t_end: f64,
         intermediate: Option<InputCallback<'_>>,
     ) -> Result<Advance, CosimError> {
+        // A fixed step or `solver.max_step` that cannot reach `t_end` within the work budget:
+        // refused before any work, naming the setting (every caller: both FMI versions and
+        // `mbsfmu simulate`).
+        if self.st.initialized {
+            self.check_step_budget(t_end)?;
+        }
+        self.st.call_start = self.time();
         // The work budget counts from here, on the clock `stats.cpu_time` reads.
         self.st.events.begin_call(t_end, CallClock::start());
         let r = self.advance(t_end, intermediate);

@@ -1931,3 +1931,274 @@ fn cli_export_creates_the_output_directory() {
     assert!(out.join("slider_crank_fmi2.fmu").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `simulate` refuses a `solver.max_step` the work budget of one communication step cannot
+/// cover before any work, with the FMU's message naming it (it ran 5000 steps and then gave
+/// the generic work-budget message): the check is in the shared co-simulation layer.
+#[test]
+fn cli_simulate_refuses_a_tiny_max_step_naming_it() {
+    let dir = temp_dir("maxstep");
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/double_pendulum_stiff.toml"
+    );
+    let out = dir.join("o.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.002",
+        "--step",
+        "0.001",
+        "--set",
+        "solver.max_step=1e-12",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("variable `solver.max_step`: invalid value")
+            && err.contains("would need 1.000e9 internal steps")
+            && err.contains("raise solver.max_step"),
+        "{err}"
+    );
+    assert!(!err.contains("exhausted after"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A work budget that runs out because of tight tolerances says so and advises looser ones
+/// (the appended hint said "or tighter tolerances", the opposite).
+#[test]
+fn cli_simulate_work_budget_advice_names_tight_tolerances() {
+    let dir = temp_dir("budget_tol");
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/double_pendulum_stiff.toml"
+    );
+    let out = dir.join("o.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.05",
+        "--set",
+        "solver.integrator=w_method",
+        "--set",
+        "solver.rtol=1e-10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("work budget"), "{err}");
+    assert!(
+        err.contains("which the tolerances solver.rtol = 1e-10 (default 1e-4)")
+            && err.contains("loosen them"),
+        "{err}"
+    );
+    assert!(!err.contains("or tighter tolerances"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--out` and `--plot` are created before the run: a path that cannot be written is refused
+/// at once (it was refused after the whole run, and replaced a failed run's error). A run that
+/// fails reports its error first and still writes what was computed, the plot too.
+#[test]
+fn cli_simulate_creates_the_result_files_before_the_run() {
+    let dir = temp_dir("out_first");
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/double_pendulum_stiff.toml"
+    );
+    let missing = dir.join("missing").join("x.csv");
+    // The run fails at t = 1e6 (step size below its minimum): refused before it starts.
+    let failing = ["--start", "1e6", "--stop", "1000000.05"];
+    let mut args = vec!["simulate", model];
+    args.extend(failing);
+    args.extend(["--out", missing.to_str().unwrap()]);
+    let (code, _, err) = mbsfmu(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} (--out): cannot create the file",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("simulation failed"), "{err}");
+    let png = dir.join("missing").join("x.png");
+    let ok = dir.join("ok.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.05",
+        "--out",
+        ok.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("(--plot): cannot create the file"), "{err}");
+    assert!(!ok.exists(), "--out is not left behind");
+    // A failing run with writable files: the cause first, then the files with the rows.
+    let plot = dir.join("ok.png");
+    let mut args = vec!["simulate", model];
+    args.extend(failing);
+    args.extend([
+        "--out",
+        ok.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let (code, _, err) = mbsfmu(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("error: simulation failed in the step to t = "),
+        "{err}"
+    );
+    assert!(err.contains(&format!("are in {}", ok.display())), "{err}");
+    let csv = std::fs::read_to_string(&ok).unwrap();
+    assert!(csv.lines().count() >= 2, "{csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `--step` below the spacing of doubles at the run's times is refused naming --start,
+/// --step and the resolution (at 1e13 s the run died with "invalid communication step size
+/// 0").
+#[test]
+fn cli_simulate_refuses_a_step_below_the_time_resolution() {
+    let dir = temp_dir("resolution");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/four_link.toml");
+    let out = dir.join("o.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--start",
+        "1e13",
+        "--stop",
+        "10000000000000.01",
+        "--step",
+        "0.001",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--step 0.001 s is below the time resolution at t = 1.000000000000001e13 s")
+            && err.contains("--start 10000000000000")
+            && err.contains("1.953125e-3 s apart"),
+        "{err}"
+    );
+    assert!(!out.exists(), "refused before the output is created");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Minor command-line messages: a stop time from the model file is called so (the message
+/// blamed a --stop never given); --plot-outputs without --plot is an error (it was ignored).
+#[test]
+fn cli_simulate_names_the_model_stop_and_needs_plot_for_plot_outputs() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/double_pendulum_stiff.toml"
+    );
+    let (code, _, err) = mbsfmu(&["simulate", model, "--start", "5", "--out", "/dev/null"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the model's [experiment] stop 2 must be after --start 5 (give --stop)"),
+        "{err}"
+    );
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.05",
+        "--out",
+        "/dev/null",
+        "--plot-outputs",
+        "theta1",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--plot-outputs") && err.contains("needs --plot"),
+        "{err}"
+    );
+}
+
+/// Ctrl-C (SIGINT) during a long run stops it at the next communication point and writes the
+/// outputs computed so far (it left no CSV).
+#[test]
+fn cli_simulate_ctrl_c_keeps_the_outputs_computed() {
+    let dir = temp_dir("sigint");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/spherical_chain.toml");
+    let out = dir.join("c.csv");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mbsfmu"))
+        .args([
+            "simulate",
+            model,
+            "--stop",
+            "100",
+            "--set",
+            "solver.integrator=sdirk",
+            "--set",
+            "solver.rtol=1e-10",
+            "--set",
+            "solver.atol=1e-12",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The file is created just before the run starts; then a little computing.
+    let t0 = std::time::Instant::now();
+    while !out.exists() && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("interrupted (Ctrl-C) at t = ")
+            && err.contains(&format!("are in {}", out.display())),
+        "{err}"
+    );
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert!(csv.lines().count() >= 2, "{csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A parameter so large that the forces overflow the doubles (a 1e308 kg chassis, whose weight
+/// is infinite) fails the initialization naming the body and saying a parameter is out of
+/// range: the static equilibrium took it for converged and the first step failed with
+/// "non-finite value in residual" naming nothing.
+#[test]
+fn cli_simulate_refuses_a_start_whose_forces_overflow() {
+    let dir = temp_dir("overflow");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/suspension_corner.toml");
+    let out = dir.join("o.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.01",
+        "--set",
+        "m_chassis=1e308",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("initialization at t = 0 failed")
+            && err.contains("body 'chassis' (forces; mass 1e308 kg)")
+            && err.contains("a parameter is out of range"),
+        "{err}"
+    );
+    assert!(!err.contains("in the step to"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -368,6 +368,33 @@ fn a_tiny_max_step_is_refused_before_any_work() {
     assert_eq!(s, OK, "{}", inst.sink.dump());
 }
 
+/// A communication step below the time resolution at `t` (at 1e13 s doubles are 1.95e-3 s
+/// apart): Error naming the resolution, at once, for a step that does not advance the time
+/// (1e-4, which said only "invalid communication step size 0") and for one that would advance
+/// it by twice the step asked (1e-3, which ran a step of 1.95e-3 s); a step of 10 s works.
+/// (`do_step` is shared by fmi2DoStep and fmi3DoStep.)
+#[test]
+fn a_step_below_the_time_resolution_is_refused_naming_it() {
+    let _serial = serial();
+    let f = lib();
+    let r = Res::new(OSCILLATOR);
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.enter(None, 1e13, None), OK);
+    assert_eq!(inst.exit(), OK, "{}", inst.sink.dump());
+    for h in [1e-4, 1e-3] {
+        let (s, _) = within_1s("doStep", || inst.step(1e13, h));
+        assert_eq!(s, ERROR, "h = {h}: {}", inst.sink.dump());
+    }
+    assert!(
+        inst.said(ERROR, "below the time resolution at t = 10000000000000")
+            && inst.said(ERROR, "1.953125e-3 s apart"),
+        "{}",
+        inst.sink.dump()
+    );
+    let (s, _) = within_1s("doStep", || inst.step(1e13, 10.0));
+    assert_eq!(s, OK, "{}", inst.sink.dump());
+}
+
 /// `k_susp = k_tire = 1e308` before ExitInitializationMode (static equilibrium): Error with
 /// the statics' message, promptly (the SVD used to iterate forever on such data).
 #[test]

@@ -646,14 +646,25 @@ pub(crate) fn do_step(
             "communication point {tc} differs from the instance time {t}"
         )));
     }
-    core.sim
-        .check_step_budget(tc + h)
-        .map_err(|e| Fail::arg(e.to_string()))?;
+    // A step below the time resolution at `tc` (the spacing of doubles there) would not
+    // advance the time, or advance it by another amount than asked.
+    let advanced = (tc + h) - tc;
+    if (advanced - h).abs() > 1e-3 * h {
+        let ulp = f64::from_bits(tc.abs().to_bits() + 1) - tc.abs();
+        return Err(Fail::arg(format!(
+            "communication step size {h} is below the time resolution at t = {tc}: doubles there are {ulp:e} s apart, so t + h = {}; use a step of at least {:e} s (1000 times the resolution) or a start time nearer 0",
+            tc + h,
+            1e3 * ulp
+        )));
+    }
     // `advance_to` times itself into `stats.cpu_time` (cheaply: no system call in a short
     // call).
     let r = core.sim.advance_to(tc + h, intermediate);
     r.map_err(|e| match e {
-        CosimError::PastStop { .. } | CosimError::InvalidStepSize(_) => Fail::arg(e.to_string()),
+        // `InvalidValue`: a step the work budget cannot cover (`check_step_budget`).
+        CosimError::PastStop { .. }
+        | CosimError::InvalidStepSize(_)
+        | CosimError::InvalidValue { .. } => Fail::arg(e.to_string()),
         e => Fail::computation(e.to_string()),
     })
 }

@@ -168,8 +168,8 @@ struct CallBudget {
     /// Begun by the caller (`begin_call`): a new limit inside the call (a motion's
     /// breakpoint) resets the step count but keeps the clock.
     begun: bool,
-    /// Why the last step failed (for the importer's log).
-    last_error: Option<String>,
+    /// Why the last step failed (for the importer's log and the advice that goes with it).
+    last_error: Option<IntegrateError>,
     /// Steps of this call take over 1 ms each: the clock is read after every step.
     slow: bool,
 }
@@ -369,14 +369,14 @@ impl EventLocator {
     {
         let r = self.budgeted_step(integ, sys, t_limit);
         if let Err(e) = &r {
-            self.call.last_error = Some(e.to_string());
+            self.call.last_error = Some(e.clone());
         }
         r
     }
 
     /// Why the last step failed, when it did during the current communication step.
-    pub fn last_error(&self) -> Option<&str> {
-        self.call.last_error.as_deref()
+    pub fn last_error(&self) -> Option<&IntegrateError> {
+        self.call.last_error.as_ref()
     }
 
     /// Start the work budget of a call to `t_limit` on the caller's clock.

@@ -226,6 +226,12 @@ pub fn initial_state_with(
     preloads_from_equilibrium(sys, t0, &q)?;
     let mut static_iterations = None;
     let is_static = sys.spec().initialization == super::spec::Initialization::Static;
+    let at = if is_static {
+        "at the assembled position (the static equilibrium's start)"
+    } else {
+        "at the assembled position"
+    };
+    finite_start(sys, t0, &q, &vec![0.0; q.len()], at)?;
     if is_static {
         static_iterations = Some(static_equilibrium(sys, t0, &mut q)?);
         v.iter_mut().for_each(|x| *x = 0.0);
@@ -234,6 +240,7 @@ pub fn initial_state_with(
     let v_start = v.clone();
     project_velocities(sys, t0, &q, &mut v)?;
     dropped_rows_agree(sys, t0, &q, &v, &keep, &drop)?;
+    finite_start(sys, t0, &q, &v, "in the initial state")?;
     let lambda = if multipliers {
         sys.accelerations(t0, &q, &v)?.1
     } else {
@@ -270,6 +277,59 @@ pub fn initial_state_with(
         v,
         lambda,
     })
+}
+
+/// Positions and forces that overflow the doubles at the start (a parameter far out of
+/// range: a mass of 1e308 kg whose weight is infinite, a point at 1e308 m whose spring or
+/// tire force is): refused here, naming the bodies, rather than by the first step as a
+/// "non-finite value in residual" naming nothing. The static equilibrium's solver, whose
+/// scales come from those forces, took such a start for converged.
+fn finite_start(
+    sys: &mut System,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+    what: &str,
+) -> Result<(), ModelError> {
+    let mut f = vec![0.0; sys.n_q()];
+    sys.forces(t, q, v, &mut f);
+    let layout = sys.layout();
+    let bad: Vec<String> = (0..sys.spec().bodies.len())
+        .filter_map(|b| {
+            let o = layout.offsets[b];
+            let n = layout.offsets.get(b + 1).copied().unwrap_or(layout.n_q) - o;
+            let (qb, vb, fb) = (&q[o..o + n], &v[o..o + n], &f[o..o + n]);
+            if qb.iter().chain(vb).chain(fb).all(|x| x.is_finite()) {
+                return None;
+            }
+            let body = &sys.spec().bodies[b];
+            let kind = if qb.iter().any(|x| !x.is_finite()) {
+                "position"
+            } else if vb.iter().any(|x| !x.is_finite()) {
+                "velocity"
+            } else {
+                "forces"
+            };
+            let m = body.mass.eval(sys.parameters());
+            let m = if m.abs() >= 1e6 {
+                format!("{m:e}")
+            } else {
+                format!("{m}")
+            };
+            Some(format!("body '{}' ({kind}; mass {m} kg)", body.name))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(fail(
+        sys,
+        format!(
+            "non-finite values {what} at t = {t}: {}; a parameter is out of range (a mass, \
+             stiffness, force or position so large that the forces overflow the doubles)",
+            bad.join(", ")
+        ),
+    ))
 }
 
 /// A row dropped as redundant at `t` must also agree with the kept rows in velocity and

@@ -142,14 +142,23 @@ pub fn fmt_cell(x: f64) -> String {
 }
 
 /// Write `header` and rows to `file`.
-pub fn write_csv(file: &Path, header: &[String], rows: &[Vec<f64>]) -> CliResult {
+/// Write the result table to `out`, opened (created) before the run; `file` names it in
+/// errors.
+pub fn write_csv(
+    out: &mut std::fs::File,
+    file: &Path,
+    header: &[String],
+    rows: &[Vec<f64>],
+) -> CliResult {
+    use std::io::Write as _;
     let mut s = header.join(",");
     s.push('\n');
     for r in rows {
         s.push_str(&r.iter().map(|&x| fmt_cell(x)).collect::<Vec<_>>().join(","));
         s.push('\n');
     }
-    std::fs::write(file, s)
+    out.write_all(s.as_bytes())
+        .and_then(|()| out.flush())
         .map_err(|e| CliError::User(format!("{}: cannot write: {e}", file.display())))
 }
 

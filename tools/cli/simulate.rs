@@ -127,9 +127,22 @@ impl CoSimulation for InProcess {
         let r = self.sim.advance_to(t, None);
         match r {
             Ok(Advance::Completed) => Ok(()),
-            Ok(Advance::Discard { last_successful_time, .. }) => Err(format!(
-                "the integrator could not continue past t = {last_successful_time}: {} (try a smaller --step, another solver.integrator, or tighter tolerances)",
-                self.sim.last_failure().unwrap_or_else(|| "no reason given".into())
+            Ok(Advance::Discard {
+                last_successful_time,
+                ..
+            }) => Err(format!(
+                "the integrator could not continue past t = {last_successful_time}: {} ({})",
+                self.sim
+                    .last_failure()
+                    .unwrap_or_else(|| "no reason given".into()),
+                // The work budget ran out: the message says which setting made the steps
+                // short; tighter tolerances would only make them shorter.
+                if self.sim.last_failure_is_work_budget() {
+                    "a shorter communication step is a smaller --step; tolerances and the \
+                     integrator are --set solver.rtol=…, solver.atol=…, solver.integrator=…"
+                } else {
+                    "try a smaller --step, another solver.integrator, or tighter tolerances"
+                }
             )),
             // Early return is only switched on by FMI 3 instances.
             Ok(Advance::EarlyReturn { event }) => {
@@ -259,6 +272,19 @@ pub fn grid(start: f64, stop: f64, step: f64) -> CliResult<Vec<f64>> {
     if stop <= start {
         return Err(CliError::User(format!(
             "--stop {stop} must be after --start {start}"
+        )));
+    }
+    // Far from 0 the doubles are far apart: a step below their spacing there does not advance
+    // the time (or by another amount than asked). At least 1000 spacings: the communication
+    // points are then where asked to 0.05 %.
+    let far = start.abs().max(stop.abs());
+    let spacing = f64::from_bits(far.to_bits() + 1) - far;
+    if step < 1e3 * spacing {
+        return Err(CliError::User(format!(
+            "--step {step} s is below the time resolution at t = {far:e} s (--start {start}, \
+             --stop {stop}): doubles there are {spacing:e} s apart; use a --step of at least \
+             {:e} s (1000 times the resolution) or times nearer 0",
+            1e3 * spacing
         )));
     }
     let steps = (stop - start) / step;
@@ -426,6 +452,10 @@ pub fn run_loop(
     );
     let mut failure = None;
     for (k, w) in grid.windows(2).enumerate() {
+        if interrupt::requested() {
+            failure = Some(format!("interrupted (Ctrl-C) at t = {}", w[0]));
+            break;
+        }
         if let Err(m) = sim.advance_to(w[1]) {
             failure = Some(format!(
                 "simulation failed in the step to t = {}: {m}",
@@ -527,7 +557,30 @@ pub fn run(a: &SimulateArgs) -> CliResult {
     let spec = mbsfmu::mbs::load_model(&a.model)?;
     let e = spec.experiment;
     let start = a.start.unwrap_or(e.start);
-    let g = grid(start, a.stop.unwrap_or(e.stop), a.step.unwrap_or(e.step))?;
+    let stop = a.stop.unwrap_or(e.stop);
+    // One of the two from the model file: say so (the message blamed a --stop never given).
+    if stop <= start && (a.start.is_none() || a.stop.is_none()) {
+        let from = |given: Option<f64>, flag: &str, key: &str, x: f64| match given {
+            Some(_) => format!("--{flag} {x}"),
+            None => format!("the model's [experiment] {key} {x}"),
+        };
+        return Err(CliError::User(format!(
+            "{} must be after {} (give {})",
+            from(a.stop, "stop", "stop", stop),
+            from(a.start, "start", "start", start),
+            if a.stop.is_none() {
+                "--stop"
+            } else {
+                "--start"
+            }
+        )));
+    }
+    if !a.plot_outputs.is_empty() && a.plot.is_none() {
+        return Err(CliError::User(
+            "--plot-outputs chooses the outputs of the plot: it needs --plot FILE.png".into(),
+        ));
+    }
+    let g = grid(start, stop, a.step.unwrap_or(e.step))?;
     let input = a.input.as_deref().map(InputTable::read).transpose()?;
     let map = input.as_ref().map(|t| map_inputs(&spec, t)).transpose()?;
     if let Some(table) = &input {
@@ -573,6 +626,21 @@ pub fn run(a: &SimulateArgs) -> CliResult {
         Some(e.tolerance)
     };
     let mut sim = instantiate(&spec, &params, &solver, start, tol)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}_out.csv", model_identifier(&spec.name))));
+    // The result files are created before the run: a path that cannot be written is refused
+    // before the work, not after it (and never hides why a run failed).
+    let mut out_file = create_output(&out, "--out")?;
+    if let Some(p) = &a.plot {
+        if let Err(e) = create_output(p, "--plot") {
+            drop(out_file);
+            let _ = std::fs::remove_file(&out);
+            return Err(e);
+        }
+    }
+    interrupt::catch();
     let wall = Instant::now();
     let LoopResult { rows, failure } = run_loop(
         sim.as_mut(),
@@ -582,25 +650,37 @@ pub fn run(a: &SimulateArgs) -> CliResult {
         std::io::stderr().is_terminal(),
     );
     let secs = wall.elapsed().as_secs_f64();
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}_out.csv", model_identifier(&spec.name))));
     let header: Vec<String> = std::iter::once("time".to_string())
         .chain(spec.outputs.iter().map(|o| o.name.clone()))
         .collect();
-    write_csv(&out, &header, &rows)?;
+    let written = write_csv(&mut out_file, &out, &header, &rows);
     if let Some(m) = failure {
-        // What was computed up to the failure is often what shows the cause.
-        return Err(CliError::User(match rows.last() {
-            Some(r) => format!(
-                "{m}\n(the outputs up to t = {} are in {})",
+        // The simulation's error first; what was computed up to the failure (often what
+        // shows the cause) is written all the same, the plot too.
+        let mut m = m;
+        let mut files = vec![out.display().to_string()];
+        if let Some(p) = &a.plot {
+            if rows.len() >= 2 && write_plot_file(&spec, &rows, &plot_sel, p).is_ok() {
+                files.push(p.display().to_string());
+            } else {
+                // Created before the run; nothing to show in it.
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        match (written, rows.last()) {
+            (Err(CliError::User(w) | CliError::Internal(w)), _) => m.push_str(&format!(
+                "\n(the outputs computed could not be written: {w})"
+            )),
+            (Ok(()), Some(r)) => m.push_str(&format!(
+                "\n(the outputs up to t = {} are in {})",
                 r[0],
-                out.display()
-            ),
-            None => m,
-        }));
+                files.join(" and ")
+            )),
+            (Ok(()), None) => {}
+        }
+        return Err(CliError::User(m));
     }
+    written?;
     out!("{}", summary(&spec, &rows, secs));
     if let Some(st) = sim.stats() {
         outln!(
@@ -621,6 +701,48 @@ pub fn run(a: &SimulateArgs) -> CliResult {
         outln!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// Create (or truncate) a result file before the run, naming the option it came from.
+fn create_output(file: &Path, flag: &str) -> CliResult<std::fs::File> {
+    std::fs::File::create(file).map_err(|e| {
+        CliError::User(format!(
+            "{} ({flag}): cannot create the file: {e}",
+            file.display()
+        ))
+    })
+}
+
+/// Ctrl-C (SIGINT) during the run: the communication loop stops at the next communication
+/// point and the outputs computed so far are written; a second Ctrl-C ends the process.
+mod interrupt {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+    #[cfg(unix)]
+    extern "C" fn on_sigint(_: libc::c_int) {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        // The next one ends the process (a step that never returns).
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
+    }
+
+    /// Install the handler (Unix; elsewhere Ctrl-C ends the process as before).
+    pub fn catch() {
+        #[cfg(unix)]
+        unsafe {
+            libc::signal(
+                libc::SIGINT,
+                on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+
+    pub fn requested() -> bool {
+        INTERRUPTED.load(Ordering::SeqCst)
+    }
 }
 
 pub fn write_plot_file(
