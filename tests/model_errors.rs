@@ -196,6 +196,48 @@ fn vector_with_two_components() {
     );
 }
 
+/// Strings written into modelDescription.xml (descriptions, units) may not hold a character
+/// XML 1.0 cannot represent, not even as a character reference: the FMU would be unreadable.
+#[test]
+fn control_character_in_a_string_of_the_model_description() {
+    expect(
+        &replace(
+            "name = \"m\"\n",
+            "name = \"m\"\ndescription = §\"Slider\\u000Ccrank\"\n",
+        ),
+        "[model]",
+        "`description` contains the control character U+000C at character 7",
+    );
+    expect(
+        &replace("unit = \"N/m\"", "unit = §\"N/m\\u0001\""),
+        "parameters[0] \"k\"",
+        "`unit` contains the control character U+0001 at character 4",
+    );
+    expect(
+        &replace(
+            "name = \"u\"\nstart = 0.0",
+            "name = \"u\"\nstart = 0.0\ndescription = §\"a\\u001Fb\"",
+        ),
+        "inputs[0] \"u\"",
+        "`description` contains the control character U+001F at character 2",
+    );
+    expect(
+        &append("[[outputs]]\nname = \"e\"\ntype = \"energy\"\ndescription = §\"\\u0000\"\n"),
+        "outputs[0] \"e\"",
+        "`description` contains the control character U+0000 at character 1",
+    );
+    // Tab, line feed and carriage return are XML characters: accepted.
+    let spec = load_model_str(
+        &replace(
+            "name = \"m\"\n",
+            "name = \"m\"\ndescription = \"a\\tb\\nc\\rd\"\n",
+        ),
+        Path::new(FILE),
+    )
+    .unwrap();
+    assert_eq!(spec.description, "a\tb\nc\rd");
+}
+
 #[test]
 fn unknown_joint_type() {
     expect(

@@ -230,6 +230,34 @@ fn expect_items(
     }
 }
 
+/// `<LogCategories>` after the type definitions (the order of both XSDs), the categories
+/// `SetDebugLogging` accepts.
+fn expect_log_categories(e: &mut Vec<(String, BTreeMap<String, String>)>, r: &str) {
+    e.push((format!("{r}/LogCategories"), attrs(&[])));
+    for (name, description) in [
+        (
+            "logEvents",
+            "Instantiation, initialization, step results and other events",
+        ),
+        ("logStatusWarning", "Messages with status Warning"),
+        (
+            "logStatusDiscard",
+            "Messages with status Discard (a step the integrator could not complete)",
+        ),
+        (
+            "logStatusError",
+            "Messages with status Error (wrong calls, invalid values, failed computations)",
+        ),
+        ("logStatusFatal", "Messages with status Fatal"),
+        ("logAll", "All of the above"),
+    ] {
+        e.push((
+            format!("{r}/LogCategories/Category"),
+            attrs(&[("name", name), ("description", description)]),
+        ));
+    }
+}
+
 /// Hand-written expectation, element by element and attribute by attribute.
 #[test]
 fn fmi2_model_description_matches_hand_written_expectation() {
@@ -312,6 +340,7 @@ fn fmi2_model_description_matches_hand_written_expectation() {
         &format!("{r}/TypeDefinitions/SimpleType/Enumeration/Item"),
         &JACOBIANS,
     );
+    expect_log_categories(&mut e, r);
     e.push((
         format!("{r}/DefaultExperiment"),
         attrs(&[
@@ -611,6 +640,7 @@ fn fmi3_model_description_matches_hand_written_expectation() {
         &format!("{r}/TypeDefinitions/EnumerationType/Item"),
         &JACOBIANS,
     );
+    expect_log_categories(&mut e, r);
     e.push((
         format!("{r}/DefaultExperiment"),
         attrs(&[
@@ -904,6 +934,40 @@ fn reader_reports_malformed_xml_and_missing_attributes() {
     assert!(e.contains("1.0"), "{e}");
 }
 
+/// Tab, line feed and carriage return in attribute values are written as character references
+/// (raw, a parser's attribute-value normalisation turns them into spaces) and read back; a
+/// character XML 1.0 cannot represent at all is an error of the writer, never ill-formed XML.
+#[test]
+fn attribute_whitespace_survives_and_control_characters_are_refused() {
+    for v in [FmiVersion::Fmi2, FmiVersion::Fmi3] {
+        let mut md = description(v);
+        md.description = "two\tcolumns\nand lines\r\n<&>\"'".into();
+        md.variables[0].description = "a\tb".into();
+        let xml = md.to_xml().unwrap();
+        assert!(
+            xml.contains(
+                "description=\"two&#9;columns&#10;and lines&#13;&#10;&lt;&amp;&gt;&quot;&apos;\""
+            ),
+            "{xml}"
+        );
+        assert!(!xml.contains('\t') && !xml.contains('\r'), "{xml}");
+        assert_eq!(ModelDescription::from_xml(&xml).unwrap(), md, "{v:?}");
+        for bad in ["form\u{c}feed", "nul\u{0}", "\u{1f}", "\u{FFFF}"] {
+            let mut md = description(v);
+            md.variables[1].description = bad.into();
+            let e = md.to_xml().unwrap_err().to_string();
+            assert!(
+                e.contains("cannot be represented in XML 1.0") && e.contains("description"),
+                "{e}"
+            );
+        }
+        let mut md = description(v);
+        md.units[0].name = "N\u{7}".into();
+        let e = md.to_xml().unwrap_err().to_string();
+        assert!(e.contains("U+0007 at character 2"), "{e}");
+    }
+}
+
 /// An input through a driver does not change positions or element forces at the held state
 /// (the driven coordinate is a state); it changes accelerations at once (issue 14).
 #[test]
@@ -940,7 +1004,15 @@ fn options(dir: &Path, version: FmiVersion) -> PackageOptions {
     PackageOptions {
         version,
         library: lib,
-        extra_binaries: vec![("x86_64-windows".into(), win)],
+        extra_binaries: vec![(
+            if version == FmiVersion::Fmi2 {
+                "win64"
+            } else {
+                "x86_64-windows"
+            }
+            .into(),
+            win,
+        )],
         template_dir: None,
         generation_date_and_time: DATE.into(),
         capabilities: Capabilities::RUNTIME,
@@ -980,8 +1052,13 @@ fn fmu_layout_resources_and_token() {
         };
         let names: Vec<&str> = files.keys().map(String::as_str).collect();
         let so = format!("binaries/{plat}/slider.so");
+        let dll = if v == FmiVersion::Fmi2 {
+            "binaries/win64/slider.dll"
+        } else {
+            "binaries/x86_64-windows/slider.dll"
+        };
         let mut want = vec![
-            "binaries/x86_64-windows/slider.dll",
+            dll,
             so.as_str(),
             "documentation/index.html",
             "documentation/licenses/LICENSE.txt",
@@ -1090,6 +1167,13 @@ fn packaging_errors_name_the_file() {
     opts.extra_binaries = vec![("../x".into(), opts.library.clone())];
     let e = build_fmu(&small_model(vec![]), &model, &opts).unwrap_err();
     assert!(e.to_string().contains("--extra-binary"), "{e}");
+    // The other version's platform name: FMI 2 importers look in win64, not x86_64-windows.
+    opts.extra_binaries = vec![("x86_64-windows".into(), opts.library.clone())];
+    let e = build_fmu(&small_model(vec![]), &model, &opts).unwrap_err();
+    assert!(
+        e.to_string().contains("its folder is `win64`") && e.is_user_error(),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1134,6 +1218,25 @@ fn fmpy_validates_both_versions() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        // fmpy reads the log categories (what a master offers for SetDebugLogging).
+        let out = std::process::Command::new(&python)
+            .args(["-c", "import sys; from fmpy import read_model_description; md = read_model_description(sys.argv[1]); print(' '.join(c.name + '=' + (c.description or '') for c in md.logCategories))"])
+            .arg(&fmu)
+            .output()
+            .unwrap();
+        let cats = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (name, description) in mbsfmu::fmi::LOG_CATEGORIES {
+            assert!(
+                cats.contains(&format!("{name}={description}")),
+                "fmpy does not list {name} for FMI {}: {cats}",
+                v.number()
+            );
+        }
         // Negative control: the same check flags an input without a start value.
         let mut broken = description(v);
         broken
@@ -1200,7 +1303,11 @@ fn cli_info_shows_version_variables_capabilities_platforms() {
         for needle in [
             format!("FMI {} Co-Simulation FMU", v.attr()),
             plat.to_string(),
-            "x86_64-windows (slider.dll)".into(),
+            if v == FmiVersion::Fmi2 {
+                "win64 (slider.dll)".into()
+            } else {
+                "x86_64-windows (slider.dll)".into()
+            },
             caps.into(),
             packed.description.token.clone(),
             "a <- F".into(),
@@ -2200,5 +2307,106 @@ fn cli_simulate_refuses_a_start_whose_forces_overflow() {
         "{err}"
     );
     assert!(!err.contains("in the step to"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `export --extra-binary PLATFORM=PATH` puts the library in the folder of the FMI version
+/// written: exporting both versions, either version's name is translated where there is a
+/// one-to-one counterpart (x86_64-windows <-> win64), and a platform the version has no name
+/// for is refused before anything is written; with --fmi, the other version's name is refused
+/// with the right one.
+#[test]
+fn cli_export_extra_binary_uses_each_versions_platform_name() {
+    let dir = temp_dir("extra");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/slider_crank.toml");
+    let dll = dir.join("mbsfmu.dll");
+    std::fs::write(&dll, b"MZ placeholder").unwrap();
+    let binaries = |fmu: &Path| -> Vec<String> {
+        let files = unzip(&std::fs::read(fmu).unwrap());
+        files
+            .keys()
+            .filter(|k| k.starts_with("binaries/"))
+            .cloned()
+            .collect()
+    };
+    for given in ["x86_64-windows", "win64"] {
+        let out = dir.join(given);
+        let (code, _, err) = mbsfmu(&[
+            "export",
+            model.to_str().unwrap(),
+            "--out-dir",
+            out.to_str().unwrap(),
+            "--extra-binary",
+            &format!("{given}={}", dll.display()),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            binaries(&out.join("slider_crank_fmi2.fmu")),
+            [
+                "binaries/linux64/slider_crank.so",
+                "binaries/win64/slider_crank.dll"
+            ]
+        );
+        assert_eq!(
+            binaries(&out.join("slider_crank_fmi3.fmu")),
+            [
+                "binaries/x86_64-linux/slider_crank.so",
+                "binaries/x86_64-windows/slider_crank.dll"
+            ]
+        );
+    }
+    // No FMI 2 name for Apple silicon: refused, nothing written.
+    let out = dir.join("arm");
+    let dylib = dir.join("mbsfmu.dylib");
+    std::fs::write(&dylib, b"placeholder").unwrap();
+    let arg = format!("aarch64-darwin={}", dylib.display());
+    let (code, _, err) = mbsfmu(&[
+        "export",
+        model.to_str().unwrap(),
+        "--out-dir",
+        out.to_str().unwrap(),
+        "--extra-binary",
+        &arg,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("FMI 2 has no platform name") && err.contains("--fmi 3"),
+        "{err}"
+    );
+    assert!(!out.exists(), "nothing may be written");
+    // ... but accepted for FMI 3 only.
+    let fmu = dir.join("arm3.fmu");
+    let (code, _, err) = mbsfmu(&[
+        "export",
+        model.to_str().unwrap(),
+        "--fmi",
+        "3",
+        "-o",
+        fmu.to_str().unwrap(),
+        "--extra-binary",
+        &arg,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(binaries(&fmu).contains(&"binaries/aarch64-darwin/slider_crank.dylib".to_string()));
+    // With --fmi, the other version's name is refused with the right one.
+    for (v, given, right) in [
+        ("3", "win64", "x86_64-windows"),
+        ("2", "x86_64-windows", "win64"),
+    ] {
+        let fmu = dir.join(format!("w{v}.fmu"));
+        let (code, _, err) = mbsfmu(&[
+            "export",
+            model.to_str().unwrap(),
+            "--fmi",
+            v,
+            "-o",
+            fmu.to_str().unwrap(),
+            "--extra-binary",
+            &format!("{given}={}", dll.display()),
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(&format!("its folder is `{right}`")), "{err}");
+        assert!(!fmu.exists());
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

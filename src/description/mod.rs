@@ -6,6 +6,7 @@ pub mod bake;
 pub mod capabilities;
 pub mod deps;
 pub mod package;
+pub mod platform;
 pub mod strip;
 pub mod token;
 pub mod units;

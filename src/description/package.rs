@@ -61,7 +61,8 @@ pub struct PackageOptions {
     pub version: FmiVersion,
     /// The runtime cdylib for 64-bit Linux.
     pub library: PathBuf,
-    /// `(platform folder, library)` built elsewhere, e.g. `("x86_64-windows", "mbsfmu.dll")`.
+    /// `(platform folder, library)` built elsewhere, e.g. `("x86_64-windows", "mbsfmu.dll")`:
+    /// a folder name of this FMI version ([`super::platform::PLATFORMS`]).
     pub extra_binaries: Vec<(String, PathBuf)>,
     /// A directory laid out like `fmu-template/`; `None`: the compiled-in [`TEMPLATE`].
     pub template_dir: Option<PathBuf>,
@@ -323,11 +324,8 @@ pub fn build_fmu(
             file: path.clone(),
             reason: reason.into(),
         };
-        if platform.is_empty() || platform.contains(['/', '\\']) || platform == ".." {
-            return Err(bad(
-                "the platform must be a single folder name such as x86_64-windows or win64",
-            ));
-        }
+        // The version's own name only (`export` translates between the versions' names).
+        super::platform::platform_folder(opts.version, platform, false).map_err(|e| bad(&e))?;
         if platform == opts.version.linux_platform() {
             return Err(bad("this platform's library is given by --library"));
         }

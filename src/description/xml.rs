@@ -8,8 +8,10 @@ use super::units::{parse_unit, BaseUnit};
 use super::{
     Causality, EnumType, Initial, StartValue, VarKind, VarType, Variability, VariableTable,
 };
-use crate::mbs::spec::{ExperimentSpec, ModelSpec};
+use crate::mbs::spec::{first_non_xml_char, ExperimentSpec, ModelSpec};
+use quick_xml::events::attributes::Attribute;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, Event};
+use quick_xml::name::QName;
 use std::collections::HashMap;
 use thiserror::Error;
 
@@ -28,10 +30,7 @@ impl FmiVersion {
     }
     /// Folder under `binaries/` for 64-bit Linux.
     pub fn linux_platform(self) -> &'static str {
-        match self {
-            FmiVersion::Fmi2 => "linux64",
-            FmiVersion::Fmi3 => "x86_64-linux",
-        }
+        super::platform::linux_platform(self)
     }
     pub fn number(self) -> u32 {
         match self {
@@ -40,6 +39,26 @@ impl FmiVersion {
         }
     }
 }
+
+/// Log categories (name, description): listed under `<LogCategories>` in the model description
+/// (FMI 2 and 3) and accepted by `SetDebugLogging` (src/fmi).
+pub const LOG_CATEGORIES: [(&str, &str); 6] = [
+    (
+        "logEvents",
+        "Instantiation, initialization, step results and other events",
+    ),
+    ("logStatusWarning", "Messages with status Warning"),
+    (
+        "logStatusDiscard",
+        "Messages with status Discard (a step the integrator could not complete)",
+    ),
+    (
+        "logStatusError",
+        "Messages with status Error (wrong calls, invalid values, failed computations)",
+    ),
+    ("logStatusFatal", "Messages with status Fatal"),
+    ("logAll", "All of the above"),
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitDefinition {
@@ -110,6 +129,8 @@ pub struct ModelDescription {
     pub capabilities: Capabilities,
     pub units: Vec<UnitDefinition>,
     pub enumeration_types: Vec<EnumerationType>,
+    /// `<LogCategories>`: (name, description).
+    pub log_categories: Vec<(String, String)>,
     pub experiment: Option<ExperimentSpec>,
     pub variables: Vec<XmlVariable>,
     pub outputs: Vec<Unknown>,
@@ -330,6 +351,10 @@ impl ModelDescription {
             capabilities: capabilities.for_model(spec).for_version(version),
             units,
             enumeration_types: enum_types,
+            log_categories: LOG_CATEGORIES
+                .iter()
+                .map(|&(n, d)| (n.to_string(), d.to_string()))
+                .collect(),
             experiment: Some(spec.experiment),
             variables,
             outputs,
@@ -410,20 +435,55 @@ fn initial_str(i: Initial) -> &'static str {
 type W = quick_xml::Writer<Vec<u8>>;
 type IoResult = std::io::Result<()>;
 
-fn start_tag(name: &str, attrs: &[(&str, String)]) -> BytesStart<'static> {
+/// An attribute value escaped for XML: the five markup characters as entities, and tab, line
+/// feed and carriage return as character references (written raw, a parser's attribute-value
+/// normalisation would turn them into spaces).
+fn escape_attribute(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' => out.push_str("&#9;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A start tag; refuses (an error, no output) a value with a character XML 1.0 cannot represent,
+/// so that no ill-formed `modelDescription.xml` is ever written (the model loader refuses such
+/// strings first, naming the file and element).
+fn start_tag(name: &str, attrs: &[(&str, String)]) -> std::io::Result<BytesStart<'static>> {
     let mut e = BytesStart::new(name.to_string());
     for (k, v) in attrs {
-        e.push_attribute((*k, v.as_str()));
+        if let Some((pos, c)) = first_non_xml_char(v) {
+            return Err(std::io::Error::other(format!(
+                "<{name}> attribute {k}: the control character U+{:04X} at character {pos} \
+                 cannot be represented in XML 1.0",
+                c as u32
+            )));
+        }
+        let value = escape_attribute(v);
+        e.push_attribute(Attribute {
+            key: QName(k.as_bytes()),
+            value: value.into_bytes().into(),
+        });
     }
-    e
+    Ok(e)
 }
 
 fn empty(w: &mut W, name: &str, attrs: &[(&str, String)]) -> IoResult {
-    w.write_event(Event::Empty(start_tag(name, attrs)))
+    w.write_event(Event::Empty(start_tag(name, attrs)?))
 }
 
 fn open(w: &mut W, name: &str, attrs: &[(&str, String)]) -> IoResult {
-    w.write_event(Event::Start(start_tag(name, attrs)))
+    w.write_event(Event::Start(start_tag(name, attrs)?))
 }
 
 fn close(w: &mut W, name: &str) -> IoResult {
@@ -518,6 +578,19 @@ fn write_description(w: &mut W, md: &ModelDescription) -> IoResult {
             }
         }
         close(w, "TypeDefinitions")?;
+    }
+
+    // After UnitDefinitions and TypeDefinitions, before DefaultExperiment (both XSDs).
+    if !md.log_categories.is_empty() {
+        open(w, "LogCategories", &[])?;
+        for (n, d) in &md.log_categories {
+            let mut attrs = vec![("name", n.clone())];
+            if !d.is_empty() {
+                attrs.push(("description", d.clone()));
+            }
+            empty(w, "Category", &attrs)?;
+        }
+        close(w, "LogCategories")?;
     }
 
     if let Some(e) = &md.experiment {
@@ -889,6 +962,7 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                     capabilities: Capabilities::NONE,
                     units: Vec::new(),
                     enumeration_types: Vec::new(),
+                    log_categories: Vec::new(),
                     experiment: None,
                     variables: Vec::new(),
                     outputs: Vec::new(),
@@ -956,6 +1030,14 @@ fn read_description(text: &str) -> Result<ModelDescription, XmlError> {
                         .ok_or_else(|| el.err("missing attribute value"))?;
                     t.items.push((el.req("name")?.to_string(), value));
                 }
+            }
+            "Category" if parent == "LogCategories" => {
+                let name = el.req("name")?.to_string();
+                let description = el.get("description").unwrap_or("").to_string();
+                md.as_mut()
+                    .expect("checked")
+                    .log_categories
+                    .push((name, description));
             }
             "DefaultExperiment" => {
                 let d = ExperimentSpec::default();

@@ -32,23 +32,7 @@ use std::sync::{Arc, Mutex, TryLockError};
 pub(crate) type ActiveEngine = crate::mbs::system::System;
 
 /// Log categories (name, description), for `modelDescription.xml` and `SetDebugLogging`.
-pub const LOG_CATEGORIES: [(&str, &str); 6] = [
-    (
-        "logEvents",
-        "Instantiation, initialization, step results and other events",
-    ),
-    ("logStatusWarning", "Messages with status Warning"),
-    (
-        "logStatusDiscard",
-        "Messages with status Discard (a step the integrator could not complete)",
-    ),
-    (
-        "logStatusError",
-        "Messages with status Error (wrong calls, invalid values, failed computations)",
-    ),
-    ("logStatusFatal", "Messages with status Fatal"),
-    ("logAll", "All of the above"),
-];
+pub use crate::description::xml::LOG_CATEGORIES;
 
 const CAT_EVENTS: u32 = 1;
 const CAT_WARNING: u32 = 2;

@@ -402,6 +402,28 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
+    /// A string written into `modelDescription.xml` (a description or a unit): refused if it
+    /// holds a character XML 1.0 cannot represent (a control character other than tab, line
+    /// feed and carriage return), which would make the FMU unreadable for every importer.
+    fn xml_string(&self, v: &Option<S<String>>, el: &str, field: &str) -> Res<Option<String>> {
+        let Some(v) = v else {
+            return Ok(None);
+        };
+        if let Some((pos, c)) = first_non_xml_char(v.get_ref()) {
+            return Err(self.err(
+                v.span(),
+                el,
+                format!(
+                    "`{field}` contains the control character U+{:04X} at character {pos}: \
+                     modelDescription.xml cannot carry it (XML 1.0 forbids it, even as a \
+                     character reference); remove it (tab, line feed and carriage return are allowed)",
+                    c as u32
+                ),
+            ));
+        }
+        Ok(Some(v.get_ref().clone()))
+    }
+
     // ----- numbers ----------------------------------------------------------------------------
 
     fn param_lookup(&self) -> impl Fn(&str) -> Option<f64> + '_ {
@@ -998,6 +1020,9 @@ impl<'a> Resolver<'a> {
     fn resolve(&mut self, raw: &RawFile) -> Res<ModelSpec> {
         let model = raw.model.get_ref();
         self.check_name(&model.name, "[model]")?;
+        let description = self
+            .xml_string(&model.description, "[model]", "description")?
+            .unwrap_or_default();
         // The name is the FMU's model identifier, the library's file name (`<name>.so`,
         // `.dylib`, `.dll`): file systems allow 255 bytes per name.
         let len = model.name.get_ref().len();
@@ -1028,8 +1053,10 @@ impl<'a> Resolver<'a> {
             self.params.push(ParameterSpec {
                 name: p.name.get_ref().clone(),
                 value,
-                unit: p.unit.clone().unwrap_or_default(),
-                description: p.description.clone().unwrap_or_default(),
+                unit: self.xml_string(&p.unit, &el, "unit")?.unwrap_or_default(),
+                description: self
+                    .xml_string(&p.description, &el, "description")?
+                    .unwrap_or_default(),
                 tunable: false,
                 calculated,
                 acts: true,
@@ -1119,9 +1146,11 @@ impl<'a> Resolver<'a> {
             self.input_used.push(false);
             self.inputs.push(InputSpec {
                 name: inp.name.get_ref().clone(),
-                unit: inp.unit.clone().unwrap_or_default(),
+                unit: self.xml_string(&inp.unit, &el, "unit")?.unwrap_or_default(),
                 start,
-                description: inp.description.clone().unwrap_or_default(),
+                description: self
+                    .xml_string(&inp.description, &el, "description")?
+                    .unwrap_or_default(),
                 reconstruction,
             });
         }
@@ -1241,7 +1270,7 @@ impl<'a> Resolver<'a> {
         warnings.extend(extra_warnings);
         let mut spec = ModelSpec {
             name: model.name.get_ref().clone(),
-            description: model.description.clone().unwrap_or_default(),
+            description,
             gravity,
             initialization,
             formulation,

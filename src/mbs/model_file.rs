@@ -255,7 +255,7 @@ pub struct RawFile {
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     pub name: S<String>,
-    pub description: Option<String>,
+    pub description: Option<S<String>>,
     pub gravity: NumList,
     pub initial: Option<S<String>>,
     pub formulation: Option<S<String>>,
@@ -287,8 +287,8 @@ pub struct RawSolver {
 pub struct RawParameter {
     pub name: S<String>,
     pub value: S<Num>,
-    pub unit: Option<String>,
-    pub description: Option<String>,
+    pub unit: Option<S<String>>,
+    pub description: Option<S<String>>,
     pub tunable: Option<S<bool>>,
 }
 
@@ -296,9 +296,9 @@ pub struct RawParameter {
 #[serde(deny_unknown_fields)]
 pub struct RawInput {
     pub name: S<String>,
-    pub unit: Option<String>,
+    pub unit: Option<S<String>>,
     pub start: Option<S<Num>>,
-    pub description: Option<String>,
+    pub description: Option<S<String>>,
     pub reconstruction: Option<S<String>>,
 }
 
@@ -477,8 +477,8 @@ pub struct RawOutput {
     pub name: S<String>,
     #[serde(rename = "type")]
     pub kind: S<String>,
-    pub unit: Option<String>,
-    pub description: Option<String>,
+    pub unit: Option<S<String>>,
+    pub description: Option<S<String>>,
     pub body: Option<S<String>>,
     pub point: Option<NumList>,
     pub component: Option<S<String>>,

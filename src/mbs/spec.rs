@@ -749,6 +749,21 @@ impl Default for ExperimentSpec {
     }
 }
 
+/// The first character of `s` that XML 1.0 cannot represent, with its 1-based position in
+/// characters: the control characters U+0000–U+001F other than tab, line feed and carriage
+/// return, and U+FFFE, U+FFFF (XML 1.0 `Char`; not even as character references). The model's
+/// description and its variables' names, units and descriptions are written into
+/// `modelDescription.xml`: the loader refuses such characters there, and the XML writer checks
+/// again before writing.
+pub fn first_non_xml_char(s: &str) -> Option<(usize, char)> {
+    s.chars()
+        .enumerate()
+        .find(|&(_, c)| {
+            (c < '\u{20}' && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}'
+        })
+        .map(|(i, c)| (i + 1, c))
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
     pub name: String,

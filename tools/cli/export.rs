@@ -4,6 +4,7 @@ use super::{CliError, CliResult};
 use clap::Args;
 use mbsfmu::description::bake::{bake_solver, parse_solver_sets};
 use mbsfmu::description::package::{write_fmu, PackageOptions};
+use mbsfmu::description::platform::platform_folder;
 use mbsfmu::description::xml::{model_identifier, now_utc, FmiVersion};
 use mbsfmu::description::Capabilities;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,11 @@ pub struct ExportArgs {
     #[arg(long)]
     pub library: Option<PathBuf>,
     /// A runtime library built elsewhere, as PLATFORM=PATH (e.g. x86_64-windows=mbsfmu.dll);
-    /// may be repeated.
+    /// may be repeated. PLATFORM is a binaries/ folder: FMI 2 win32, win64, linux32, darwin64,
+    /// ...; FMI 3 x86_64-windows, i686-windows, aarch64-darwin, ... Exporting both versions,
+    /// either version's name is translated (win64 <-> x86_64-windows, win32 <-> i686-windows,
+    /// linux32 <-> i686-linux, darwin64 <-> x86_64-darwin); a platform the other version has
+    /// no name for (aarch64-*, darwin32) needs --fmi. With --fmi, give that version's name.
     #[arg(long = "extra-binary", value_name = "PLATFORM=PATH")]
     pub extra_binary: Vec<String>,
     /// A directory laid out like fmu-template/ to use instead of the built-in template.
@@ -76,12 +81,23 @@ pub fn run(a: &ExportArgs) -> CliResult {
     if a.output.is_some() && versions.len() > 1 {
         return Err(CliError::User("-o/--output names one file: give --fmi 2 or --fmi 3 with it, or use --out-dir for both".into()));
     }
-    let mut extra = Vec::new();
+    // Each version's folder for every --extra-binary, checked before anything is written.
+    let mut extra: Vec<Vec<(String, PathBuf)>> = vec![Vec::new(); versions.len()];
     for e in &a.extra_binary {
         let (platform, path) = e
             .split_once('=')
             .ok_or_else(|| CliError::User(format!("--extra-binary {e}: expected PLATFORM=PATH")))?;
-        extra.push((platform.to_string(), PathBuf::from(path)));
+        for (k, &v) in versions.iter().enumerate() {
+            let folder = platform_folder(v, platform, versions.len() > 1)
+                .map_err(|m| CliError::User(format!("--extra-binary {e}: {m}")))?;
+            if folder == v.linux_platform() {
+                return Err(CliError::User(format!(
+                    "--extra-binary {e}: the {folder} library of the FMI {} FMU is the one --library gives",
+                    v.number()
+                )));
+            }
+            extra[k].push((folder.to_string(), PathBuf::from(path)));
+        }
     }
     let solver_sets = parse_solver_sets(&a.set).map_err(|e| CliError::User(e.to_string()))?;
     let (spec, model_text) = if solver_sets.is_empty() {
@@ -127,7 +143,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
             ))
         })?;
     }
-    for v in versions {
+    for (v, extra) in versions.into_iter().zip(extra) {
         let out = match &a.output {
             Some(o) => o.clone(),
             None => a.out_dir.join(format!(
@@ -139,7 +155,7 @@ pub fn run(a: &ExportArgs) -> CliResult {
         let opts = PackageOptions {
             version: v,
             library: library.clone(),
-            extra_binaries: extra.clone(),
+            extra_binaries: extra,
             template_dir: a.template.clone(),
             generation_date_and_time: date.clone(),
             capabilities: Capabilities::RUNTIME,

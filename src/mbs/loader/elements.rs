@@ -1025,16 +1025,20 @@ impl Resolver<'_> {
             }
             None => 1.0,
         };
+        let given_unit = self.xml_string(&o.unit, &el, "unit")?;
+        let description = self
+            .xml_string(&o.description, &el, "description")?
+            .unwrap_or_default();
         Ok(OutputSpec {
             name: o.name.get_ref().clone(),
-            unit: o.unit.clone().unwrap_or_else(|| {
+            unit: given_unit.unwrap_or_else(|| {
                 if scale.abs() == 1.0 {
                     unit.to_string()
                 } else {
                     String::new()
                 }
             }),
-            description: o.description.clone().unwrap_or_default(),
+            description,
             quantity,
             scale,
         })
