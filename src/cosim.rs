@@ -68,6 +68,11 @@ pub trait Engine:
     fn parameter_value(&self, _i: usize) -> Option<f64> {
         None
     }
+    /// Before initialization: bring the calculated parameters up to the parameters set so
+    /// far (what the initial state does first anyway); a no-op when they are.
+    fn resolve_parameters(&mut self) -> Result<(), ModelError> {
+        Ok(())
+    }
     fn inputs_mut(&mut self) -> &mut InputSignals;
     /// Built-in motions (not inputs) with rate or acceleration jumps: evaluate them by their
     /// right limits at `t` (where the state continues from).
@@ -117,6 +122,9 @@ impl Engine for crate::mbs::system::System {
     }
     fn parameter_value(&self, i: usize) -> Option<f64> {
         crate::mbs::system::System::parameters(self).get(i).copied()
+    }
+    fn resolve_parameters(&mut self) -> Result<(), ModelError> {
+        crate::mbs::system::System::resolve_parameters(self)
     }
     fn inputs_mut(&mut self) -> &mut InputSignals {
         crate::mbs::system::System::inputs_mut(self)
@@ -705,6 +713,14 @@ impl<E: Engine> Simulation<E> {
             });
         }
         let kind = v.kind;
+        if let VarKind::Parameter(i) = kind {
+            if self.spec.parameters[i].calculated && !self.st.initialized {
+                // In Initialization Mode (and before) a calculated parameter follows the
+                // parameters set so far, as the outputs do: the model is resolved again with
+                // them, as the initial state would do first.
+                self.st.engine.resolve_parameters()?;
+            }
+        }
         Ok(match kind {
             VarKind::Time => self.time(),
             VarKind::Parameter(i) => self
@@ -1013,6 +1029,7 @@ impl<E: Engine> Simulation<E> {
         self.prepare_inputs(t0, t_end - t0, false);
         for inp in &mut self.st.inputs {
             inp.last_d1 = inp.derivs[0].map(|d| (t0, d));
+            inp.last_d2 = inp.derivs[1].map(|d| (t0, d));
             inp.derivs = [None, None];
             inp.intermediate = false;
         }
@@ -1702,9 +1719,10 @@ impl<E: Engine> Simulation<E> {
                     .all(|(t, u)| t.is_finite() && u.is_finite())
                 && inp.history.windows(2).all(|w| w[0].0 < w[1].0)
                 && inp.derivs.iter().flatten().all(|d| d.is_finite())
-                && inp
-                    .last_d1
-                    .is_none_or(|(t, d)| t.is_finite() && d.is_finite());
+                && [inp.last_d1, inp.last_d2]
+                    .iter()
+                    .flatten()
+                    .all(|(t, d)| t.is_finite() && d.is_finite());
             if !ok {
                 return Err(bad("input history is not finite and increasing".into()));
             }

@@ -490,7 +490,7 @@ fn life_cycle_with_closed_form_and_illegal_calls() {
         assert_eq!(inst.set(u, 0.0), ERROR, "Set in Terminated");
         assert_eq!(inst.get(x).0, OK);
         assert_eq!(f.fmi3Reset(inst.c), OK);
-        assert_eq!(inst.get(vr("k")).0, ERROR);
+        assert_eq!(inst.get(vr("k")), (OK, 100.0), "Instantiated after Reset");
     }
     inst.init(None);
     assert_eq!(
@@ -916,4 +916,64 @@ fn instances_on_threads_equal_sequential() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(seq, par);
+}
+
+/// A calculated parameter read in Initialization Mode follows the parameters set so far (set
+/// in Instantiated and in Initialization Mode), as the outputs do; it read its value for the
+/// old parameters until an output had been read, or until ExitInitializationMode.
+#[test]
+fn calculated_parameters_follow_the_parameters_in_initialization_mode() {
+    let f = lib();
+    let (r, table) = Resources::oscillator_calculated();
+    let vr = |name: &str| table.by_name(name).unwrap().value_reference;
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.set(vr("k"), 400.0), OK);
+    unsafe {
+        assert_eq!(
+            f.fmi3EnterInitializationMode(inst.c, false, 0.0, 0.0, false, 0.0),
+            OK
+        );
+    }
+    let (s, c) = inst.get(vr("c"));
+    assert_eq!(s, OK, "{}", inst.env.sink.dump());
+    assert!((c - 4.0).abs() < 1e-12, "c in Initialization Mode: {c}");
+    assert_eq!(inst.set(vr("m"), 4.0), OK);
+    assert!((inst.get(vr("c")).1 - 8.0).abs() < 1e-12);
+    unsafe { assert_eq!(f.fmi3ExitInitializationMode(inst.c), OK) };
+    assert!((inst.get(vr("c")).1 - 8.0).abs() < 1e-12);
+}
+
+/// Get in state Instantiated (FMI 3.0.2's state table is ambiguous there; newer Reference FMUs
+/// allow it): parameters, inputs, solver settings and calculated parameters read their start
+/// values or those for the parameters set so far; an output is refused with a message (it
+/// needs the assembled initial state). Every Get was refused there before.
+#[test]
+fn get_in_instantiated_reads_everything_but_outputs() {
+    let f = lib();
+    let (r, table) = Resources::oscillator_calculated();
+    let vr = |name: &str| table.by_name(name).unwrap().value_reference;
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.get(vr("k")), (OK, 100.0), "{}", inst.env.sink.dump());
+    assert_eq!(inst.get(vr("u")), (OK, 0.0));
+    assert_eq!(inst.get(vr("solver.rtol")).0, OK);
+    assert_eq!(inst.get(vr("c")), (OK, 2.0));
+    assert_eq!(inst.set(vr("k"), 400.0), OK);
+    assert_eq!(inst.set(vr("u"), 0.25), OK);
+    assert_eq!(inst.get(vr("k")), (OK, 400.0));
+    assert_eq!(inst.get(vr("u")), (OK, 0.25));
+    let (s, c) = inst.get(vr("c"));
+    assert_eq!(s, OK);
+    assert!((c - 4.0).abs() < 1e-12, "{c}");
+    let ivr = vr("solver.integrator");
+    let mut m = 0i64;
+    assert_eq!(unsafe { f.fmi3GetInt64(inst.c, &ivr, 1, &mut m, 1) }, OK);
+    assert_eq!(m, 11, "dopri5, from the model file");
+    assert_eq!(inst.get(vr("x")).0, ERROR);
+    assert!(inst
+        .env
+        .sink
+        .contains(ERROR, "output `x` is not allowed in state Instantiated"));
+    // Still Instantiated: initialization goes on as usual.
+    inst.init(None);
+    assert_eq!(inst.get(vr("x")).0, OK);
 }

@@ -15,6 +15,26 @@ const V: FmiVersion = FmiVersion::V3;
 const M_ANY: u32 = st::ANY;
 const M_GET: u32 = st::INIT_MODE | st::EVENT | st::STEP | st::TERMINATED | st::ERROR;
 const M_SET: u32 = st::INSTANTIATED | st::INIT_MODE | st::EVENT | st::STEP;
+/// Get of variable values: also in Instantiated (FMI 3.0.2's state table is ambiguous there;
+/// newer Reference FMUs allow it), for every variable but the outputs
+/// ([`readable_in_instantiated`]).
+const M_GET_VALUES: u32 = M_GET | st::INSTANTIATED;
+
+/// In Instantiated the parameters (calculated ones from the parameters set so far), inputs,
+/// solver settings, statistics and time are read; outputs need the assembled initial state,
+/// which only Initialization Mode computes.
+fn readable_in_instantiated(core: &Core, vr: u32) -> Result<(), Fail> {
+    if core.state != st::INSTANTIATED {
+        return Ok(());
+    }
+    match core.table.get(vr) {
+        Some(v) if v.causality == crate::description::Causality::Output => Err(Fail::arg(format!(
+            "output `{}` is not allowed in state Instantiated: outputs need the assembled initial state; read them in Initialization Mode or later",
+            v.name
+        ))),
+        _ => Ok(()),
+    }
+}
 
 #[inline]
 unsafe fn b3(
@@ -396,11 +416,12 @@ pub unsafe extern "C" fn fmi3GetFloat64(
     nValues: usize,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3GetFloat64", M_GET, |_, core| {
+        b3(instance, "fmi3GetFloat64", M_GET_VALUES, |_, core| {
             check_n(nValueReferences, nValues)?;
             let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
             let out = out_slice(values, nValues, "values")?;
             for (o, &r) in out.iter_mut().zip(vrs) {
+                readable_in_instantiated(core, r)?;
                 *o = core.sim.get_real(r)?;
             }
             Ok(Status::Ok)
@@ -512,11 +533,12 @@ pub unsafe extern "C" fn fmi3GetInt64(
     nValues: usize,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3GetInt64", M_GET, |_, core| {
+        b3(instance, "fmi3GetInt64", M_GET_VALUES, |_, core| {
             check_n(nValueReferences, nValues)?;
             let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
             let out = out_slice(values, nValues, "values")?;
             for (o, &r) in out.iter_mut().zip(vrs) {
+                readable_in_instantiated(core, r)?;
                 *o = core.sim.get_integer(r)?;
             }
             Ok(Status::Ok)
@@ -561,7 +583,7 @@ macro_rules! no_var_get_set {
             nValues: usize,
         ) -> fmi3Status {
             unsafe {
-                b3(instance, stringify!($get), M_GET, |_, core| {
+                b3(instance, stringify!($get), M_GET_VALUES, |_, core| {
                     check_n(nValueReferences, nValues)?;
                     let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
                     out_slice(values, nValues, "values")?;
@@ -683,7 +705,7 @@ pub unsafe extern "C" fn fmi3GetBinary(
     nValues: usize,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3GetBinary", M_GET, |_, core| {
+        b3(instance, "fmi3GetBinary", M_GET_VALUES, |_, core| {
             check_n(nValueReferences, nValues)?;
             let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
             out_slice(valueSizes, nValues, "valueSizes")?;

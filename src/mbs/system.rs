@@ -659,6 +659,13 @@ impl System {
     /// rebuilt (inputs kept). Without the text (a model built in code) only the fields that
     /// name a parameter follow (as during stepping).
     fn re_resolve(&mut self) -> Result<(), ModelError> {
+        self.resolve_parameters()
+    }
+
+    /// The calculated parameters (and everything resolved from the model text) for the
+    /// parameters set so far, before initialization ([`System::re_resolve`]); a no-op when
+    /// the model was resolved with them.
+    pub fn resolve_parameters(&mut self) -> Result<(), ModelError> {
         let Some(text) = self.spec.source_text.clone() else {
             return Ok(());
         };

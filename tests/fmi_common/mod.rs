@@ -162,6 +162,19 @@ impl Resources {
         Resources::from_text(&text)
     }
 
+    /// The oscillator with its damping a calculated parameter, `c = 2·0.1·sqrt(k m)` (2 N·s/m
+    /// with the defaults), and its variable table.
+    pub fn oscillator_calculated() -> (Resources, mbsfmu::description::VariableTable) {
+        let text = OSCILLATOR.replace(
+            "value = 2.0\nunit = \"N.s/m\"",
+            "value = \"2*0.1*sqrt(k*m)\"\nunit = \"N.s/m\"",
+        );
+        assert_ne!(text, OSCILLATOR);
+        let spec = mbsfmu::mbs::load_model_str(&text, Path::new("model.toml")).unwrap();
+        let table = mbsfmu::description::VariableTable::from_spec(&spec);
+        (Resources::from_text(&text), table)
+    }
+
     fn from_text(text: &str) -> Resources {
         let dir = TempDir::new("res");
         // A space in the path exercises the percent-encoding of FMI 2 URIs.
