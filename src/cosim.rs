@@ -1029,7 +1029,6 @@ impl<E: Engine> Simulation<E> {
         self.prepare_inputs(t0, t_end - t0, false);
         for inp in &mut self.st.inputs {
             inp.last_d1 = inp.derivs[0].map(|d| (t0, d));
-            inp.last_d2 = inp.derivs[1].map(|d| (t0, d));
             inp.derivs = [None, None];
             inp.intermediate = false;
         }
@@ -1719,10 +1718,9 @@ impl<E: Engine> Simulation<E> {
                     .all(|(t, u)| t.is_finite() && u.is_finite())
                 && inp.history.windows(2).all(|w| w[0].0 < w[1].0)
                 && inp.derivs.iter().flatten().all(|d| d.is_finite())
-                && [inp.last_d1, inp.last_d2]
-                    .iter()
-                    .flatten()
-                    .all(|(t, d)| t.is_finite() && d.is_finite());
+                && inp
+                    .last_d1
+                    .is_none_or(|(t, d)| t.is_finite() && d.is_finite());
             if !ok {
                 return Err(bad("input history is not finite and increasing".into()));
             }

@@ -209,8 +209,10 @@ const INSTANT_RUNS: [(Method, f64); 7] = [
     (Method::Trapezoidal, 1e-8),
     (Method::Dopri5, 1e-8),
     // Second order with its own error estimate: at 1e-8 its first ten instants are 1.3e-6 s
-    // off in joint coordinates (7.7e-7 in absolute ones).
-    (Method::GeneralizedAlpha, 5e-9),
+    // off in joint coordinates (7.7e-7 in absolute ones); at 5e-9 they were just inside 1e-6
+    // until session 24's shift of `a_n` at step-size changes (src/integrate/newmark.rs), then
+    // 1.04e-6.
+    (Method::GeneralizedAlpha, 2e-9),
 ];
 
 #[test]

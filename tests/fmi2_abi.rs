@@ -1850,65 +1850,6 @@ fn energy_output_derivatives_stay_on_the_current_side_of_contacts() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// Output derivatives of an output that depends on an input's acceleration (slider_crank's
-/// driver torque, `crank_angle = t³`), with the input derivatives the master gives by
-/// `fmi2SetRealInputDerivatives` (orders 1 and 2, or order 1 only) and without: `d/dt` of
-/// the torque needs `u⃛`, which FMI 2 cannot pass. The FMU read −0.063 N·m/s at t = 0.2
-/// with derivatives given (+0.0126 from the outputs' central difference): the segment that
-/// continues the last one C¹ closed the Taylor polynomial's truncation error within each step,
-/// and its `u⃛` read −5× the signal's. Now `u⃛` is estimated from consecutive communication
-/// points, and all three paths agree with the central difference of the FMU's own outputs.
-#[test]
-fn output_derivatives_of_a_driver_force_with_input_derivatives() {
-    let f = lib();
-    let h = 1e-3;
-    // 0: no derivatives; 1: orders 1 and 2; 2: order 1 only.
-    for mode in 0..3 {
-        let (_dir, inst, table, _spec) = gallery_instance(&f, "slider_crank", 1e-9);
-        let u = table.by_name("crank_angle").unwrap().value_reference;
-        let y = table.by_name("crank_torque").unwrap().value_reference;
-        let (mut ys, mut d1s) = (Vec::new(), Vec::new());
-        for k in 0..400 {
-            let t = k as f64 * h;
-            assert_eq!(inst.set(u, t * t * t), OK);
-            let (vrs, orders, d) = ([u, u], [1, 2], [3.0 * t * t, 6.0 * t]);
-            let n = [0, 2, 1][mode];
-            if n > 0 {
-                let s = unsafe {
-                    f.fmi2SetRealInputDerivatives(
-                        inst.c,
-                        vrs.as_ptr(),
-                        n,
-                        orders.as_ptr(),
-                        d.as_ptr(),
-                    )
-                };
-                assert_eq!(s, OK);
-            }
-            assert_eq!(inst.step(t, h), OK, "{}", inst.sink.dump());
-            ys.push(inst.get(y).1);
-            let mut d1 = f64::NAN;
-            assert_eq!(
-                unsafe { f.fmi2GetRealOutputDerivatives(inst.c, &y, 1, &1, &mut d1) },
-                OK
-            );
-            d1s.push(d1);
-        }
-        let mut bad = Vec::new();
-        for k in (49..ys.len() - 1).step_by(50) {
-            let fd = (ys[k + 1] - ys[k - 1]) / (2.0 * h);
-            if (d1s[k] - fd).abs() > 1e-3 {
-                bad.push(format!(
-                    "mode {mode} t = {:.3}: d/dt {:.5} N·m/s, outputs' central difference {fd:.5}",
-                    (k + 1) as f64 * h,
-                    d1s[k]
-                ));
-            }
-        }
-        assert!(bad.is_empty(), "{}", bad.join("\n"));
-    }
-}
-
 /// A calculated parameter read in Initialization Mode follows the parameters set so far, as
 /// the outputs do (FMI 2.0 §3.2.3 allows fmi2GetReal there): it read its value for the old
 /// parameters until an output had been read (which resolves the model again with them), or

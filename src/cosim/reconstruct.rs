@@ -71,9 +71,6 @@ pub struct InputState {
     /// The first derivative given at the last communication point, with its time: with the
     /// sample there it gives `ü` where an importer sets `u̇` only.
     pub last_d1: Option<(f64, f64)>,
-    /// The second derivative given at the last communication point, with its time: with the
-    /// one given now it gives `u⃛` (the Taylor polynomial's cubic term).
-    pub last_d2: Option<(f64, f64)>,
     /// The segment the engine used at the end of the last step (the smooth and linear modes
     /// continue from it).
     pub committed: Option<InputSegment>,
@@ -121,21 +118,9 @@ impl InputState {
             // within the step while the value followed this one's line. With `ü` given or
             // estimated, the C¹ segment's `ü` at the point is the signal's to O(h).)
             let d2 = self.derivs[1].unwrap_or_else(|| self.d2_from_d1(t, u, d1));
-            // `u⃛`, which the importer cannot give (FMI 2 has orders 1 and 2), estimated from
-            // consecutive communication points as the sample-based reconstruction does: the
-            // difference of the `ü` given at the last point and now, or, with `u̇` only, the
-            // third derivative of the same cubic `ü` comes from. Without it (the Taylor
-            // polynomial cut after `ü`), the cubic that continues the last segment C¹ closed
-            // the last polynomial's truncation error (`−u⃛ H³/6` in value, `−u⃛ H²/2` in slope)
-            // within the step, and its own `u⃛` read −5× the signal's: every output of `ü` (a
-            // driver's force) had its time derivative off by `6 u⃛` times its `∂y/∂ü` (on
-            // slider_crank with `u = t³`, −0.063 N·m/s where the outputs' central difference
-            // gives +0.0126). With the estimate the segment is exact for cubic inputs. Where
-            // there is none yet (the first step with derivatives) `u⃛` is 0.
-            let d3 = self.d3_estimate(t, u, d1, d2);
             let taylor = InputSegment {
                 t0: t,
-                coeffs: [u, d1, 0.5 * d2, d3 / 6.0],
+                coeffs: [u, d1, 0.5 * d2, 0.0],
             };
             return match start {
                 Some((p, d)) => {
@@ -214,33 +199,6 @@ impl InputState {
                 }
             }
             _ => 0.0,
-        }
-    }
-
-    /// `u⃛` at `t` from the derivatives given at the last communication point and now
-    /// (see [`InputState::segment`]); 0 where the last point had none.
-    fn d3_estimate(&self, t: f64, u: f64, d1: f64, d2: f64) -> f64 {
-        let d3 = if self.derivs[1].is_some() {
-            match self.last_d2 {
-                Some((tp, ddp)) if tp < t => (d2 - ddp) / (t - tp),
-                _ => 0.0,
-            }
-        } else {
-            // The cubic through the sample before `t` and `(t, u)` with their `u̇`: its
-            // third derivative, `6 (u̇ₚ + u̇ − 2 Δu/Δt) / Δt²`.
-            let before = self.history.iter().rev().find(|&&(ts, _)| ts < t);
-            match (before, self.last_d1) {
-                (Some(&(tp, up)), Some((td, dp))) if self.derivs[0].is_some() && td == tp => {
-                    let hp = t - tp;
-                    6.0 * (dp + d1 - 2.0 * (u - up) / hp) / (hp * hp)
-                }
-                _ => 0.0,
-            }
-        };
-        if d3.is_finite() {
-            d3
-        } else {
-            0.0
         }
     }
 

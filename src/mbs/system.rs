@@ -737,7 +737,7 @@ impl System {
             let phi = self.row_eval(r, t, None, q, Need::VALUE).0.abs();
             if self.active.contains(&i) {
                 kept = kept.max(phi);
-            } else if !(phi <= worst.0) {
+            } else if phi > worst.0 || phi.is_nan() {
                 worst = (phi, i);
             }
         }

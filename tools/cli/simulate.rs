@@ -714,30 +714,20 @@ fn create_output(file: &Path, flag: &str) -> CliResult<std::fs::File> {
 }
 
 /// Ctrl-C (SIGINT) during the run: the communication loop stops at the next communication
-/// point and the outputs computed so far are written; a second Ctrl-C ends the process.
+/// point and the outputs computed so far are written; a second Ctrl-C ends the process (a
+/// step that never returns). The `ctrlc` crate keeps the signal handling out of our code.
 mod interrupt {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-    #[cfg(unix)]
-    extern "C" fn on_sigint(_: libc::c_int) {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-        // The next one ends the process (a step that never returns).
-        unsafe {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-        }
-    }
-
-    /// Install the handler (Unix; elsewhere Ctrl-C ends the process as before).
+    /// Install the handler (where it cannot be installed, Ctrl-C ends the process as before).
     pub fn catch() {
-        #[cfg(unix)]
-        unsafe {
-            libc::signal(
-                libc::SIGINT,
-                on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
+        let _ = ctrlc::set_handler(|| {
+            if INTERRUPTED.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+        });
     }
 
     pub fn requested() -> bool {
