@@ -720,8 +720,7 @@ impl System {
         if self.active.len() >= self.rows.len() {
             return Ok(());
         }
-        let q = x.q.clone();
-        self.check_dropped_rows_at(x.t, &q)
+        self.check_dropped_rows_at(x.t, &x.q)
     }
 
     fn check_dropped_rows_at(&mut self, t: f64, q: &[f64]) -> Result<(), ModelError> {
