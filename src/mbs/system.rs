@@ -708,21 +708,20 @@ impl System {
     /// broken when its residual exceeds [`DROPPED_ROW_TOL`] of the model's size and a hundred
     /// times the largest kept row's (truly redundant rows follow the kept ones' drift).
     pub(crate) fn check_dropped_rows(&mut self, x: &MechState) -> Result<(), ModelError> {
-        if self.joint.is_some() {
-            return self.with_joint(|j, s| {
-                if s.active.len() >= s.rows.len() {
-                    return Ok(());
-                }
-                let (qa, _) = j.to_absolute(s, x.t, &x.q, None);
-                s.check_dropped_rows_at(x.t, &qa)
-            });
-        }
         if self.active.len() >= self.rows.len() {
             return Ok(());
+        }
+        if self.joint.is_some() {
+            return self.with_joint(|j, s| {
+                let qa = j.absolute_positions(s, x.t, &x.q);
+                s.check_dropped_rows_at(x.t, qa)
+            });
         }
         self.check_dropped_rows_at(x.t, &x.q)
     }
 
+    /// Only the dropped rows are evaluated on the way that passes (the check runs at every
+    /// communication point); the kept rows only when a dropped one is above the tolerance.
     fn check_dropped_rows_at(&mut self, t: f64, q: &[f64]) -> Result<(), ModelError> {
         self.load(t, q, None);
         let scale = self
@@ -731,17 +730,31 @@ impl System {
             .iter()
             .flat_map(|&o| q[o..o + 3].iter())
             .fold(1.0f64, |m, x| m.max(x.abs()));
-        let (mut kept, mut worst) = (0.0f64, (0.0f64, usize::MAX));
+        // `active` is ascending: walk it alongside the rows to visit the dropped ones.
+        debug_assert!(self.active.windows(2).all(|w| w[0] < w[1]));
+        let (mut worst, mut next_kept) = ((0.0f64, usize::MAX), 0);
         for (i, r) in self.rows.iter().enumerate() {
+            if self.active.get(next_kept) == Some(&i) {
+                next_kept += 1;
+                continue;
+            }
             let phi = self.row_eval(r, t, None, q, Need::VALUE).0.abs();
-            if self.active.contains(&i) {
-                kept = kept.max(phi);
-            } else if phi > worst.0 || phi.is_nan() {
+            if phi > worst.0 || phi.is_nan() {
                 worst = (phi, i);
             }
         }
         let (phi, i) = worst;
-        if i == usize::MAX || phi <= DROPPED_ROW_TOL * scale || phi <= 100.0 * kept {
+        if i == usize::MAX || phi <= DROPPED_ROW_TOL * scale {
+            return Ok(());
+        }
+        let kept = self.active.iter().fold(0.0f64, |m, &k| {
+            m.max(
+                self.row_eval(&self.rows[k], t, None, q, Need::VALUE)
+                    .0
+                    .abs(),
+            )
+        });
+        if phi <= 100.0 * kept {
             return Ok(());
         }
         Err(self.err(format!(

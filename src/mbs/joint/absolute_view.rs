@@ -24,6 +24,12 @@ impl JointModel {
         (self.ws.abs_q.clone(), self.ws.abs_v.clone())
     }
 
+    /// The equivalent absolute positions, borrowed from the workspace (no allocation).
+    pub fn absolute_positions(&mut self, sys: &System, t: f64, q: &[f64]) -> &[f64] {
+        self.fill_absolute(sys, t, q, None);
+        &self.ws.abs_q
+    }
+
     /// [`Self::to_absolute`] into `ws.abs_q`, `ws.abs_v` (no allocation once sized).
     pub(super) fn fill_absolute(&mut self, sys: &System, t: f64, q: &[f64], v: Option<&[f64]>) {
         self.load(sys, t, q, v.map_or(Rates::None, Rates::Full));
