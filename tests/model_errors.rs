@@ -1342,3 +1342,27 @@ fn a_spring_with_a_given_and_a_computed_preload() {
         "`static_preload = true` computes the preload: give it or `preload`, not both",
     );
 }
+
+/// Masses more than 1e12 apart are refused at the heavier body, naming both (a mass of 1e300
+/// beside 0.3 kg failed every integrator's start with "singular saddle-point matrix" and no
+/// body named; a particle of 1e-14 kg the same). A spread of 1e11 still loads.
+#[test]
+fn masses_too_far_apart() {
+    expect(
+        &replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = §1e300"),
+        "bodies[1] \"b\"",
+        "`mass` 1e300 kg is 1.0e300 times the mass of body `a` (1.0 kg); beyond 1e12",
+    );
+    let light = replace("name = \"a\"\nmass = 1.0", "name = \"a\"\nmass = §1.0").replacen(
+        "type = \"particle\"\nmass = 1.0",
+        "type = \"particle\"\nmass = 1e-13",
+        1,
+    );
+    expect(
+        &light,
+        "bodies[0] \"a\"",
+        "times the mass of body `p` (1e-13 kg)",
+    );
+    let spread = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = 1e11");
+    load_model_str(&spread, Path::new(FILE)).unwrap();
+}

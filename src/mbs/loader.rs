@@ -19,6 +19,10 @@ use std::f64::consts::PI;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+/// The largest ratio of two bodies' masses a model may have ([`Resolver::mass_spread`]): twelve of
+/// the sixteen digits of a double, leaving the lighter body four.
+pub const MAX_MASS_RATIO: f64 = 1e12;
+
 /// The longest `[model] name` (it is the library's file name in the FMU).
 const MAX_MODEL_NAME: usize = 200;
 
@@ -555,6 +559,36 @@ impl<'a> Resolver<'a> {
             self.points.push((v.span(), el.to_string(), x));
         }
         Ok(x)
+    }
+
+    /// Masses that differ by more than [`MAX_MASS_RATIO`] are refused, naming both bodies: the
+    /// lighter one's entries fall below the heavier's round-off in the mass matrix, the
+    /// saddle-point and Newton matrices come out singular, and every integrator fails at the
+    /// start with a message that cannot say why (1e300 kg beside 0.3 kg did).
+    fn mass_spread(&self, raw: &RawFile) -> Res<()> {
+        let masses: Vec<f64> = self.body_specs.iter().map(|b| self.value_of(b.mass)).collect();
+        let by = |better: fn(f64, f64) -> bool| {
+            (0..masses.len()).fold(0, |k, i| if better(masses[i], masses[k]) { i } else { k })
+        };
+        let (heavy, light) = (by(|a, b| a > b), by(|a, b| a < b));
+        let ratio = masses[heavy] / masses[light];
+        if ratio.is_finite() && ratio <= MAX_MASS_RATIO {
+            return Ok(());
+        }
+        let name = |i: usize| self.body_specs[i].name.as_str();
+        Err(self.err(
+            raw.bodies[heavy].get_ref().mass.span(),
+            &label("bodies", heavy, name(heavy)),
+            format!(
+                "`mass` {:?} kg is {ratio:.1e} times the mass of body `{}` ({:?} kg); beyond \
+                 {MAX_MASS_RATIO:.0e} the lighter body is lost in the heavier one's round-off and \
+                 no solver can move it. A value in other units (g in a model in kg)? A body that \
+                 does not move can be fixed to the ground instead of made heavy",
+                masses[heavy],
+                name(light),
+                masses[light]
+            ),
+        ))
     }
 
     /// Plausibility warnings: points far outside the model's extent (a value in mm in a model
@@ -1165,6 +1199,7 @@ impl<'a> Resolver<'a> {
         for (i, b) in raw.bodies.iter().enumerate() {
             self.body(i, b)?;
         }
+        self.mass_spread(raw)?;
         for (i, f) in raw.frames.iter().enumerate() {
             self.frame(i, f)?;
         }

@@ -457,6 +457,16 @@ impl System {
                 "parameter '{name}' is computed from other parameters (its value is an expression): set those instead"
             )));
         }
+        // The model file's rules that involve this parameter (an axis, an inertia's triangle
+        // inequality, a restitution ≤ 1, limits in order) are the loader's: run it on the
+        // candidate values, so a value the file would refuse is refused here too, in any mode,
+        // with the loader's message, and the instance keeps its previous values.
+        if let Some(text) = &self.spec.source_text {
+            let mut candidate = self.params.clone();
+            candidate[i] = value;
+            let path = self.spec.source_files.first().cloned().unwrap_or_default();
+            super::loader::load_model_with_parameters(text, &path, &candidate)?;
+        }
         let old = self.params[i];
         self.params[i] = value;
         if let Err(e) = self.build() {
