@@ -67,7 +67,8 @@ pub const CHECK_STATE_EVERY: u32 = 16;
 pub trait Engine:
     MultibodySystem + EventFunctions + Clone + Serialize + DeserializeOwned + Send + 'static
 {
-    fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError>;
+    /// Change parameters together, all or none (`(index, value)` pairs).
+    fn set_parameters(&mut self, changes: &[(usize, f64)]) -> Result<(), ModelError>;
     /// The engine's current value of parameter `i` when it computes some itself (calculated
     /// parameters after initialization); `None`: the value last set.
     fn parameter_value(&self, _i: usize) -> Option<f64> {
@@ -122,8 +123,8 @@ pub trait Engine:
 }
 
 impl Engine for crate::mbs::system::System {
-    fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
-        crate::mbs::system::System::set_parameter(self, i, value)
+    fn set_parameters(&mut self, changes: &[(usize, f64)]) -> Result<(), ModelError> {
+        crate::mbs::system::System::set_parameters(self, changes)
     }
     fn parameter_value(&self, i: usize) -> Option<f64> {
         crate::mbs::system::System::parameters(self).get(i).copied()
@@ -201,6 +202,8 @@ pub enum CosimError {
         value: String,
         reason: String,
     },
+    #[error("variables {values}, set together: {reason}")]
+    InvalidValues { values: String, reason: String },
     #[error("model: {0}")]
     Model(#[from] ModelError),
     #[error("integrator: {0}")]
@@ -560,76 +563,119 @@ impl<E: Engine> Simulation<E> {
 
     // ---- setting and getting by value reference ----
 
-    /// Set a Float64 variable.
+    /// Set a Float64 variable ([`Simulation::set_reals`] of one).
     pub fn set_real(&mut self, vr: u32, value: f64, phase: SetPhase) -> Result<(), CosimError> {
-        let v = self.var(vr)?.clone();
-        if v.var_type != VarType::Float64 {
-            return Err(CosimError::WrongType {
-                vr,
-                name: v.name,
-                actual: type_name(v.var_type),
-                requested: "Float64",
-            });
-        }
-        self.check_settable(&v, phase)?;
-        if !value.is_finite() {
-            return Err(CosimError::NotFinite {
-                name: v.name,
-                value,
-            });
-        }
-        match v.kind {
-            VarKind::Parameter(i) => {
-                if let Some(rule) = &self.spec.parameters[i].rule {
-                    rule.check(value)
-                        .map_err(|reason| CosimError::InvalidValue {
-                            name: v.name.clone(),
-                            value: show_real(value),
-                            reason,
-                        })?;
-                }
-                self.st
-                    .engine
-                    .set_parameter(i, value)
-                    .map_err(|e| CosimError::InvalidValue {
-                        name: v.name.clone(),
-                        value: show_real(value),
-                        reason: e.to_string(),
-                    })?;
-                self.st.params[i] = value;
-                if self.st.initialized {
-                    // The integrator's history (and Jacobians) belong to the old parameters.
-                    self.st.reinit = true;
-                }
-            }
-            VarKind::Input(i) => {
-                check_input_magnitude(&v.name, value)?;
-                self.st.inputs[i].value = value;
-                self.st.inputs_dirty = true;
-            }
-            VarKind::Solver(s) => {
-                let bad = |reason: &str| CosimError::InvalidValue {
+        self.set_reals(&[vr], &[value], phase)
+    }
+
+    /// Set Float64 variables, all or none: every value is checked before any is applied, and
+    /// the parameters among them against the model file's rules together (limits set in one
+    /// call may pass through an order that is invalid one at a time). An error changes
+    /// nothing ("argument errors leave the instance state unchanged", docs/fmi-runtime.md).
+    pub fn set_reals(
+        &mut self,
+        vrs: &[u32],
+        values: &[f64],
+        phase: SetPhase,
+    ) -> Result<(), CosimError> {
+        let mut params: Vec<(usize, f64, String)> = Vec::new();
+        let mut rest: Vec<(VarKind, f64)> = Vec::new();
+        for (&vr, &value) in vrs.iter().zip(values) {
+            let v = self.var(vr)?;
+            if v.var_type != VarType::Float64 {
+                return Err(CosimError::WrongType {
+                    vr,
                     name: v.name.clone(),
-                    value: show_real(value),
-                    reason: reason.into(),
-                };
-                match s {
-                    SolverSetting::Rtol if rtol_in_range(value) => self.st.settings.rtol = value,
-                    SolverSetting::Atol if value > 0.0 => self.st.settings.atol = value,
-                    SolverSetting::MaxStep if value >= 0.0 => self.st.settings.max_step = value,
-                    SolverSetting::InitialStep if value >= 0.0 => {
-                        self.st.settings.initial_step = value
+                    actual: type_name(v.var_type),
+                    requested: "Float64",
+                });
+            }
+            self.check_settable(v, phase)?;
+            if !value.is_finite() {
+                return Err(CosimError::NotFinite {
+                    name: v.name.clone(),
+                    value,
+                });
+            }
+            let bad = |reason: String| CosimError::InvalidValue {
+                name: v.name.clone(),
+                value: show_real(value),
+                reason,
+            };
+            match v.kind {
+                VarKind::Parameter(i) => {
+                    if let Some(rule) = &self.spec.parameters[i].rule {
+                        rule.check(value).map_err(bad)?;
                     }
-                    SolverSetting::Rtol => return Err(bad("must be in [1e-14, 1)")),
-                    SolverSetting::Atol => return Err(bad("must be positive")),
-                    _ => return Err(bad("must be non-negative")),
+                    params.retain(|p| p.0 != i);
+                    params.push((i, value, v.name.clone()));
+                }
+                VarKind::Input(_) => {
+                    check_input_magnitude(&v.name, value)?;
+                    rest.push((v.kind, value));
+                }
+                VarKind::Solver(s) => {
+                    let reason = match s {
+                        SolverSetting::Rtol if !rtol_in_range(value) => "must be in [1e-14, 1)",
+                        SolverSetting::Atol if value <= 0.0 => "must be positive",
+                        SolverSetting::MaxStep | SolverSetting::InitialStep if value < 0.0 => {
+                            "must be non-negative"
+                        }
+                        _ => "",
+                    };
+                    if !reason.is_empty() {
+                        return Err(bad(reason.into()));
+                    }
+                    rest.push((v.kind, value));
+                }
+                _ => {
+                    return Err(CosimError::NotSettable {
+                        name: v.name.clone(),
+                        causality: causality_name(v.causality),
+                    })
                 }
             }
-            _ => {
-                return Err(CosimError::NotSettable {
-                    name: v.name,
-                    causality: causality_name(v.causality),
-                })
+        }
+        if !params.is_empty() {
+            let changes: Vec<(usize, f64)> = params.iter().map(|p| (p.0, p.1)).collect();
+            self.st.engine.set_parameters(&changes).map_err(|e| {
+                let names: Vec<String> = params
+                    .iter()
+                    .map(|(_, x, n)| format!("`{n}` = {}", show_real(*x)))
+                    .collect();
+                match &params[..] {
+                    [(_, x, n)] => CosimError::InvalidValue {
+                        name: n.clone(),
+                        value: show_real(*x),
+                        reason: e.to_string(),
+                    },
+                    _ => CosimError::InvalidValues {
+                        values: names.join(", "),
+                        reason: e.to_string(),
+                    },
+                }
+            })?;
+            for &(i, value, _) in &params {
+                self.st.params[i] = value;
+            }
+            if self.st.initialized {
+                // The integrator's history (and Jacobians) belong to the old parameters.
+                self.st.reinit = true;
+            }
+        }
+        for (kind, value) in rest {
+            match kind {
+                VarKind::Input(i) => {
+                    self.st.inputs[i].value = value;
+                    self.st.inputs_dirty = true;
+                }
+                VarKind::Solver(SolverSetting::Rtol) => self.st.settings.rtol = value,
+                VarKind::Solver(SolverSetting::Atol) => self.st.settings.atol = value,
+                VarKind::Solver(SolverSetting::MaxStep) => self.st.settings.max_step = value,
+                VarKind::Solver(SolverSetting::InitialStep) => {
+                    self.st.settings.initial_step = value
+                }
+                _ => unreachable!("only inputs and Float64 solver settings are collected"),
             }
         }
         self.invalidate();

@@ -363,9 +363,7 @@ pub unsafe extern "C" fn fmi2SetReal(
             let vrs = in_slice(vr, nvr, "vr")?;
             let vals = in_slice(value, nvr, "value")?;
             let p = phase(core);
-            for (&r, &v) in vrs.iter().zip(vals) {
-                core.sim.set_real(r, v, p)?;
-            }
+            core.sim.set_reals(vrs, vals, p)?;
             Ok(Status::Ok)
         })
     }

@@ -479,9 +479,7 @@ unsafe fn set_float64(
             let vrs = in_slice(vr, nvr, "valueReferences")?;
             let vals = in_slice(values, n_values, "values")?;
             let p = phase(core);
-            for (&r, &v) in vrs.iter().zip(vals) {
-                core.sim.set_real(r, v, p)?;
-            }
+            core.sim.set_reals(vrs, vals, p)?;
             Ok(Status::Ok)
         })
     }

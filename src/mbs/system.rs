@@ -438,39 +438,45 @@ impl System {
         &mut self.inputs
     }
 
-    /// Change a parameter; element data are rebuilt (the state is kept). Checks physical
-    /// validity of the values that depend on it.
+    /// Change a parameter ([`System::set_parameters`] of one).
     pub fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
-        let name = &self
-            .spec
-            .parameters
-            .get(i)
-            .ok_or_else(|| self.err(format!("no parameter with index {i}")))?
-            .name;
-        if !value.is_finite() {
-            return Err(self.err(format!(
-                "parameter '{name}' = {value} is not a finite number"
-            )));
+        self.set_parameters(&[(i, value)])
+    }
+
+    /// Change parameters together, all or none; element data are rebuilt (the state is kept).
+    /// The values are checked against every rule of the model file they take part in.
+    pub fn set_parameters(&mut self, changes: &[(usize, f64)]) -> Result<(), ModelError> {
+        let mut candidate = self.params.clone();
+        for &(i, value) in changes {
+            let name = &self
+                .spec
+                .parameters
+                .get(i)
+                .ok_or_else(|| self.err(format!("no parameter with index {i}")))?
+                .name;
+            if !value.is_finite() {
+                return Err(self.err(format!(
+                    "parameter '{name}' = {value} is not a finite number"
+                )));
+            }
+            if self.spec.parameters[i].calculated {
+                return Err(self.err(format!(
+                    "parameter '{name}' is computed from other parameters (its value is an expression): set those instead"
+                )));
+            }
+            candidate[i] = value;
         }
-        if self.spec.parameters[i].calculated {
-            return Err(self.err(format!(
-                "parameter '{name}' is computed from other parameters (its value is an expression): set those instead"
-            )));
-        }
-        // The model file's rules that involve this parameter (an axis, an inertia's triangle
+        // The model file's rules that involve these parameters (an axis, an inertia's triangle
         // inequality, a restitution ≤ 1, limits in order) are the loader's: run it on the
         // candidate values, so a value the file would refuse is refused here too, in any mode,
         // with the loader's message, and the instance keeps its previous values.
         if let Some(text) = &self.spec.source_text {
-            let mut candidate = self.params.clone();
-            candidate[i] = value;
             let path = self.spec.source_files.first().cloned().unwrap_or_default();
             super::loader::load_model_with_parameters(text, &path, &candidate)?;
         }
-        let old = self.params[i];
-        self.params[i] = value;
+        let old = std::mem::replace(&mut self.params, candidate);
         if let Err(e) = self.build() {
-            self.params[i] = old;
+            self.params = old;
             self.build().expect("previous parameter values were valid");
             return Err(e);
         }
