@@ -285,3 +285,46 @@ fn a_value_the_file_refuses_is_refused_when_set_and_changes_nothing() {
     let v = s.get_real(vr(t, "speed")).unwrap();
     assert!((v + 0.7).abs() < 1e-3, "rebound speed {v}");
 }
+
+/// A Set of several values is all or none: a bad entry anywhere leaves every value as it was
+/// (before session 25 the entries before it were applied, and a master that ignores Set's
+/// status stepped on with them); limits set in one call are checked together, so they can
+/// move past each other.
+#[test]
+fn a_set_of_several_values_is_all_or_none() {
+    let spec = Arc::new(mbsfmu::mbs::load_model_str(RULES, Path::new("rules.toml")).unwrap());
+    let table = Arc::new(VariableTable::from_spec(&spec));
+    let mut s = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
+    let t = &table;
+    let (ks, e, lo, up) = (vr(t, "ks"), vr(t, "e"), vr(t, "lo"), vr(t, "up"));
+    let atol = vr(t, "solver.atol");
+    s.setup_experiment(None, 0.0, None).unwrap();
+    s.initialize().unwrap();
+    let before = |s: &mut Simulation<System>| {
+        [ks, e, lo, up, atol].map(|v| s.get_real(v).unwrap())
+    };
+    let old = before(&mut s);
+    for (vrs, vals) in [
+        (vec![ks, 999_999], vec![2e7, 1.0]),
+        (vec![ks, e], vec![2e7, 2.0]),
+        (vec![atol, e], vec![1e-9, -1.0]),
+        (vec![ks, vr(t, "speed")], vec![2e7, 0.0]),
+        (vec![e, lo], vec![0.5, 0.2]),
+    ] {
+        assert!(s.set_reals(&vrs, &vals, SetPhase::Stepping).is_err(), "{vrs:?} {vals:?}");
+        assert_eq!(before(&mut s), old, "{vrs:?} {vals:?}");
+    }
+    // Both limits past the old upper one: refused one at a time, taken together.
+    assert!(s.set_real(lo, 0.2, SetPhase::Stepping).is_err());
+    s.set_reals(&[lo, up], &[0.2, 0.3], SetPhase::Stepping).unwrap();
+    assert_eq!(before(&mut s)[2..4], [0.2, 0.3]);
+    let msg = s
+        .set_reals(&[lo, up], &[0.5, 0.4], SetPhase::Stepping)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("variables `lo` = 0.5, `up` = 0.4, set together:")
+            && msg.contains("must be above `lower`"),
+        "{msg}"
+    );
+}
