@@ -684,6 +684,36 @@ impl<E: Engine> Simulation<E> {
 
     /// Set an Int64 or Enumeration variable (FMI 2 Integer, FMI 3 Int64).
     pub fn set_integer(&mut self, vr: u32, value: i64, phase: SetPhase) -> Result<(), CosimError> {
+        self.set_integers(&[vr], &[value], phase)
+    }
+
+    /// Set Int64 or Enumeration variables, all or none (as [`Simulation::set_reals`]).
+    pub fn set_integers(
+        &mut self,
+        vrs: &[u32],
+        values: &[i64],
+        phase: SetPhase,
+    ) -> Result<(), CosimError> {
+        let mut changes = Vec::with_capacity(vrs.len());
+        for (&vr, &value) in vrs.iter().zip(values) {
+            changes.push(self.check_integer(vr, value, phase)?);
+        }
+        for change in changes {
+            match change {
+                Ok(m) => self.st.settings.method = m,
+                Err(j) => self.st.settings.jacobian = j,
+            }
+        }
+        Ok(())
+    }
+
+    /// What setting `vr` to `value` changes: an integrator (`Ok`) or a Jacobian strategy.
+    fn check_integer(
+        &self,
+        vr: u32,
+        value: i64,
+        phase: SetPhase,
+    ) -> Result<Result<Method, JacobianStrategy>, CosimError> {
         let v = self.var(vr)?.clone();
         let VarType::Enumeration(et) = v.var_type else {
             if v.var_type == VarType::Float64 {
@@ -718,20 +748,17 @@ impl<E: Engine> Simulation<E> {
                         reason: "this method is not available in this build".into(),
                     });
                 }
-                self.st.settings.method = m;
+                Ok(Ok(m))
             }
             VarKind::Solver(SolverSetting::Jacobian) => {
-                self.st.settings.jacobian = JacobianStrategy::from_name(item)
-                    .expect("enumeration items are strategy names");
+                Ok(Err(JacobianStrategy::from_name(item)
+                    .expect("enumeration items are strategy names")))
             }
-            _ => {
-                return Err(CosimError::NotSettable {
-                    name: v.name,
-                    causality: causality_name(v.causality),
-                })
-            }
+            _ => Err(CosimError::NotSettable {
+                name: v.name,
+                causality: causality_name(v.causality),
+            }),
         }
-        Ok(())
     }
 
     fn check_settable(

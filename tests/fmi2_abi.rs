@@ -82,6 +82,15 @@ fn callbacks(sink: &LogSink) -> Box<fmi2CallbackFunctions> {
 
 impl<'a> Inst<'a> {
     fn try_new(f: &'a Fmi2Binding, uri: &str, guid: &str, name: &str) -> Result<Inst<'a>, String> {
+        Inst::try_new_logging(f, uri, guid, name, false)
+    }
+    fn try_new_logging(
+        f: &'a Fmi2Binding,
+        uri: &str,
+        guid: &str,
+        name: &str,
+        logging_on: bool,
+    ) -> Result<Inst<'a>, String> {
         let sink = Box::new(LogSink::default());
         let cb = callbacks(&sink);
         let (n, g, u) = (cstr(name), cstr(guid), cstr(uri));
@@ -93,7 +102,7 @@ impl<'a> Inst<'a> {
                 u.as_ptr(),
                 &*cb,
                 0,
-                0,
+                logging_on as i32,
             )
         };
         if c.is_null() {
@@ -689,7 +698,6 @@ mod with_model {
             ("EnterInitializationMode", &enter),
             ("ExitInitializationMode", &exit),
             ("CancelStep", &cancel),
-            ("GetIntegerStatus", &int_status),
             ("EnterEventMode+SetTime", &me),
         ];
         for (name, call) in &step_mode {
@@ -698,6 +706,39 @@ mod with_model {
         assert_eq!(do_step(), OK);
         assert_eq!(der_out(), OK);
         assert_eq!(status(), OK);
+        // Status kinds the FMU does not provide: Discard (FMI 2.0.2 §4.2.3, "fmi2Discard is
+        // returned also if the slave is not able to return the required status information"),
+        // with a message; until session 25 Error.
+        let s = std::ptr::null_mut::<std::os::raw::c_char>();
+        let unavailable: Vec<(&str, u32)> = unsafe {
+            vec![
+                ("GetIntegerStatus", int_status()),
+                (
+                    "GetStatus(Pending)",
+                    f.fmi2GetStatus(inst.c, fmi2StatusKind_fmi2PendingStatus, &mut st.clone()),
+                ),
+                (
+                    "GetRealStatus(Terminated)",
+                    f.fmi2GetRealStatus(inst.c, fmi2StatusKind_fmi2Terminated, &mut v.clone()),
+                ),
+                (
+                    "GetBooleanStatus(DoStepStatus)",
+                    f.fmi2GetBooleanStatus(inst.c, fmi2StatusKind_fmi2DoStepStatus, &mut b.clone()),
+                ),
+                (
+                    "GetStringStatus(Pending)",
+                    f.fmi2GetStringStatus(
+                        inst.c,
+                        fmi2StatusKind_fmi2PendingStatus,
+                        &mut (s as *const _),
+                    ),
+                ),
+            ]
+        };
+        for (name, got) in unavailable {
+            assert_eq!(got, DISCARD, "{name}: {}", inst.sink.dump());
+        }
+        assert!(inst.sink.contains(DISCARD, "there is no integer status"));
         assert_eq!(terminate(), OK);
         let terminated: Vec<Call> = vec![
             ("DoStep", &do_step),
@@ -790,9 +831,43 @@ mod with_model {
         let mut reuse = s3;
         assert_eq!(unsafe { f.fmi2GetFMUstate(other.c, &mut reuse) }, OK);
         assert_eq!(reuse, s3);
+        // Not another instance's state, though: overwriting it would move `inst`'s saved point
+        // to `other`'s time (until session 25 it did).
+        let mut foreign = s;
+        assert_eq!(unsafe { f.fmi2GetFMUstate(other.c, &mut foreign) }, ERROR);
+        let p = bytes.as_ptr() as *const i8;
+        assert_eq!(
+            unsafe { f.fmi2DeSerializeFMUstate(other.c, p, bytes.len(), &mut foreign) },
+            ERROR
+        );
+        assert_eq!(foreign, s);
+        assert!(other.sink.contains(ERROR, "belongs to another instance"));
+        outputs_over(&inst, 1.5, 3);
+        assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, s) }, OK);
+        assert_eq!(outputs_over(&inst, 0.5, 20), first);
         other.free_state(s3);
         inst.free_state(s);
         inst.free_state(s2);
+    }
+
+    /// A communication point within the tolerance of the instance time is taken as it, and the
+    /// step runs to exactly `t + h`; one that would end before the instance time is refused
+    /// saying so (until session 25: "invalid communication step size -5e-10", for h = 5e-10).
+    #[test]
+    fn a_step_that_ends_before_the_instance_time_is_refused_saying_so() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        assert_eq!(inst.step(0.0, 1.0), OK);
+        assert_eq!(inst.step(1.0 - 8e-10, 5e-10), ERROR);
+        assert!(
+            inst.sink.contains(ERROR, "not after the instance time 1 "),
+            "{}",
+            inst.sink.dump()
+        );
+        assert_eq!(inst.step(1.0 - 5e-10, 0.1), OK, "{}", inst.sink.dump());
+        assert_eq!(inst.get(vr("time")).1, 1.0 - 5e-10 + 0.1);
     }
 
     #[test]
@@ -1081,6 +1156,11 @@ mod with_model {
             "{}",
             inst.sink.dump()
         );
+        // loggingOn = 1 at instantiation is debug logging on, events included, without a
+        // SetDebugLogging (fmpy's `debug_logging=True`; until session 25 no events came).
+        let on = Inst::try_new_logging(&f, &r.uri(), &r.token, "on", true).unwrap();
+        on.init(None);
+        assert!(on.sink.contains(OK, "initialized"), "{}", on.sink.dump());
         // Switch off the error category: errors are no longer reported.
         let cats = [cstr("logStatusError")];
         let ptrs: Vec<_> = cats.iter().map(|c| c.as_ptr()).collect();

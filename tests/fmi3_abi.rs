@@ -977,3 +977,121 @@ fn get_in_instantiated_reads_everything_but_outputs() {
     inst.init(None);
     assert_eq!(inst.get(vr("x")).0, OK);
 }
+
+/// A state of the same model's FMU of the other FMI version, taken in a mode this version does
+/// not have, is refused with a message, and the instance goes on: an FMI 3 state in Event Mode
+/// into FMI 2 (until session 25 it was taken, and the FMI 2 instance sat in "Event Mode", where
+/// GetReal, DoStep and Terminate all return Error). A state in a shared mode (Step Mode) still
+/// travels between the versions.
+#[test]
+fn a_state_in_a_mode_the_other_version_lacks_is_refused() {
+    use fmi_sys::fmi2::{
+        fmi2CallbackFunctions, fmi2FMUstate, fmi2Type_fmi2CoSimulation, Fmi2Binding,
+    };
+    let f = lib();
+    let r = Resources::oscillator("");
+    let (n, t, p) = (cstr("ev"), cstr(&r.token), cstr(&r.path()));
+    let a = unsafe {
+        f.fmi3InstantiateCoSimulation(
+            n.as_ptr(),
+            t.as_ptr(),
+            p.as_ptr(),
+            false,
+            false,
+            true,
+            false,
+            null(),
+            0,
+            null_mut(),
+            None,
+            None,
+        )
+    };
+    assert!(!a.is_null());
+    let serialized = |s: fmi3FMUState| {
+        let mut n = 0usize;
+        assert_eq!(unsafe { f.fmi3SerializedFMUStateSize(a, s, &mut n) }, OK);
+        let mut b = vec![0u8; n];
+        assert_eq!(
+            unsafe { f.fmi3SerializeFMUState(a, s, b.as_mut_ptr(), n) },
+            OK
+        );
+        b
+    };
+    unsafe {
+        assert_eq!(
+            f.fmi3EnterInitializationMode(a, false, 0.0, 0.0, false, 0.0),
+            OK
+        );
+        // With eventModeUsed the instance leaves initialization into Event Mode.
+        assert_eq!(f.fmi3ExitInitializationMode(a), OK);
+    }
+    let mut in_event: fmi3FMUState = null_mut();
+    assert_eq!(unsafe { f.fmi3GetFMUState(a, &mut in_event) }, OK);
+    let event_bytes = serialized(in_event);
+    assert_eq!(unsafe { f.fmi3EnterStepMode(a) }, OK);
+    let mut in_step: fmi3FMUState = null_mut();
+    assert_eq!(unsafe { f.fmi3GetFMUState(a, &mut in_step) }, OK);
+    let step_bytes = serialized(in_step);
+
+    let f2 = unsafe { Fmi2Binding::new(lib_path()) }.expect("load libmbsfmu.so");
+    let sink = Box::new(LogSink::default());
+    let cb = fmi2CallbackFunctions {
+        logger: Some(unsafe {
+            std::mem::transmute::<
+                *const (),
+                unsafe extern "C" fn(*mut c_void, *const i8, u32, *const i8, *const i8, ...),
+            >(fmi2_logger as *const ())
+        }),
+        allocateMemory: None,
+        freeMemory: None,
+        stepFinished: None,
+        componentEnvironment: &*sink as *const LogSink as *mut c_void,
+    };
+    let uri = cstr(&r.uri());
+    let c = unsafe {
+        f2.fmi2Instantiate(
+            n.as_ptr(),
+            fmi2Type_fmi2CoSimulation,
+            t.as_ptr(),
+            uri.as_ptr(),
+            &cb,
+            0,
+            0,
+        )
+    };
+    assert!(!c.is_null(), "{}", sink.dump());
+    unsafe {
+        assert_eq!(f2.fmi2SetupExperiment(c, 0, 0.0, 0.0, 0, 0.0), OK);
+        assert_eq!(f2.fmi2EnterInitializationMode(c), OK);
+        assert_eq!(f2.fmi2ExitInitializationMode(c), OK);
+    }
+    let deserialize = |b: &[u8]| {
+        let mut s: fmi2FMUstate = null_mut();
+        let st = unsafe { f2.fmi2DeSerializeFMUstate(c, b.as_ptr() as *const i8, b.len(), &mut s) };
+        (st, s)
+    };
+    let (st, s) = deserialize(&event_bytes);
+    assert_eq!(st, ERROR);
+    assert!(s.is_null());
+    assert!(
+        sink.contains(
+            ERROR,
+            "taken in Event Mode, which this FMI version does not have"
+        ),
+        "{}",
+        sink.dump()
+    );
+    let (st, s) = deserialize(&step_bytes);
+    assert_eq!(st, OK, "{}", sink.dump());
+    unsafe {
+        assert_eq!(f2.fmi2SetFMUstate(c, s), OK);
+        assert_eq!(f2.fmi2DoStep(c, 0.0, 0.1, 1), OK, "{}", sink.dump());
+        let mut s = s;
+        assert_eq!(f2.fmi2FreeFMUstate(c, &mut s), OK);
+        f2.fmi2FreeInstance(c);
+        f.fmi3FreeFMUState(a, &mut in_event);
+        f.fmi3FreeFMUState(a, &mut in_step);
+        f.fmi3FreeInstance(a);
+    }
+}

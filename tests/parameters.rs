@@ -274,9 +274,27 @@ fn a_value_the_file_refuses_is_refused_when_set_and_changes_nothing() {
     s.set_real(vr(t, "Ix"), 0.02, SetPhase::Setup).unwrap();
     s.setup_experiment(None, 0.0, None).unwrap();
     s.initialize().unwrap();
-    refused(&mut s, "e", 2.0, SetPhase::Stepping, "`restitution` must be in (0, 1]");
-    refused(&mut s, "ks", 0.0, SetPhase::Stepping, "`stiffness` must be positive");
-    refused(&mut s, "lo", 0.2, SetPhase::Stepping, "must be above `lower`");
+    refused(
+        &mut s,
+        "e",
+        2.0,
+        SetPhase::Stepping,
+        "`restitution` must be in (0, 1]",
+    );
+    refused(
+        &mut s,
+        "ks",
+        0.0,
+        SetPhase::Stepping,
+        "`stiffness` must be positive",
+    );
+    refused(
+        &mut s,
+        "lo",
+        0.2,
+        SetPhase::Stepping,
+        "must be above `lower`",
+    );
     assert_eq!(s.get_real(vr(t, "e")).unwrap(), 0.7);
     // The stop kept its restitution: the sled comes back at 0.7 m/s.
     for k in 1..=30 {
@@ -300,9 +318,7 @@ fn a_set_of_several_values_is_all_or_none() {
     let atol = vr(t, "solver.atol");
     s.setup_experiment(None, 0.0, None).unwrap();
     s.initialize().unwrap();
-    let before = |s: &mut Simulation<System>| {
-        [ks, e, lo, up, atol].map(|v| s.get_real(v).unwrap())
-    };
+    let before = |s: &mut Simulation<System>| [ks, e, lo, up, atol].map(|v| s.get_real(v).unwrap());
     let old = before(&mut s);
     for (vrs, vals) in [
         (vec![ks, 999_999], vec![2e7, 1.0]),
@@ -311,12 +327,16 @@ fn a_set_of_several_values_is_all_or_none() {
         (vec![ks, vr(t, "speed")], vec![2e7, 0.0]),
         (vec![e, lo], vec![0.5, 0.2]),
     ] {
-        assert!(s.set_reals(&vrs, &vals, SetPhase::Stepping).is_err(), "{vrs:?} {vals:?}");
+        assert!(
+            s.set_reals(&vrs, &vals, SetPhase::Stepping).is_err(),
+            "{vrs:?} {vals:?}"
+        );
         assert_eq!(before(&mut s), old, "{vrs:?} {vals:?}");
     }
     // Both limits past the old upper one: refused one at a time, taken together.
     assert!(s.set_real(lo, 0.2, SetPhase::Stepping).is_err());
-    s.set_reals(&[lo, up], &[0.2, 0.3], SetPhase::Stepping).unwrap();
+    s.set_reals(&[lo, up], &[0.2, 0.3], SetPhase::Stepping)
+        .unwrap();
     assert_eq!(before(&mut s)[2..4], [0.2, 0.3]);
     let msg = s
         .set_reals(&[lo, up], &[0.5, 0.4], SetPhase::Stepping)

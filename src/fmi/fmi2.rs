@@ -382,9 +382,8 @@ pub unsafe extern "C" fn fmi2SetInteger(
             let vrs = in_slice(vr, nvr, "vr")?;
             let vals = in_slice(value, nvr, "value")?;
             let p = phase(core);
-            for (&r, &v) in vrs.iter().zip(vals) {
-                core.sim.set_integer(r, v as i64, p)?;
-            }
+            let vals: Vec<i64> = vals.iter().map(|&v| v as i64).collect();
+            core.sim.set_integers(vrs, &vals, p)?;
             Ok(Status::Ok)
         })
     }
@@ -443,8 +442,8 @@ const _: fmi2GetFMUstateTYPE = Some(fmi2GetFMUstate);
 #[no_mangle]
 pub unsafe extern "C" fn fmi2SetFMUstate(c: fmi2Component, FMUstate: fmi2FMUstate) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2SetFMUstate", M_ANY, |_, core| {
-            fmu_state::set(core, FMUstate)
+        b2(c, "fmi2SetFMUstate", M_ANY, |inst, core| {
+            fmu_state::set(inst, core, FMUstate)
         })
     }
 }
@@ -644,6 +643,16 @@ pub(crate) fn do_step(
             "communication point {tc} differs from the instance time {t}"
         )));
     }
+    // Within the tolerance the step runs from the instance time to `tc + h`; a step that
+    // would end there or before it cannot.
+    if tc + h <= t {
+        return Err(Fail::arg(format!(
+            "the step from {tc} of size {h} ends at {}, not after the instance time {t} (the \
+             communication point is taken as the instance time within 1e-9·max(1, |t|), and the \
+             step runs from there to t + h)",
+            tc + h
+        )));
+    }
     // A step below the time resolution at `tc` (the spacing of doubles there) would not
     // advance the time, or advance it by another amount than asked.
     let advanced = (tc + h) - tc;
@@ -689,7 +698,7 @@ pub unsafe extern "C" fn fmi2GetStatus(
         b2(c, "fmi2GetStatus", M_STATUS, |_, core| {
             let out = out_ref(value, "value")?;
             if s != fmi2StatusKind_fmi2DoStepStatus {
-                return Err(Fail::arg(format!("status kind {s} is not available through fmi2GetStatus (only fmi2DoStepStatus)")));
+                return Err(Fail::unavailable(format!("status kind {s} is not available through fmi2GetStatus (only fmi2DoStepStatus)")));
             }
             *out = core.last_step_status as fmi2Status;
             Ok(Status::Ok)
@@ -708,7 +717,7 @@ pub unsafe extern "C" fn fmi2GetRealStatus(
         b2(c, "fmi2GetRealStatus", M_STATUS, |_, core| {
             let out = out_ref(value, "value")?;
             if s != fmi2StatusKind_fmi2LastSuccessfulTime {
-                return Err(Fail::arg(format!("status kind {s} is not available through fmi2GetRealStatus (only fmi2LastSuccessfulTime)")));
+                return Err(Fail::unavailable(format!("status kind {s} is not available through fmi2GetRealStatus (only fmi2LastSuccessfulTime)")));
             }
             *out = core.last_successful_time;
             Ok(Status::Ok)
@@ -726,7 +735,7 @@ pub unsafe extern "C" fn fmi2GetIntegerStatus(
     unsafe {
         b2(c, "fmi2GetIntegerStatus", M_STATUS, |_, _| {
             out_ref(value, "value")?;
-            Err(Fail::arg(format!(
+            Err(Fail::unavailable(format!(
                 "status kind {s}: there is no integer status"
             )))
         })
@@ -744,7 +753,7 @@ pub unsafe extern "C" fn fmi2GetBooleanStatus(
         b2(c, "fmi2GetBooleanStatus", M_STATUS, |_, _| {
             let out = out_ref(value, "value")?;
             if s != fmi2StatusKind_fmi2Terminated {
-                return Err(Fail::arg(format!("status kind {s} is not available through fmi2GetBooleanStatus (only fmi2Terminated)")));
+                return Err(Fail::unavailable(format!("status kind {s} is not available through fmi2GetBooleanStatus (only fmi2Terminated)")));
             }
             // The FMU never asks to end the simulation.
             *out = 0;
@@ -763,7 +772,7 @@ pub unsafe extern "C" fn fmi2GetStringStatus(
     unsafe {
         b2(c, "fmi2GetStringStatus", M_STATUS, |_, _| {
             out_ref(value, "value")?;
-            Err(Fail::arg(format!(
+            Err(Fail::unavailable(format!(
                 "status kind {s}: there is no string status (no asynchronous steps)"
             )))
         })

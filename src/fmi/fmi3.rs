@@ -559,9 +559,7 @@ pub unsafe extern "C" fn fmi3SetInt64(
             let vrs = in_slice(valueReferences, nValueReferences, "valueReferences")?;
             let vals = in_slice(values, nValues, "values")?;
             let p = phase(core);
-            for (&r, &v) in vrs.iter().zip(vals) {
-                core.sim.set_integer(r, v, p)?;
-            }
+            core.sim.set_integers(vrs, vals, p)?;
             Ok(Status::Ok)
         })
     }
@@ -833,8 +831,8 @@ pub unsafe extern "C" fn fmi3SetFMUState(
     FMUState: fmi3FMUState,
 ) -> fmi3Status {
     unsafe {
-        b3(instance, "fmi3SetFMUState", M_ANY, |_, core| {
-            fmu_state::set(core, FMUState)
+        b3(instance, "fmi3SetFMUState", M_ANY, |inst, core| {
+            fmu_state::set(inst, core, FMUState)
         })
     }
 }

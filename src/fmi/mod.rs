@@ -324,7 +324,10 @@ impl Instance {
             token: model.token,
             logger,
             logging_on: AtomicBool::new(logging_on),
-            categories: AtomicU32::new(CAT_ALL & !CAT_EVENTS),
+            // Every category on: `loggingOn = true` at instantiation is debug logging on
+            // (FMI 2.0.2 §2.1.5), events included, as fmpy's `debug_logging=True` expects
+            // without a `SetDebugLogging`; with `loggingOn = false` `log_cat` holds events back.
+            categories: AtomicU32::new(CAT_ALL),
             poisoned: AtomicBool::new(false),
             intermediate,
             inbox: Mutex::new(Inbox::default()),
@@ -617,6 +620,16 @@ impl Fail {
             to_error_state: false,
         }
     }
+    /// Information the FMU cannot give (FMI 2 status kinds it does not provide: FMI 2.0.2
+    /// §4.2.3, "fmi2Discard is returned also if the slave is not able to return the required
+    /// status information").
+    pub fn unavailable(msg: impl Into<String>) -> Fail {
+        Fail {
+            status: Status::Discard,
+            msg: msg.into(),
+            to_error_state: false,
+        }
+    }
     pub fn computation(msg: impl Into<String>) -> Fail {
         Fail {
             status: Status::Error,
@@ -743,7 +756,10 @@ pub(crate) unsafe fn free_instance(ptr: *mut c_void, version: FmiVersion, func: 
     if busy {
         inst.log(
             Status::Error,
-            &format!("{func}: called from inside a callback of this instance; not freed"),
+            &format!(
+                "{func}: called while another call on this instance is running (from one of its \
+                 callbacks or on another thread); not freed: free it after that call returns"
+            ),
         );
         return;
     }
@@ -791,10 +807,29 @@ impl Snapshot {
         }
     }
 
-    pub fn restore(&self, core: &mut Core) -> Result<(), Fail> {
+    /// The two versions share the engine state and the serialized format; a state in a mode
+    /// the other version does not have would leave the instance where none of its functions
+    /// may be called.
+    pub fn check_version(&self, version: FmiVersion) -> Result<(), Fail> {
+        let foreign = match version {
+            FmiVersion::V2 => st::EVENT,
+            FmiVersion::V3 => st::STEP_FAILED,
+        };
+        if self.state != foreign {
+            return Ok(());
+        }
+        Err(Fail::arg(format!(
+            "the FMU state was taken in {}, which this FMI version does not have: a state of \
+             this model's FMU of the other FMI version?",
+            st::name(self.state)
+        )))
+    }
+
+    pub fn restore(&self, version: FmiVersion, core: &mut Core) -> Result<(), Fail> {
         if self.state.count_ones() != 1 || self.state & st::ANY == 0 {
             return Err(Fail::arg("the FMU state is corrupt (state machine)"));
         }
+        self.check_version(version)?;
         core.sim.restore(&self.sim)?;
         core.state = self.state;
         core.last_successful_time = self.last_successful_time;
@@ -851,24 +886,40 @@ pub(crate) mod fmu_state {
         // SAFETY: forwarded.
         let slot = unsafe { out_ref(out, "FMUState") }?;
         let snap = Snapshot::take(core);
-        // SAFETY: *slot is NULL or the importer's earlier state (checked by magic).
+        // SAFETY: forwarded (`*slot` is NULL or the importer's earlier state).
+        unsafe { store(core, slot, snap) }
+    }
+
+    /// Into the importer's earlier state `*slot` (one of this instance's), or a new one.
+    ///
+    /// # Safety
+    /// `*slot` is NULL or what the importer got from a Get or Deserialize (checked by magic).
+    unsafe fn store(core: &mut Core, slot: &mut *mut c_void, snap: Snapshot) -> BodyResult {
+        // SAFETY: checked by magic.
         match unsafe { StateBox::from_ptr(*slot) } {
-            Some(b) => b.snapshot = snap,
+            Some(_) if !core.states.contains(&(*slot as usize)) => Err(Fail::arg(
+                "the FMU state passed in to be overwritten belongs to another instance; pass \
+                 NULL for a new state of this one (its own state was left unchanged)",
+            )),
+            Some(b) => {
+                b.snapshot = snap;
+                Ok(Status::Ok)
+            }
             None => {
                 *slot = StateBox::new_raw(snap);
                 core.states.push(*slot as usize);
+                Ok(Status::Ok)
             }
         }
-        Ok(Status::Ok)
     }
 
     /// # Safety
     /// `s` is the importer's `FMUState` argument.
-    pub unsafe fn set(core: &mut Core, s: *mut c_void) -> BodyResult {
+    pub unsafe fn set(inst: &Instance, core: &mut Core, s: *mut c_void) -> BodyResult {
         // SAFETY: forwarded.
         let b = unsafe { StateBox::from_ptr(s) }
             .ok_or_else(|| Fail::arg("the FMU state is NULL or not one of this FMU's states"))?;
-        b.snapshot.restore(core)?;
+        b.snapshot.restore(inst.version, core)?;
         Ok(Status::Ok)
     }
 
@@ -951,16 +1002,10 @@ pub(crate) mod fmu_state {
         // SAFETY: forwarded.
         let slot = unsafe { out_ref(s, "FMUState") }?;
         let snap = state_bytes::decode(&inst.token, data).map_err(Fail::arg)?;
+        snap.check_version(inst.version)?;
         // Validate against this model before handing it out.
         core.sim.validate_state(&snap.sim)?;
-        // SAFETY: *slot is NULL or a state of ours (magic).
-        match unsafe { StateBox::from_ptr(*slot) } {
-            Some(b) => b.snapshot = snap,
-            None => {
-                *slot = StateBox::new_raw(snap);
-                core.states.push(*slot as usize);
-            }
-        }
-        Ok(Status::Ok)
+        // SAFETY: forwarded.
+        unsafe { store(core, slot, snap) }
     }
 }
