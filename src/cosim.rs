@@ -202,6 +202,8 @@ pub enum CosimError {
         value: String,
         reason: String,
     },
+    #[error("{what} in the model file: {reason}")]
+    FileSetting { what: String, reason: String },
     #[error("variables {values}, set together: {reason}")]
     InvalidValues { values: String, reason: String },
     #[error("model: {0}")]
@@ -477,16 +479,27 @@ impl<E: Engine> Simulation<E> {
         let span = t_end - self.time();
         for (name, h) in [
             ("solver.max_step", s.max_step),
-            ("fixed step", s.fixed_step.unwrap_or(0.0)),
+            ("[solver] fixed_step", s.fixed_step.unwrap_or(0.0)),
         ] {
             if h > 0.0 && h.is_finite() && span / h > MAX_STEPS_PER_CALL as f64 {
+                let reason = format!(
+                    "a communication step of {} s would need {:.3e} internal steps, more than \
+                     the work budget of {MAX_STEPS_PER_CALL} per call; raise {name} or use \
+                     shorter communication steps",
+                    show_real(span),
+                    span / h
+                );
+                // The fixed step is the model file's, not a variable of the FMU.
+                if name.starts_with('[') {
+                    return Err(CosimError::FileSetting {
+                        what: format!("{name} = {}", show_real(h)),
+                        reason,
+                    });
+                }
                 return Err(CosimError::InvalidValue {
                     name: name.into(),
-                    value: h.to_string(),
-                    reason: format!(
-                        "a communication step of {span} s would need {:.3e} internal steps, more than the work budget of {MAX_STEPS_PER_CALL} per call; raise {name} or use shorter communication steps",
-                        span / h
-                    ),
+                    value: show_real(h),
+                    reason,
                 });
             }
         }
@@ -1856,14 +1869,7 @@ pub use crate::mbs::spec::MAX_INPUT_MAGNITUDE;
 
 /// A real for a message: as written for ordinary magnitudes, in exponent form beyond (`1e101`,
 /// not its 102 digits).
-fn show_real(x: f64) -> String {
-    let a = x.abs();
-    if x == 0.0 || (1e-4..1e15).contains(&a) || !x.is_finite() {
-        format!("{x}")
-    } else {
-        format!("{x:e}")
-    }
-}
+use crate::mbs::error::show_number as show_real;
 
 fn check_input_magnitude(name: &str, value: f64) -> Result<(), CosimError> {
     if !value.is_finite() {

@@ -813,6 +813,17 @@ fn experiment_tolerance_and_rtol_not_below_one() {
         "[solver]",
         "`rtol` must be in [1e-14, 1) (a relative tolerance), got 2.5",
     );
+    // Small values read as numbers (until session 25: "got 0.000000000000001").
+    expect(
+        &append("[solver]\nrtol = §1e-15\n"),
+        "[solver]",
+        "`rtol` must be in [1e-14, 1) (a relative tolerance), got 1e-15",
+    );
+    expect(
+        &append("[solver]\nfixed_step = §-1e-300\n"),
+        "[solver]",
+        "`fixed_step` must be positive, got -1e-300",
+    );
 }
 
 // ----- table files -----------------------------------------------------------------------------------

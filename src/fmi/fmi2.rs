@@ -668,10 +668,12 @@ pub(crate) fn do_step(
     // call).
     let r = core.sim.advance_to(tc + h, intermediate);
     r.map_err(|e| match e {
-        // `InvalidValue`: a step the work budget cannot cover (`check_step_budget`).
+        // `InvalidValue`, `FileSetting`: a step the work budget cannot cover
+        // (`check_step_budget`).
         CosimError::PastStop { .. }
         | CosimError::InvalidStepSize(_)
-        | CosimError::InvalidValue { .. } => Fail::arg(e.to_string()),
+        | CosimError::InvalidValue { .. }
+        | CosimError::FileSetting { .. } => Fail::arg(e.to_string()),
         e => Fail::computation(e.to_string()),
     })
 }

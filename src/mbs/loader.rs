@@ -1363,7 +1363,7 @@ impl<'a> Resolver<'a> {
                     format!(
                         "`tolerance` must be in [{:e}, 1) (a relative tolerance), got {}",
                         crate::integrate::RTOL_MIN,
-                        e.tolerance
+                        super::error::show_number(e.tolerance)
                     )
                 },
             )?;
@@ -1429,7 +1429,10 @@ impl<'a> Resolver<'a> {
                     _ => "zero or positive",
                 };
                 self.ensure(ok, v.span(), el, || {
-                    format!("`{key}` must be {need}, got {n}")
+                    format!(
+                        "`{key}` must be {need}, got {}",
+                        super::error::show_number(n)
+                    )
                 })?;
                 *target = n;
             }
@@ -1437,7 +1440,10 @@ impl<'a> Resolver<'a> {
         if let Some(v) = &x.fixed_step {
             let n = self.number(v, el, "fixed_step")?;
             self.ensure(n > 0.0, v.span(), el, || {
-                format!("`fixed_step` must be positive, got {n}")
+                format!(
+                    "`fixed_step` must be positive, got {}",
+                    super::error::show_number(n)
+                )
             })?;
             s.fixed_step = Some(n);
         }

@@ -9,6 +9,7 @@ use clap::Args;
 use mbsfmu::cosim::{Advance, SetPhase, Simulation};
 use mbsfmu::description::xml::model_identifier;
 use mbsfmu::description::{Causality, VarKind, VarType, VariableTable};
+use mbsfmu::mbs::error::show_number;
 use mbsfmu::mbs::spec::ModelSpec;
 use mbsfmu::mbs::system::System;
 use std::io::{IsTerminal, Write};
@@ -281,9 +282,11 @@ pub fn grid(start: f64, stop: f64, step: f64) -> CliResult<Vec<f64>> {
     let spacing = f64::from_bits(far.to_bits() + 1) - far;
     if step < 1e3 * spacing {
         return Err(CliError::User(format!(
-            "--step {step} s is below the time resolution at t = {far:e} s (--start {start}, \
+            "the communication step {} s (--step or the model's [experiment] step) is below the \
+             time resolution at t = {far:e} s (--start {start}, \
              --stop {stop}): doubles there are {spacing:e} s apart; use a --step of at least \
              {:e} s (1000 times the resolution) or times nearer 0",
+            show_number(step),
             1e3 * spacing
         )));
     }
