@@ -397,6 +397,22 @@ fn expression_names_an_unknown_parameter() {
         "bodies[1] \"b\"",
         "in the expression \"2*mm\": unknown name `mm` (not a parameter)",
     );
+    // A long expression is shown around the error, not whole (a 200 kB expression made a
+    // 200 kB message until session 25).
+    let long = format!("{}§mm", "1+".repeat(5000));
+    let e = expect(
+        &replace(
+            "name = \"b\"\nmass = 1.0",
+            &format!("name = \"b\"\nmass = \"{long}\""),
+        ),
+        "bodies[1] \"b\"",
+        "+1+1+mm\": unknown name `mm` (not a parameter)",
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.len() < 400 && msg.contains("in the expression \"…1+1+"),
+        "{msg}"
+    );
 }
 
 #[test]

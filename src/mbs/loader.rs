@@ -441,10 +441,29 @@ impl<'a> Resolver<'a> {
             Num::Text(t) => t.as_str(),
             Num::Number(_) => "",
         };
+        // A long expression is shown around the error only (the location points into it).
+        const SHOWN: usize = 80;
+        let shown = if text.chars().count() <= SHOWN {
+            text.to_string()
+        } else {
+            let chars: Vec<char> = text.chars().collect();
+            let mid = text.get(..e.offset).map_or(0, |p| p.chars().count());
+            let from = mid.saturating_sub(SHOWN / 2).min(chars.len() - SHOWN);
+            let part: String = chars[from..from + SHOWN].iter().collect();
+            format!(
+                "{}{part}{}",
+                if from > 0 { "…" } else { "" },
+                if from + SHOWN < chars.len() {
+                    "…"
+                } else {
+                    ""
+                }
+            )
+        };
         self.err(
             at..at,
             el,
-            format!("in the expression \"{text}\": {}", e.message),
+            format!("in the expression \"{shown}\": {}", e.message),
         )
     }
 
