@@ -2493,3 +2493,48 @@ fn cli_export_extra_binary_uses_each_versions_platform_name() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `simulate --set` names what a name is when it is not a parameter (an input is given with
+/// `--input`), and takes `solver.fixed_step`, the model file's `[solver]` key that `export
+/// --set` writes (until session 25 it was "not a parameter"): the half-implicit method then
+/// takes exactly stop / fixed_step steps.
+#[test]
+fn cli_simulate_set_names_inputs_and_takes_the_fixed_step() {
+    let dir = temp_dir("set_kinds");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/quarter_car_rig.toml");
+    let out = dir.join("o.csv");
+    let (code, _, err) = mbsfmu(&["simulate", model, "--stop", "0.1", "--set", "stamp_z=3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "\"stamp_z\" is an input, not a parameter: give its values over time with --input"
+        ),
+        "{err}"
+    );
+    let (code, out_text, err) = mbsfmu(&[
+        "simulate",
+        model,
+        "--stop",
+        "0.1",
+        "--step",
+        "0.01",
+        "--set",
+        "solver.integrator=half_implicit",
+        "--set",
+        "solver.fixed_step=1e-3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out_text.contains("solver: 100 steps (0 rejected)"),
+        "{out_text}"
+    );
+    let (code, _, err) = mbsfmu(&["simulate", model, "--set", "solver.fixed_step=-1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("\"-1\" is not a positive number of seconds"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

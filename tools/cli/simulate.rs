@@ -180,7 +180,12 @@ pub fn instantiate(
     start: f64,
     tol: Option<f64>,
 ) -> CliResult<Box<dyn CoSimulation>> {
-    let spec = Arc::new(spec.clone());
+    let mut spec = spec.clone();
+    let (fixed, solver): (Vec<_>, Vec<_>) = solver.iter().partition(|(n, _)| n == FIXED_STEP);
+    if let Some((_, h)) = fixed.last() {
+        spec.solver.fixed_step = Some(*h);
+    }
+    let spec = Arc::new(spec);
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = System::new(spec.clone()).map_err(|e| CliError::User(e.to_string()))?;
     let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
@@ -492,6 +497,9 @@ pub fn run_loop(
     LoopResult { rows, failure }
 }
 
+/// The `--set` name of the model file's `[solver] fixed_step`.
+const FIXED_STEP: &str = "solver.fixed_step";
+
 /// Parameter values and solver overrides from `--set`.
 /// `(parameter values in ModelSpec order, solver.* overrides by name)`.
 pub type Settings = (Vec<f64>, Vec<(String, f64)>);
@@ -505,6 +513,19 @@ pub fn apply_sets(spec: &ModelSpec, sets: &[String]) -> CliResult<Settings> {
             .split_once('=')
             .ok_or_else(|| CliError::User(format!("--set {s}: expected NAME=VALUE")))?;
         let (name, value) = (name.trim(), value.trim());
+        // The fixed step is a key of the model file's [solver] table, not an FMU variable (the
+        // FMU's is the packed file's: `mbsfmu export --set solver.fixed_step=…`).
+        if name == FIXED_STEP {
+            match value.parse::<f64>() {
+                Ok(x) if x > 0.0 && x.is_finite() => solver.push((name.to_string(), x)),
+                _ => {
+                    return Err(CliError::User(format!(
+                        "--set {s}: {value:?} is not a positive number of seconds"
+                    )))
+                }
+            }
+            continue;
+        }
         let var = table
             .by_name(name)
             .filter(|v| v.causality == Causality::Parameter)
@@ -515,8 +536,21 @@ pub fn apply_sets(spec: &ModelSpec, sets: &[String]) -> CliResult<Settings> {
                     .filter(|v| v.causality == Causality::Parameter)
                     .map(|v| v.name.as_str())
                     .collect();
+                let what = match table.by_name(name).map(|v| v.causality) {
+                    Some(Causality::Input) => {
+                        "is an input, not a parameter: give its values over time with --input \
+                         FILE.csv (without it the input keeps its start value)"
+                            .to_string()
+                    }
+                    Some(c) => format!(
+                        "is not a parameter (it is an {})",
+                        format!("{c:?}").to_lowercase()
+                    ),
+                    None => "is not a parameter".to_string(),
+                };
                 CliError::User(format!(
-                    "--set {s}: {name:?} is not a parameter of model {:?} (parameters: {})",
+                    "--set {s}: {name:?} {what}; the parameters of model {:?} are {}, \
+                     {FIXED_STEP}",
                     spec.name,
                     names.join(", ")
                 ))
