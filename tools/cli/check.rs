@@ -214,7 +214,7 @@ pub fn run(model: &Path) -> CliResult {
     let spec = mbsfmu::mbs::load_model(model)?;
     out!("{}", summary(&spec));
     if spec.warnings.is_empty() {
-        outln!("  loads without errors or warnings");
+        outln!("  the file loads without errors or warnings (assembly follows)");
     } else {
         outln!("  loads without errors; warnings:");
         for w in &spec.warnings {
