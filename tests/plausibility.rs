@@ -62,6 +62,22 @@ fn catalogue_of_warnings() {
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("bodies[4] \"loose\""), "{}", w[0]);
     assert!(w[0].contains("nothing holds it"), "{}", w[0]);
+    // A contact sphere whose centre starts behind its plane (a normal of the wrong sign):
+    // 0.5 m behind with radius 0.1, six radii deep (until session 25 no warning, and the ball
+    // left at hundreds of m/s).
+    let balls = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bouncing_balls.toml"),
+    )
+    .unwrap()
+    .replace("normal = [0.0, 1.0, 0.0]", "normal = [0.0, -1.0, 0.0]");
+    let w = load(&balls).warnings;
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("forces[1] \"ball_ground\"")
+            && w[0].contains("the sphere's centre starts 0.5 m behind the plane (along `normal` [0, -1, 0]), 6.0 radii deep"),
+        "{}",
+        w[0]
+    );
 }
 
 /// The model in the consistent units mm, t, s, N (as FE codes use): lengths × 1e3, masses

@@ -250,6 +250,9 @@ struct Resolver<'a> {
     points: Vec<(Range<usize>, String, Vector3<f64>)>,
     /// Parameter values that replace the file's (see [`load_model_with_parameters`]).
     overrides: Vec<f64>,
+    /// Plausibility warnings an element's own reading finds (a contact sphere that starts
+    /// behind its plane).
+    element_warnings: Vec<String>,
 }
 
 const NO_KEYS: &[&str] = &[];
@@ -288,6 +291,7 @@ impl<'a> Resolver<'a> {
             force_specs: Vec::new(),
             source_files: vec![src.file.clone()],
             points: Vec::new(),
+            element_warnings: Vec::new(),
             overrides: Vec::new(),
         }
     }
@@ -1326,6 +1330,7 @@ impl<'a> Resolver<'a> {
         }
         let mut warnings = self.warnings(raw);
         warnings.extend(extra_warnings);
+        warnings.append(&mut self.element_warnings);
         let mut spec = ModelSpec {
             name: model.name.get_ref().clone(),
             description,

@@ -846,6 +846,26 @@ impl Resolver<'_> {
                     "a sphere_plane contact",
                 )?;
                 let n = self.unit_vec3(nl, el, "normal")?;
+                // A centre behind the plane is a penalty force of the whole depth at the start:
+                // a sign or position slip launches the sphere (5 m deep: at 1600 m/s).
+                let height = (c - p).dot(&n);
+                let r0 = self.value_of(radius);
+                if height < 0.0 {
+                    let w = self.err(
+                        r.span(),
+                        el,
+                        format!(
+                            "the sphere's centre starts {} m behind the plane (along `normal` \
+                             {}), {:.1} radii deep: the contact pushes it out with the force of \
+                             that whole depth at the start. A sign of `normal`, or a position, \
+                             wrong?",
+                            fmt_g(-height),
+                            fmt_v(&n),
+                            (r0 - height) / r0
+                        ),
+                    );
+                    self.element_warnings.push(w.to_string());
+                }
                 let (_, ap) = self.pose(pb);
                 ContactGeometry::SpherePlane {
                     sphere_body: sb,
