@@ -274,9 +274,27 @@ fn a_value_the_file_refuses_is_refused_when_set_and_changes_nothing() {
     s.set_real(vr(t, "Ix"), 0.02, SetPhase::Setup).unwrap();
     s.setup_experiment(None, 0.0, None).unwrap();
     s.initialize().unwrap();
-    refused(&mut s, "e", 2.0, SetPhase::Stepping, "`restitution` must be in (0, 1]");
-    refused(&mut s, "ks", 0.0, SetPhase::Stepping, "`stiffness` must be positive");
-    refused(&mut s, "lo", 0.2, SetPhase::Stepping, "must be above `lower`");
+    refused(
+        &mut s,
+        "e",
+        2.0,
+        SetPhase::Stepping,
+        "`restitution` must be in (0, 1]",
+    );
+    refused(
+        &mut s,
+        "ks",
+        0.0,
+        SetPhase::Stepping,
+        "`stiffness` must be positive",
+    );
+    refused(
+        &mut s,
+        "lo",
+        0.2,
+        SetPhase::Stepping,
+        "must be above `lower`",
+    );
     assert_eq!(s.get_real(vr(t, "e")).unwrap(), 0.7);
     // The stop kept its restitution: the sled comes back at 0.7 m/s.
     for k in 1..=30 {

@@ -566,7 +566,11 @@ impl<'a> Resolver<'a> {
     /// saddle-point and Newton matrices come out singular, and every integrator fails at the
     /// start with a message that cannot say why (1e300 kg beside 0.3 kg did).
     fn mass_spread(&self, raw: &RawFile) -> Res<()> {
-        let masses: Vec<f64> = self.body_specs.iter().map(|b| self.value_of(b.mass)).collect();
+        let masses: Vec<f64> = self
+            .body_specs
+            .iter()
+            .map(|b| self.value_of(b.mass))
+            .collect();
         let by = |better: fn(f64, f64) -> bool| {
             (0..masses.len()).fold(0, |k, i| if better(masses[i], masses[k]) { i } else { k })
         };
