@@ -109,6 +109,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for AnyIntegrator {
     fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
         dispatch!(self, i => Integrator::<S>::restart(i, sys, x))
     }
+    fn restart_state(&self, sys: &mut S, x: &MechState) -> MechState {
+        dispatch!(self, i => Integrator::<S>::restart_state(i, sys, x))
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,11 @@
 //!    the local linearization this is paper 002's `Ψ(ŷ(t*)) = 0` with `ŷ` from its formula
 //!    (18)) and the next step starts in the new contact state.
 //! 3. Restart of the method at the event ([`EventLocator::restart_after_event`], default on):
-//!    its step-size history belongs to the old contact state.
+//!    its step-size history belongs to the old contact state. The restart starts from the
+//!    method's state ([`Integrator::restart_state`]: the BDF projects it onto the
+//!    constraints first, its corrector satisfies them only to its tolerance); should that
+//!    state fail the consistency check all the same, the step fails recoverably
+//!    ([`IntegrateError::Restart`]: Discard, not Error).
 //!
 //! With several switches in one step the earliest root wins. Friction is not an event (its
 //! regularized law is smooth).
@@ -449,8 +453,20 @@ impl EventLocator {
             )
         {
             let before = *integ.stats();
-            let x = integ.state().clone();
-            integ.initialize(sys, &x)?;
+            // Inside a communication step: a restart whose state cannot be made consistent
+            // is a failure of this step (Discard: a retry from the step's start may locate the
+            // event elsewhere), not of the instance (Error). The method is then put back as it
+            // was at the event (a failed initialization leaves it half reset), so the
+            // instance stays usable there. The backup of the step is no longer needed.
+            self.save(integ)?;
+            let x = integ.restart_state(sys, integ.state());
+            if let Err(e) = integ.initialize(sys, &x) {
+                self.restore(integ)?;
+                return Err(match e {
+                    IntegrateError::Inconsistent { t, what } => IntegrateError::Restart { t, what },
+                    e => e,
+                });
+            }
             let after = integ.stats();
             if after.steps < before.steps || after.f_evals < before.f_evals {
                 add_stats(&mut self.stats.discarded, &before);

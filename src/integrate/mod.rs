@@ -238,6 +238,11 @@ pub enum IntegrateError {
     NonFinite { t: f64, what: String },
     #[error("inconsistent initial values at t = {t}: {what}")]
     Inconsistent { t: f64, what: String },
+    /// The restart of the method at an event or a switch of a force law, inside a
+    /// communication step, failed (its state could not be made consistent): recoverable, a
+    /// retry from the step's start with another step may locate the event elsewhere.
+    #[error("restart at the event at t = {t} failed: {what}")]
+    Restart { t: f64, what: String },
     #[error("invalid setting: {0}")]
     Settings(String),
     #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {t} of {t_limit} (limits: {} steps, {} s CPU per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, events::MAX_STEPS_PER_CALL, events::MAX_CPU_SECONDS_PER_CALL)]
@@ -259,6 +264,7 @@ impl IntegrateError {
                 | IntegrateError::NonFinite { .. }
                 | IntegrateError::Singular { .. }
                 | IntegrateError::WorkBudget { .. }
+                | IntegrateError::Restart { .. }
         )
     }
 }
@@ -360,5 +366,14 @@ pub trait Integrator<S: MultibodySystem + ?Sized> {
     /// over like after [`Integrator::initialize`] (the default, which is `initialize`).
     fn restart(&mut self, sys: &mut S, x: &MechState) -> Result<bool, IntegrateError> {
         self.initialize(sys, x).map(|()| false)
+    }
+    /// `x`, a state this method produced (its [`Integrator::state`]), made consistent for a
+    /// fresh start from it with [`Integrator::initialize`] (an event located, a force law
+    /// switched, a parameter changed). As it is by default: the methods project their states
+    /// onto the constraints every step. A method whose accepted states satisfy the constraints
+    /// only to its corrector's tolerance (the BDF) projects it onto them, so that the start's
+    /// consistency check holds.
+    fn restart_state(&self, _sys: &mut S, x: &MechState) -> MechState {
+        x.clone()
     }
 }
