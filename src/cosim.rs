@@ -114,6 +114,11 @@ pub trait Engine:
     fn failure_cause(&self, _x: &MechState) -> Option<String> {
         None
     }
+    /// A sentence on parameter values far outside what double-precision solvers handle,
+    /// added to a failure's message (a damping of 1e308 fails as "singular matrix").
+    fn parameter_note(&self) -> Option<String> {
+        None
+    }
     /// After a completed step at state `x`: an error where the state is wrong in a way the
     /// integration cannot see (a constraint dropped as redundant at assembly that no longer
     /// holds). Called at every [`CHECK_STATE_EVERY`]th communication point.
@@ -174,6 +179,9 @@ impl Engine for crate::mbs::system::System {
     fn check_state(&mut self, x: &MechState) -> Result<(), ModelError> {
         self.check_dropped_rows(x)
     }
+    fn parameter_note(&self) -> Option<String> {
+        crate::mbs::system::System::extreme_parameters(self)
+    }
 }
 
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -204,6 +212,12 @@ pub enum CosimError {
     },
     #[error("{what} in the model file: {reason}")]
     FileSetting { what: String, reason: String },
+    /// A failure with what the engine sees as its likely cause ([`Engine::parameter_note`]).
+    #[error("{source}; {note}")]
+    Noted {
+        source: Box<CosimError>,
+        note: String,
+    },
     #[error("variables {values}, set together: {reason}")]
     InvalidValues { values: String, reason: String },
     #[error("model: {0}")]
@@ -224,6 +238,17 @@ pub enum CosimError {
     Derivative(String),
     #[error("state does not belong to this model: {0}")]
     ForeignState(String),
+}
+
+impl CosimError {
+    /// A failed computation (the model or the integrator), not a wrong call.
+    pub fn is_computation(&self) -> bool {
+        match self {
+            CosimError::Integrate(_) | CosimError::Model(_) => true,
+            CosimError::Noted { source, .. } => source.is_computation(),
+            _ => false,
+        }
+    }
 }
 
 /// Where the instance is in its life cycle, as far as setting variables is concerned.
@@ -1057,6 +1082,17 @@ impl<E: Engine> Simulation<E> {
     /// End of initialization: the consistent initial state for the parameters and inputs set
     /// so far, and the integrator.
     pub fn initialize(&mut self) -> Result<(), CosimError> {
+        self.initialize_plain()
+            .map_err(|e| match self.st.engine.parameter_note() {
+                Some(note) => CosimError::Noted {
+                    source: Box::new(e),
+                    note,
+                },
+                None => e,
+            })
+    }
+
+    fn initialize_plain(&mut self) -> Result<(), CosimError> {
         self.st.x = None;
         self.ensure_state()?;
         let settings = self.effective_settings();
@@ -1097,7 +1133,11 @@ impl<E: Engine> Simulation<E> {
         self.st.events.begin_call(t_end, CallClock::start());
         let r = self.advance(t_end, intermediate);
         self.st.failure_cause = match (&r, &self.st.x) {
-            (Ok(Advance::Discard { .. }), Some(x)) => self.st.engine.failure_cause(x),
+            (Ok(Advance::Discard { .. }), Some(x)) => self
+                .st
+                .engine
+                .failure_cause(x)
+                .or_else(|| self.st.engine.parameter_note()),
             _ => None,
         };
         self.st.cpu_time += self.st.events.call_elapsed();

@@ -2538,3 +2538,88 @@ fn cli_simulate_set_names_inputs_and_takes_the_fixed_step() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A failure at the start with a parameter far outside the range of doubles' solvers names the
+/// parameter (a damping of 1e308 on a torsion spring failed as "singular matrix … elimination
+/// step 4", naming nothing, until session 25).
+#[test]
+fn cli_simulate_names_an_extreme_parameter_when_the_start_fails() {
+    let dir = temp_dir("extreme");
+    let model = dir.join("arm.toml");
+    std::fs::write(
+        &model,
+        r#"[model]
+name = "arm"
+gravity = [0.0, -9.81, 0.0]
+
+[[parameters]]
+name = "c"
+value = 1.0
+
+[[bodies]]
+name = "bar"
+mass = 1.0
+inertia = [0.01, 0.1, 0.1]
+position = [0.5, 0.0, 0.0]
+
+[[bodies]]
+name = "ball"
+type = "particle"
+mass = 0.5
+position = [1.0, -1.0, 0.0]
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "bar"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "rod"
+type = "distance"
+body1 = "bar"
+body2 = "ball"
+point1 = [1.0, 0.0, 0.0]
+point2 = [1.0, -1.0, 0.0]
+
+[[forces]]
+name = "spring"
+type = "rotational_spring_damper"
+joint = "pivot"
+stiffness = 100.0
+damping = "c"
+
+[[outputs]]
+name = "angle"
+type = "joint_coordinate"
+joint = "pivot"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("o.csv");
+    let m = model.to_str().unwrap();
+    let args = [
+        "simulate",
+        m,
+        "--stop",
+        "0.01",
+        "--step",
+        "0.01",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (code, _, err) = mbsfmu(&[&args[..], &["--set", "c=1e308"]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("singular matrix")
+            && err.contains(
+                "parameter `c` = 1e308 far outside the range a double-precision solver handles"
+            ),
+        "{err}"
+    );
+    let (code, _, err) = mbsfmu(&args);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -647,7 +647,7 @@ impl From<String> for Fail {
 
 impl From<CosimError> for Fail {
     fn from(e: CosimError) -> Fail {
-        let computation = matches!(e, CosimError::Integrate(_) | CosimError::Model(_));
+        let computation = e.is_computation();
         Fail {
             status: Status::Error,
             msg: e.to_string(),

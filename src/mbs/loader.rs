@@ -607,11 +607,16 @@ impl<'a> Resolver<'a> {
             raw.bodies[heavy].get_ref().mass.span(),
             &label("bodies", heavy, name(heavy)),
             format!(
-                "`mass` {:?} kg is {ratio:.1e} times the mass of body `{}` ({:?} kg); beyond \
+                "`mass` {:?} kg is {} the mass of body `{}` ({:?} kg); beyond \
                  {MAX_MASS_RATIO:.0e} the lighter body is lost in the heavier one's round-off and \
                  no solver can move it. A value in other units (g in a model in kg)? A body that \
                  does not move can be fixed to the ground instead of made heavy",
                 masses[heavy],
+                if ratio.is_finite() {
+                    format!("{ratio:.1e} times")
+                } else {
+                    "more than 1e308 times".into()
+                },
                 name(light),
                 masses[light]
             ),

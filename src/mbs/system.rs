@@ -438,6 +438,28 @@ impl System {
         &mut self.inputs
     }
 
+    /// Parameters whose values are far outside what double-precision solvers handle (beyond
+    /// 1e30 or below 1e-30 in magnitude, not 0), as a sentence for a failure's message: a
+    /// damping of 1e308 fails the start as a singular matrix, a gravity of 1e300 as a Newton
+    /// failure, neither naming it.
+    pub fn extreme_parameters(&self) -> Option<String> {
+        let named: Vec<String> = self
+            .spec
+            .parameters
+            .iter()
+            .zip(&self.params)
+            .filter(|(_, v)| v.abs() > 1e30 || (**v != 0.0 && v.abs() < 1e-30))
+            .map(|(p, v)| format!("`{}` = {v:e}", p.name))
+            .collect();
+        (!named.is_empty()).then(|| {
+            format!(
+                "parameter {} far outside the range a double-precision solver handles (a \
+                 magnitude between 1e-30 and 1e30): a value out of range?",
+                named.join(", ")
+            )
+        })
+    }
+
     /// Change a parameter ([`System::set_parameters`] of one).
     pub fn set_parameter(&mut self, i: usize, value: f64) -> Result<(), ModelError> {
         self.set_parameters(&[(i, value)])
