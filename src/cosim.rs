@@ -646,7 +646,12 @@ impl<E: Engine> Simulation<E> {
                         rule.check(value).map_err(bad)?;
                     }
                     params.retain(|p| p.0 != i);
-                    params.push((i, value, v.name.clone()));
+                    // A master that sets every tunable parameter before each step, mostly to
+                    // the values they have (Simulink's FMU block does), must not pay for a
+                    // check against the file's rules and a restart of the integrator each time.
+                    if value.to_bits() != self.st.params[i].to_bits() {
+                        params.push((i, value, v.name.clone()));
+                    }
                 }
                 VarKind::Input(_) => {
                     check_input_magnitude(&v.name, value)?;

@@ -333,6 +333,18 @@ fn a_set_of_several_values_is_all_or_none() {
         );
         assert_eq!(before(&mut s), old, "{vrs:?} {vals:?}");
     }
+    // Setting values they already have (a master that sets every tunable parameter before
+    // each step) changes nothing: no restart of the integrator.
+    s.advance_to(0.01, None).unwrap();
+    let restarts = s.stats().restarts;
+    s.set_reals(&[ks, e], &[old[0], old[1]], SetPhase::Stepping)
+        .unwrap();
+    s.advance_to(0.02, None).unwrap();
+    assert_eq!(s.stats().restarts, restarts);
+    s.set_real(e, 0.6, SetPhase::Stepping).unwrap();
+    s.advance_to(0.03, None).unwrap();
+    assert_eq!(s.stats().restarts, restarts + 1);
+    s.set_real(e, 0.7, SetPhase::Stepping).unwrap();
     // Both limits past the old upper one: refused one at a time, taken together.
     assert!(s.set_real(lo, 0.2, SetPhase::Stepping).is_err());
     s.set_reals(&[lo, up], &[0.2, 0.3], SetPhase::Stepping)
