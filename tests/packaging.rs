@@ -2623,3 +2623,32 @@ joint = "pivot"
     assert_eq!(code, 0, "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An `initial_step` below the smallest step at the start time is raised to it, for every
+/// method (1e-300 failed the first step: "step size 1e-300 fell below the minimum", until
+/// session 25).
+#[test]
+fn cli_simulate_raises_a_tiny_initial_step() {
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/double_pendulum_stiff.toml"
+    );
+    let dir = temp_dir("initial_step");
+    let out = dir.join("o.csv");
+    for m in ["bdf", "sdirk", "half_implicit", "dopri5"] {
+        let (code, _, err) = mbsfmu(&[
+            "simulate",
+            model,
+            "--stop",
+            "0.02",
+            "--set",
+            "solver.initial_step=1e-300",
+            "--set",
+            &format!("solver.integrator={m}"),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{m}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1085,7 +1085,9 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for Bdf {
         let h0 = if let Some(h) = s.fixed_step {
             h
         } else if s.initial_step > 0.0 {
-            s.initial_step.min(self.h_max())
+            s.initial_step
+                .max(super::dense::h_min(x.t))
+                .min(self.h_max())
         } else {
             self.startup_step(x, &acc)
         };

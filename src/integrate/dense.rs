@@ -593,7 +593,8 @@ pub fn first_step(settings: &Settings, t: f64, y: &[f64], dy: &[f64], order: u32
         return h;
     }
     if settings.initial_step > 0.0 {
-        return settings.initial_step;
+        // Below the smallest step at `t` no method can step (1e-300 failed at once).
+        return settings.initial_step.max(h_min(t));
     }
     let h_max = if settings.max_step > 0.0 {
         settings.max_step
