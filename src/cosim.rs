@@ -616,8 +616,10 @@ impl<E: Engine> Simulation<E> {
         values: &[f64],
         phase: SetPhase,
     ) -> Result<(), CosimError> {
+        // Two passes: check everything (collecting the parameters, which are checked
+        // together), then apply; inputs and settings are applied in a second walk, so that a
+        // rig's input Set allocates nothing.
         let mut params: Vec<(usize, f64, String)> = Vec::new();
-        let mut rest: Vec<(VarKind, f64)> = Vec::new();
         for (&vr, &value) in vrs.iter().zip(values) {
             let v = self.var(vr)?;
             if v.var_type != VarType::Float64 {
@@ -653,10 +655,7 @@ impl<E: Engine> Simulation<E> {
                         params.push((i, value, v.name.clone()));
                     }
                 }
-                VarKind::Input(_) => {
-                    check_input_magnitude(&v.name, value)?;
-                    rest.push((v.kind, value));
-                }
+                VarKind::Input(_) => check_input_magnitude(&v.name, value)?,
                 VarKind::Solver(s) => {
                     let reason = match s {
                         SolverSetting::Rtol if !rtol_in_range(value) => "must be in [1e-14, 1)",
@@ -669,7 +668,6 @@ impl<E: Engine> Simulation<E> {
                     if !reason.is_empty() {
                         return Err(bad(reason.into()));
                     }
-                    rest.push((v.kind, value));
                 }
                 _ => {
                     return Err(CosimError::NotSettable {
@@ -706,8 +704,8 @@ impl<E: Engine> Simulation<E> {
                 self.st.reinit = true;
             }
         }
-        for (kind, value) in rest {
-            match kind {
+        for (&vr, &value) in vrs.iter().zip(values) {
+            match self.var(vr)?.kind {
                 VarKind::Input(i) => {
                     self.st.inputs[i].value = value;
                     self.st.inputs_dirty = true;
@@ -718,7 +716,8 @@ impl<E: Engine> Simulation<E> {
                 VarKind::Solver(SolverSetting::InitialStep) => {
                     self.st.settings.initial_step = value
                 }
-                _ => unreachable!("only inputs and Float64 solver settings are collected"),
+                // Parameters: applied above; nothing else passed the checks.
+                _ => {}
             }
         }
         self.invalidate();

@@ -65,3 +65,28 @@ fn no_allocation_per_step() {
         );
     }
 }
+
+/// A rig master's Set of an input (before every communication step) allocates nothing: the
+/// all-or-none Set checks in one walk and applies in a second, without collecting.
+#[test]
+fn setting_an_input_allocates_nothing() {
+    use mbsfmu::cosim::{SetPhase, Simulation};
+    use mbsfmu::description::VariableTable;
+    use mbsfmu::mbs::system::System;
+    use std::sync::Arc;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/quarter_car_rig.toml");
+    let spec = Arc::new(mbsfmu::mbs::load_model(&path).unwrap());
+    let table = Arc::new(VariableTable::from_spec(&spec));
+    let mut sim = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
+    sim.setup_experiment(None, 0.0, None).unwrap();
+    sim.initialize().unwrap();
+    let vr = table.by_name("stamp_z").unwrap().value_reference;
+    sim.set_real(vr, 1e-3, SetPhase::Stepping).unwrap();
+    let before = alloc_count::allocations();
+    for k in 0..100 {
+        sim.set_real(vr, 1e-5 * k as f64, SetPhase::Stepping)
+            .unwrap();
+    }
+    let allocs = alloc_count::allocations() - before;
+    assert_eq!(allocs, 0, "{allocs} allocations in 100 Sets");
+}
