@@ -67,8 +67,13 @@ pub const CHECK_STATE_EVERY: u32 = 16;
 pub trait Engine:
     MultibodySystem + EventFunctions + Clone + Serialize + DeserializeOwned + Send + 'static
 {
-    /// Change parameters together, all or none (`(index, value)` pairs).
-    fn set_parameters(&mut self, changes: &[(usize, f64)]) -> Result<(), ModelError>;
+    /// Change parameters together, all or none (`(index, value)` pairs); with `rules`, checked
+    /// against every rule of the model file they take part in.
+    fn set_parameters(&mut self, changes: &[(usize, f64)], rules: bool) -> Result<(), ModelError>;
+    /// Every rule of the model file on the current parameter values.
+    fn check_parameters(&self) -> Result<(), ModelError> {
+        Ok(())
+    }
     /// The engine's current value of parameter `i` when it computes some itself (calculated
     /// parameters after initialization); `None`: the value last set.
     fn parameter_value(&self, _i: usize) -> Option<f64> {
@@ -128,8 +133,11 @@ pub trait Engine:
 }
 
 impl Engine for crate::mbs::system::System {
-    fn set_parameters(&mut self, changes: &[(usize, f64)]) -> Result<(), ModelError> {
-        crate::mbs::system::System::set_parameters(self, changes)
+    fn set_parameters(&mut self, changes: &[(usize, f64)], rules: bool) -> Result<(), ModelError> {
+        crate::mbs::system::System::set_parameters_with(self, changes, rules)
+    }
+    fn check_parameters(&self) -> Result<(), ModelError> {
+        crate::mbs::system::System::check_parameters(self)
     }
     fn parameter_value(&self, i: usize) -> Option<f64> {
         crate::mbs::system::System::parameters(self).get(i).copied()
@@ -218,6 +226,11 @@ pub enum CosimError {
         source: Box<CosimError>,
         note: String,
     },
+    #[error(
+        "the parameter values set before initialization ended ({values}) break a rule of the \
+         model file: {reason}"
+    )]
+    RulesBroken { values: String, reason: String },
     #[error("variables {values}, set together: {reason}")]
     InvalidValues { values: String, reason: String },
     #[error("model: {0}")]
@@ -326,6 +339,11 @@ pub struct SimState<E> {
     /// Communication points since the engine last checked the state ([`Engine::check_state`]).
     #[serde(skip)]
     unchecked_points: u32,
+    /// Parameters were taken before initialization ended that broke a rule of the model file
+    /// together with the others ([`Simulation::set_reals`]). Not serialized (the format
+    /// stays): a restored state before initialization checks again.
+    #[serde(skip)]
+    rules_pending: bool,
 }
 
 /// A co-simulation instance of one model.
@@ -388,6 +406,7 @@ impl<E: Engine> Simulation<E> {
                 failure_cause: None,
                 call_start: 0.0,
                 unchecked_points: 0,
+                rules_pending: false,
             },
             spec,
             table,
@@ -602,7 +621,12 @@ impl<E: Engine> Simulation<E> {
     // ---- setting and getting by value reference ----
 
     /// Set a Float64 variable ([`Simulation::set_reals`] of one).
-    pub fn set_real(&mut self, vr: u32, value: f64, phase: SetPhase) -> Result<(), CosimError> {
+    pub fn set_real(
+        &mut self,
+        vr: u32,
+        value: f64,
+        phase: SetPhase,
+    ) -> Result<Option<String>, CosimError> {
         self.set_reals(&[vr], &[value], phase)
     }
 
@@ -610,12 +634,19 @@ impl<E: Engine> Simulation<E> {
     /// the parameters among them against the model file's rules together (limits set in one
     /// call may pass through an order that is invalid one at a time). An error changes
     /// nothing ("argument errors leave the instance state unchanged", docs/fmi-runtime.md).
+    ///
+    /// Before initialization ends, parameters arrive one at a time (fmpy sets start values in
+    /// the order of the model description), so a value that breaks a rule of the file only
+    /// together with the others as they are now (`lower` set above the old `upper`) is taken
+    /// with a warning (`Ok(Some(message))`), and the rules are checked again when
+    /// initialization ends or an output is read ([`Simulation::check_pending_rules`]).
     pub fn set_reals(
         &mut self,
         vrs: &[u32],
         values: &[f64],
         phase: SetPhase,
-    ) -> Result<(), CosimError> {
+    ) -> Result<Option<String>, CosimError> {
+        let mut warning = None;
         // Two passes: check everything (collecting the parameters, which are checked
         // together), then apply; inputs and settings are applied in a second walk, so that a
         // rig's input Set allocates nothing.
@@ -679,7 +710,7 @@ impl<E: Engine> Simulation<E> {
         }
         if !params.is_empty() {
             let changes: Vec<(usize, f64)> = params.iter().map(|p| (p.0, p.1)).collect();
-            self.st.engine.set_parameters(&changes).map_err(|e| {
+            let refused = |e: ModelError| {
                 let names: Vec<String> = params
                     .iter()
                     .map(|(_, x, n)| format!("`{n}` = {}", show_real(*x)))
@@ -695,7 +726,30 @@ impl<E: Engine> Simulation<E> {
                         reason: e.to_string(),
                     },
                 }
-            })?;
+            };
+            match self.st.engine.set_parameters(&changes, true) {
+                Ok(()) => {}
+                Err(e) if !self.st.initialized => {
+                    // Possibly only in this order: taken, and checked again at the end of
+                    // initialization (what cannot be built at all is still refused here).
+                    self.st
+                        .engine
+                        .set_parameters(&changes, false)
+                        .map_err(refused)?;
+                    let set: Vec<String> = params
+                        .iter()
+                        .map(|(_, x, n)| format!("`{n}` = {}", show_real(*x)))
+                        .collect();
+                    warning = Some(format!(
+                        "{} taken for now, but with the other parameters as they are the model \
+                         file's rules do not hold: {e}; checked again when initialization ends \
+                         (another parameter may be set next)",
+                        set.join(", ")
+                    ));
+                    self.st.rules_pending = true;
+                }
+                Err(e) => return Err(refused(e)),
+            }
             for &(i, value, _) in &params {
                 self.st.params[i] = value;
             }
@@ -721,6 +775,31 @@ impl<E: Engine> Simulation<E> {
             }
         }
         self.invalidate();
+        Ok(warning)
+    }
+
+    /// The model file's rules on the parameters set before initialization ended with a
+    /// warning ([`Simulation::set_reals`]): an argument error naming the parameters set so far
+    /// when they still fail (the instance stays where it is; set a valid value and go on).
+    fn check_pending_rules(&mut self) -> Result<(), CosimError> {
+        if !self.st.rules_pending {
+            return Ok(());
+        }
+        self.st.engine.check_parameters().map_err(|e| {
+            let set: Vec<String> = self
+                .spec
+                .parameters
+                .iter()
+                .zip(&self.st.params)
+                .filter(|(p, v)| !p.calculated && p.value.to_bits() != v.to_bits())
+                .map(|(p, v)| format!("`{}` = {}", p.name, show_real(*v)))
+                .collect();
+            CosimError::RulesBroken {
+                values: set.join(", "),
+                reason: e.to_string(),
+            }
+        })?;
+        self.st.rules_pending = false;
         Ok(())
     }
 
@@ -1055,6 +1134,7 @@ impl<E: Engine> Simulation<E> {
 
     fn ensure_state(&mut self) -> Result<(), CosimError> {
         if self.st.x.is_none() {
+            self.check_pending_rules()?;
             let t0 = self.st.start;
             self.prepare_inputs(t0, self.expected_step(), false);
             // A ramp starting at the start time moves with its slope from the start on.
@@ -1786,6 +1866,7 @@ impl<E: Engine> Simulation<E> {
     pub fn restore(&mut self, s: &SimState<E>) -> Result<(), CosimError> {
         self.validate_state(s)?;
         self.st = s.clone();
+        self.st.rules_pending |= !self.st.initialized;
         Ok(())
     }
 
@@ -1793,6 +1874,7 @@ impl<E: Engine> Simulation<E> {
     pub fn restore_owned(&mut self, s: SimState<E>) -> Result<(), CosimError> {
         self.validate_state(&s)?;
         self.st = s;
+        self.st.rules_pending |= !self.st.initialized;
         Ok(())
     }
 
@@ -2536,11 +2618,15 @@ mod tests {
                 let v = table.by_name(name).unwrap();
                 match v.var_type {
                     crate::description::VarType::Float64 => {
-                        sim.set_real(v.value_reference, *value, SetPhase::Setup)
+                        assert!(sim
+                            .set_real(v.value_reference, *value, SetPhase::Setup)
+                            .unwrap()
+                            .is_none())
                     }
-                    _ => sim.set_integer(v.value_reference, *value as i64, SetPhase::Setup),
+                    _ => sim
+                        .set_integer(v.value_reference, *value as i64, SetPhase::Setup)
+                        .unwrap(),
                 }
-                .unwrap();
             }
             sim
         };

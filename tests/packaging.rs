@@ -2314,7 +2314,7 @@ fn cli_simulate_ctrl_c_keeps_the_outputs_computed() {
 /// infinite) fails the initialization naming the body and saying a parameter is out of range:
 /// the static equilibrium took it for converged and the first step failed with "non-finite
 /// value in residual" naming nothing. (A 1e308 kg chassis beside 3 kg arms is now refused
-/// already when set, by the mass ratio: see the end.)
+/// by the mass ratio at the end of initialization, naming the parameter: see the end.)
 #[test]
 fn cli_simulate_refuses_a_start_whose_forces_overflow() {
     let dir = temp_dir("overflow");
@@ -2386,7 +2386,7 @@ component = "z"
     ]);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("variable `m_chassis`: invalid value 1e308")
+        err.contains("the parameter values set before initialization ended (`m_chassis` = 1e308) break a rule of the model file")
             && err.contains("bodies[0] \"chassis\": `mass` 1e308 kg is 3.3e307 times the mass of body `upper_arm` (3.0 kg)"),
         "{err}"
     );

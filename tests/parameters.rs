@@ -249,12 +249,14 @@ type = "joint_rate"
 joint = "guide"
 "#;
 
-/// Every value the model file refuses is refused when set, in Initialization Mode (fixed
-/// parameters) and while stepping (tunable ones), by the variable's name, the value and the
-/// file's rule; the instance keeps its previous value and goes on. Before session 25 an
-/// axis of zero length or an inertia against the triangle inequality was accepted and failed
-/// the initialization later without naming the variable, and in Step Mode a restitution of 2
-/// or a stop stiffness of 0 was taken silently (the sled left through the stop).
+/// Every value the model file refuses is refused when set while stepping (tunable ones), by
+/// the variable's name, the value and the file's rule; the instance keeps its previous value
+/// and goes on. Before initialization ends such a value is taken with a warning that names
+/// it, and the end of initialization refuses the values as they are then, naming them, with
+/// the instance still in initialization. Before session 25 an axis of zero length or an
+/// inertia against the triangle inequality failed the initialization without naming the
+/// variable, and in Step Mode a restitution of 2 or a stop stiffness of 0 was taken silently
+/// (the sled left through the stop).
 #[test]
 fn a_value_the_file_refuses_is_refused_when_set_and_changes_nothing() {
     let spec = Arc::new(mbsfmu::mbs::load_model_str(RULES, Path::new("rules.toml")).unwrap());
@@ -269,10 +271,32 @@ fn a_value_the_file_refuses_is_refused_when_set_and_changes_nothing() {
         let head = format!("variable `{name}`: invalid value {value}");
         assert!(msg.starts_with(&head) && msg.contains(rule), "{msg}");
     };
-    refused(&mut s, "az", 0.0, SetPhase::Setup, "`axis` has zero length");
-    refused(&mut s, "Ix", 1.0, SetPhase::Setup, "triangle inequality");
-    s.set_real(vr(t, "Ix"), 0.02, SetPhase::Setup).unwrap();
+    // Before initialization ends parameters arrive one at a time: a value that breaks a rule
+    // is taken with a warning naming it, and the rules are checked again at the end.
+    let warned = |s: &mut Simulation<System>, name: &str, value: f64, rule: &str| {
+        let w = s
+            .set_real(vr(t, name), value, SetPhase::Setup)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name} = {value}: no warning"));
+        let head = format!("`{name}` = {value} taken for now, but with the other parameters");
+        assert!(w.starts_with(&head) && w.contains(rule), "{w}");
+    };
+    warned(&mut s, "az", 0.0, "`axis` has zero length");
+    warned(&mut s, "Ix", 1.0, "triangle inequality");
     s.setup_experiment(None, 0.0, None).unwrap();
+    let msg = s.initialize().unwrap_err().to_string();
+    assert!(
+        msg.starts_with(
+            "the parameter values set before initialization ended (`Ix` = 1, `az` = 0)"
+        ) && msg.contains("triangle inequality"),
+        "{msg}"
+    );
+    // The instance stays in initialization: valid values, and it goes on.
+    warned(&mut s, "az", 1.0, "triangle inequality");
+    assert_eq!(
+        s.set_real(vr(t, "Ix"), 0.02, SetPhase::Setup).unwrap(),
+        None
+    );
     s.initialize().unwrap();
     refused(
         &mut s,
@@ -345,7 +369,8 @@ fn a_set_of_several_values_is_all_or_none() {
     s.advance_to(0.03, None).unwrap();
     assert_eq!(s.stats().restarts, restarts + 1);
     s.set_real(e, 0.7, SetPhase::Stepping).unwrap();
-    // Both limits past the old upper one: refused one at a time, taken together.
+    // Both limits past the old upper one while stepping: refused one at a time, taken
+    // together.
     assert!(s.set_real(lo, 0.2, SetPhase::Stepping).is_err());
     s.set_reals(&[lo, up], &[0.2, 0.3], SetPhase::Stepping)
         .unwrap();
@@ -359,4 +384,23 @@ fn a_set_of_several_values_is_all_or_none() {
             && msg.contains("must be above `lower`"),
         "{msg}"
     );
+}
+
+/// A master that sets start values one at a time (fmpy, in the order of the model
+/// description) can move both limits of a stop past the old upper one: the first Set is taken
+/// with a warning, the second clears it, and initialization goes through.
+#[test]
+fn limits_set_one_at_a_time_before_initialization_are_taken() {
+    let spec = Arc::new(mbsfmu::mbs::load_model_str(RULES, Path::new("rules.toml")).unwrap());
+    let table = Arc::new(VariableTable::from_spec(&spec));
+    let mut s = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
+    let w = s.set_real(vr(&table, "lo"), 0.2, SetPhase::Setup).unwrap();
+    assert!(w.is_some_and(|w| w.contains("must be above `lower`")));
+    assert_eq!(
+        s.set_real(vr(&table, "up"), 0.3, SetPhase::Setup).unwrap(),
+        None
+    );
+    s.setup_experiment(None, 0.0, None).unwrap();
+    s.initialize().unwrap();
+    assert_eq!(s.get_real(vr(&table, "lo")).unwrap(), 0.2);
 }

@@ -359,12 +359,17 @@ pub unsafe extern "C" fn fmi2SetReal(
     value: *const fmi2Real,
 ) -> fmi2Status {
     unsafe {
-        b2(c, "fmi2SetReal", M_SET, |_, core| {
+        b2(c, "fmi2SetReal", M_SET, |inst, core| {
             let vrs = in_slice(vr, nvr, "vr")?;
             let vals = in_slice(value, nvr, "value")?;
             let p = phase(core);
-            core.sim.set_reals(vrs, vals, p)?;
-            Ok(Status::Ok)
+            match core.sim.set_reals(vrs, vals, p)? {
+                Some(w) => {
+                    inst.log(Status::Warning, &format!("fmi2SetReal: {w}"));
+                    Ok(Status::Warning)
+                }
+                None => Ok(Status::Ok),
+            }
         })
     }
 }

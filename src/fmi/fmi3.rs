@@ -474,13 +474,18 @@ unsafe fn set_float64(
         }
     }
     unsafe {
-        b3(instance, "fmi3SetFloat64", M_SET, |_, core| {
+        b3(instance, "fmi3SetFloat64", M_SET, |inst, core| {
             check_n(nvr, n_values)?;
             let vrs = in_slice(vr, nvr, "valueReferences")?;
             let vals = in_slice(values, n_values, "values")?;
             let p = phase(core);
-            core.sim.set_reals(vrs, vals, p)?;
-            Ok(Status::Ok)
+            match core.sim.set_reals(vrs, vals, p)? {
+                Some(w) => {
+                    inst.log(Status::Warning, &format!("fmi3SetFloat64: {w}"));
+                    Ok(Status::Warning)
+                }
+                None => Ok(Status::Ok),
+            }
         })
     }
 }

@@ -468,6 +468,30 @@ impl System {
     /// Change parameters together, all or none; element data are rebuilt (the state is kept).
     /// The values are checked against every rule of the model file they take part in.
     pub fn set_parameters(&mut self, changes: &[(usize, f64)]) -> Result<(), ModelError> {
+        self.set_parameters_with(changes, true)
+    }
+
+    /// Every rule of the model file on the current parameter values (the loader run on them).
+    pub fn check_parameters(&self) -> Result<(), ModelError> {
+        self.check_parameter_values(&self.params)
+    }
+
+    fn check_parameter_values(&self, values: &[f64]) -> Result<(), ModelError> {
+        if let Some(text) = &self.spec.source_text {
+            let path = self.spec.source_files.first().cloned().unwrap_or_default();
+            super::loader::load_model_with_parameters(text, &path, values)?;
+        }
+        Ok(())
+    }
+
+    /// [`System::set_parameters`]; with `rules = false` without the model file's rules (the
+    /// co-simulation layer defers them to the end of initialization, where parameters are
+    /// set one at a time: a master moving both limits of a stop sets one of them first).
+    pub fn set_parameters_with(
+        &mut self,
+        changes: &[(usize, f64)],
+        rules: bool,
+    ) -> Result<(), ModelError> {
         let mut candidate = self.params.clone();
         for &(i, value) in changes {
             let name = &self
@@ -490,11 +514,10 @@ impl System {
         }
         // The model file's rules that involve these parameters (an axis, an inertia's triangle
         // inequality, a restitution ≤ 1, limits in order) are the loader's: run it on the
-        // candidate values, so a value the file would refuse is refused here too, in any mode,
-        // with the loader's message, and the instance keeps its previous values.
-        if let Some(text) = &self.spec.source_text {
-            let path = self.spec.source_files.first().cloned().unwrap_or_default();
-            super::loader::load_model_with_parameters(text, &path, &candidate)?;
+        // candidate values, so a value the file would refuse is refused here too, with the
+        // loader's message, and the instance keeps its previous values.
+        if rules {
+            self.check_parameter_values(&candidate)?;
         }
         let old = std::mem::replace(&mut self.params, candidate);
         if let Err(e) = self.build() {

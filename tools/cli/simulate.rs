@@ -211,7 +211,9 @@ pub fn instantiate(
             .by_name(name)
             .ok_or_else(|| CliError::User(format!("--set: no variable {name:?}")))?;
         match v.var_type {
-            VarType::Float64 => sim.set_real(v.value_reference, *value, SetPhase::Setup),
+            VarType::Float64 => sim
+                .set_real(v.value_reference, *value, SetPhase::Setup)
+                .map(|w| w.into_iter().for_each(|w| eprintln!("warning: {w}"))),
             _ => sim.set_integer(v.value_reference, *value as i64, SetPhase::Setup),
         }
         .map_err(user)?;
