@@ -706,7 +706,7 @@ mod with_model {
         assert_eq!(do_step(), OK);
         assert_eq!(der_out(), OK);
         assert_eq!(status(), OK);
-        // Status kinds the FMU does not provide: Discard (FMI 2.0.2 §4.2.3, "fmi2Discard is
+        // Status kinds the FMU does not provide: Discard (FMI 2.0.2 §2.1.3, "fmi2Discard is
         // returned also if the slave is not able to return the required status information"),
         // with a message; until session 25 Error.
         let s = std::ptr::null_mut::<std::os::raw::c_char>();

@@ -621,7 +621,7 @@ impl Fail {
         }
     }
     /// Information the FMU cannot give (FMI 2 status kinds it does not provide: FMI 2.0.2
-    /// §4.2.3, "fmi2Discard is returned also if the slave is not able to return the required
+    /// §2.1.3, "fmi2Discard is returned also if the slave is not able to return the required
     /// status information").
     pub fn unavailable(msg: impl Into<String>) -> Fail {
         Fail {
