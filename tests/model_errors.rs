@@ -1393,3 +1393,122 @@ fn masses_too_far_apart() {
     let spread = replace("name = \"b\"\nmass = 1.0", "name = \"b\"\nmass = 1e11");
     load_model_str(&spread, Path::new(FILE)).unwrap();
 }
+
+// ----- units -------------------------------------------------------------------------------
+
+/// The engine takes every parameter in SI units, so a unit whose factor is not 1 would make
+/// an importer that converts units off by that factor (`g` on a mass: by 1000). Previously
+/// it was written with `factor="0.001"`.
+#[test]
+fn parameter_unit_must_be_the_si_unit_of_its_dimension() {
+    expect(
+        &replace("unit = \"N/m\"", "unit = §\"N/mm\""),
+        "parameters[0] \"k\"",
+        "`unit` = \"N/mm\" is 1000 N/m, but the engine takes a parameter's value in SI units: write the value in N/m",
+    );
+    expect(
+        &replace(
+            "name = \"a\"\nmass = 1.0",
+            "name = \"a\"\nmass = \"m_a\"",
+        )
+        .replacen(
+            "[[inputs]]",
+            "[[parameters]]\nname = \"m_a\"\nvalue = 1.0\nunit = §\"g\"\n\n[[inputs]]",
+            1,
+        ),
+        "parameters[1] \"m_a\"",
+        "`unit` = \"g\" is 0.001 kg, but the engine takes a parameter's value in SI units: write the value in kg",
+    );
+    // Another name of the SI unit is fine.
+    let ok = replace("unit = \"N/m\"", "unit = \"kg/s2\"");
+    load_model_str(&ok, Path::new(FILE)).unwrap();
+}
+
+/// An input used bare is taken in SI units; in other units it is fed through an input
+/// expression that converts it.
+#[test]
+fn input_unit_is_si_unless_an_expression_converts_it() {
+    let deg = replace("name = \"u\"\n", "name = \"u\"\nunit = §\"deg\"\n");
+    expect(
+        &deg,
+        "inputs[0] \"u\"",
+        "`unit` = \"deg\" is pi/180 rad, but an element takes this input's bare value in SI units: give the input in rad",
+    );
+    assert!(load_err_at(&strip_marker(&deg).0, Path::new(FILE))
+        .0
+        .contains("(`\"u*pi/180\"`)"));
+    let converted =
+        strip_marker(&deg)
+            .0
+            .replacen("motion = { input = \"u\" }", "motion = \"u*pi/180\"", 1);
+    let spec = load_model_str(&converted, Path::new(FILE)).unwrap();
+    assert_eq!(spec.inputs[0].unit, "deg");
+}
+
+/// An output's unit is that of its value, `scale ×` the quantity: the quantity's dimension and
+/// the factor `1/|scale|`. Previously a position in `deg` was written with a BaseUnit in
+/// rad, and `deg` on an angle without `scale` claimed degrees for a value in radians.
+#[test]
+fn output_unit_must_match_the_quantity_and_the_scale() {
+    let out = |extra: &str| {
+        append(&format!(
+            "[[outputs]]\nname = \"y\"\ntype = \"joint_coordinate\"\njoint = \"pivot\"\n{extra}"
+        ))
+    };
+    expect(
+        &out("unit = §\"deg\"\n"),
+        "outputs[0] \"y\"",
+        "`unit` = \"deg\" is pi/180 rad, but the output's value is the quantity in rad (no `scale`): give `scale` = \"180/pi\" to output it in deg",
+    );
+    expect(
+        &out("unit = §\"m\"\n"),
+        "outputs[0] \"y\"",
+        "`unit` = \"m\" is a unit of m, but this output is a quantity in rad: give a unit of that dimension",
+    );
+    expect(
+        &out("unit = §\"rad\"\nscale = 2.0\n"),
+        "outputs[0] \"y\"",
+        "`unit` = \"rad\" is 1 rad, but the output's value is `scale` = 2 times the quantity in rad",
+    );
+    for ok in [
+        "unit = \"deg\"\nscale = \"180/pi\"\n",
+        "unit = \"deg\"\nscale = \"-180/pi\"\n",
+        "unit = \"rad\"\nscale = -1.0\n",
+        "scale = 2.0\n",
+    ] {
+        load_model_str(&out(ok), Path::new(FILE)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    let mm = append(
+        "[[outputs]]\nname = \"y\"\ntype = \"position\"\nbody = \"p\"\ncomponent = \"x\"\nunit = \"mm\"\nscale = 1000\n",
+    );
+    load_model_str(&mm, Path::new(FILE)).unwrap();
+}
+
+/// A unit mbsfmu does not know is a warning naming it, with its location; the FMU declares it
+/// without SI base units.
+#[test]
+fn unknown_unit_is_a_warning() {
+    let (text, line, col) = strip_marker(&replace("unit = \"N/m\"", "unit = §\"furlong\""));
+    let spec = load_model_str(&text, Path::new(FILE)).unwrap();
+    let want = format!(
+        "{FILE}:{line}:{col}: parameters[0] \"k\": unit \"furlong\" is not one mbsfmu knows"
+    );
+    assert!(
+        spec.warnings.iter().any(|w| w.starts_with(&want)),
+        "{:?}",
+        spec.warnings
+    );
+    let table = mbsfmu::description::VariableTable::from_spec(&spec);
+    let md = mbsfmu::description::xml::ModelDescription::new(
+        &spec,
+        &table,
+        mbsfmu::description::xml::FmiVersion::Fmi2,
+        "{00000000-0000-0000-0000-000000000000}",
+        "2026-01-01T00:00:00Z",
+        mbsfmu::description::Capabilities::RUNTIME,
+    );
+    let xml = md.to_xml().unwrap();
+    let at = xml.find("<Unit name=\"furlong\"").expect("declared");
+    let unit = &xml[at..at + xml[at..].find('>').unwrap() + 1];
+    assert!(unit.ends_with("/>"), "no BaseUnit: {unit}");
+}

@@ -93,6 +93,61 @@ impl BaseUnit {
         .collect()
     }
 
+    /// The same SI base-unit exponents (rad counted as a base unit, as FMI does).
+    pub fn same_dimension(&self, o: &BaseUnit) -> bool {
+        self.exponents() == o.exponents()
+    }
+
+    /// The SI unit of this dimension, in the model file's notation: a named one where the
+    /// models use it (`N`, `N.m/rad`, `m/s2`), otherwise base units (`kg.m-1`; `1`).
+    pub fn si_unit(&self) -> String {
+        const NAMED: &[&str] = &[
+            "kg",
+            "m",
+            "s",
+            "rad",
+            "N",
+            "N.m",
+            "N/m",
+            "N.s/m",
+            "N.m/rad",
+            "N.m.s/rad",
+            "m/s",
+            "m/s2",
+            "rad/s",
+            "rad/s2",
+            "kg.m2",
+            "Pa",
+            "W",
+            "Hz",
+        ];
+        if let Some(n) = NAMED
+            .iter()
+            .find(|n| parse_unit(n).is_some_and(|u| u.same_dimension(self)))
+        {
+            return n.to_string();
+        }
+        let e = self.exponents();
+        if e.is_empty() {
+            return "1".into();
+        }
+        e.iter()
+            .map(|(n, p)| {
+                if *p == 1 {
+                    n.to_string()
+                } else {
+                    format!("{n}{p}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// Factor 1 and no offset: a value in this unit is the value in SI units.
+    pub fn is_si(&self) -> bool {
+        (self.factor - 1.0).abs() <= 1e-9 && self.offset == 0.0
+    }
+
     /// Set an exponent from its FMI attribute name; false if the name is not an exponent.
     pub fn set_exponent(&mut self, name: &str, e: i32) -> bool {
         match name {
@@ -231,5 +286,22 @@ mod tests {
         assert_eq!(parse_unit("furlong"), None);
         assert_eq!(parse_unit("m/s/s"), None);
         assert_eq!(parse_unit(""), None);
+    }
+
+    #[test]
+    fn dimensions_and_si_units() {
+        let u = |s: &str| parse_unit(s).unwrap();
+        assert!(u("N.m").same_dimension(&u("J")));
+        assert!(u("rpm").same_dimension(&u("rad/s")));
+        assert!(!u("Hz").same_dimension(&u("rad/s")));
+        assert!(!u("rad").same_dimension(&u("1")));
+        assert_eq!(u("kN").si_unit(), "N");
+        assert_eq!(u("N/mm").si_unit(), "N/m");
+        assert_eq!(u("J").si_unit(), "N.m");
+        assert_eq!(u("kg/m").si_unit(), "kg.m-1");
+        assert_eq!(u("g").si_unit(), "kg");
+        assert_eq!(u("1").si_unit(), "1");
+        assert!(u("N.s/m").is_si() && u("1").is_si());
+        assert!(!u("g").is_si() && !u("deg").is_si() && !u("mm").is_si());
     }
 }

@@ -12,6 +12,7 @@ use super::model_file::*;
 use super::spec::*;
 use super::table;
 use super::{ModelError, ModelSpec};
+use crate::description::units::{parse_unit, BaseUnit};
 use crate::integrate::{JacobianStrategy, Method, Settings};
 use nalgebra::{Matrix3, SymmetricEigen, Unit, UnitQuaternion, Vector3};
 use std::collections::HashMap;
@@ -231,6 +232,8 @@ struct Resolver<'a> {
     inputs: Vec<InputSpec>,
     input_index: HashMap<String, usize>,
     input_used: Vec<bool>,
+    /// Per input: some element takes its bare value (no input expression converting it).
+    input_bare: Vec<bool>,
     /// FMU variable names (parameters, inputs, outputs) → element that owns it.
     variables: HashMap<String, String>,
     /// Bodies and frames → reference.
@@ -278,6 +281,7 @@ impl<'a> Resolver<'a> {
             inputs: Vec::new(),
             input_index: HashMap::new(),
             input_used: Vec::new(),
+            input_bare: Vec::new(),
             variables: HashMap::new(),
             bodies_by_name: HashMap::new(),
             body_specs: Vec::new(),
@@ -430,6 +434,30 @@ impl<'a> Resolver<'a> {
             ));
         }
         Ok(Some(v.get_ref().clone()))
+    }
+
+    /// A `unit` as written into `modelDescription.xml`, in SI base units; `None` for an empty
+    /// unit and for one mbsfmu does not know (a warning: it is declared without base units,
+    /// so importers cannot convert it).
+    fn declared_unit(&mut self, u: &S<String>, el: &str) -> Res<Option<BaseUnit>> {
+        let text = u.get_ref().trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let b = parse_unit(text);
+        if b.is_none() {
+            let w = self.err(
+                u.span(),
+                el,
+                format!(
+                    "unit \"{text}\" is not one mbsfmu knows (SI units and their multiples, such \
+                     as N.m/rad, mm, deg, rpm): the FMU declares it without SI base units, so an \
+                     importer cannot convert it"
+                ),
+            );
+            self.element_warnings.push(w.to_string());
+        }
+        Ok(b)
     }
 
     // ----- numbers ----------------------------------------------------------------------------
@@ -798,6 +826,7 @@ impl<'a> Resolver<'a> {
         match self.input_index.get(name.get_ref()) {
             Some(&i) => {
                 self.input_used[i] = true;
+                self.input_bare[i] = true;
                 Ok(i)
             }
             None => Err(self.err(
@@ -1128,6 +1157,18 @@ impl<'a> Resolver<'a> {
                 acts: true,
                 rule: None,
             });
+            if let Some(u) = &p.unit {
+                if let Some(b) = self.declared_unit(u, &el)? {
+                    self.ensure(b.is_si(), u.span(), &el, || {
+                        not_si(
+                            u.get_ref().trim(),
+                            &b,
+                            "the engine takes a parameter's value in SI units: write the value in",
+                            "",
+                        )
+                    })?;
+                }
+            }
         }
 
         let mut experiment = self.experiment(raw)?;
@@ -1210,6 +1251,7 @@ impl<'a> Resolver<'a> {
             self.input_index
                 .insert(inp.name.get_ref().clone(), self.inputs.len());
             self.input_used.push(false);
+            self.input_bare.push(false);
             self.inputs.push(InputSpec {
                 name: inp.name.get_ref().clone(),
                 unit: self.xml_string(&inp.unit, &el, "unit")?.unwrap_or_default(),
@@ -1247,6 +1289,30 @@ impl<'a> Resolver<'a> {
         let mut outputs = Vec::new();
         for (i, o) in raw.outputs.iter().enumerate() {
             outputs.push(self.output(i, o)?);
+        }
+
+        // An input's value is taken in SI units wherever it is used bare; an input in other
+        // units is fed through an input expression that converts it ("u_deg*pi/180").
+        for (i, inp) in raw.inputs.iter().enumerate() {
+            let inp = inp.get_ref();
+            let el = label("inputs", i, inp.name.get_ref());
+            if let Some(u) = &inp.unit {
+                if let Some(b) = self.declared_unit(u, &el)? {
+                    self.ensure(b.is_si() || !self.input_bare[i], u.span(), &el, || {
+                        not_si(
+                            u.get_ref().trim(),
+                            &b,
+                            "an element takes this input's bare value in SI units: give the input in",
+                            &format!(
+                                ", or feed it through an input expression that converts it \
+                                 (`\"{}*{}\"`)",
+                                inp.name.get_ref(),
+                                fmt_factor(b.factor)
+                            ),
+                        )
+                    })?;
+                }
+            }
         }
 
         // An input that drives nothing is almost certainly a misspelt reference.
@@ -1531,4 +1597,30 @@ pub fn wrap_angle(a: f64) -> f64 {
         x -= 2.0 * PI;
     }
     x
+}
+
+/// A factor as a model file would write it: `pi/180` for degrees.
+fn fmt_factor(f: f64) -> String {
+    for (v, t) in [(PI / 180.0, "pi/180"), (180.0 / PI, "180/pi")] {
+        if (f / v - 1.0).abs() < 1e-12 {
+            return t.into();
+        }
+    }
+    // 12 significant digits: 1/0.001 is 1000, not 999.9999999999999.
+    let f: f64 = format!("{f:.11e}").parse().unwrap_or(f);
+    format!("{f}")
+}
+
+/// The message for a unit `text` (parsed to `b`) that is not the SI unit of its dimension
+/// where the engine takes the value in SI units; `what` ends with "in" before the SI unit.
+/// `or` is another remedy, appended after the SI unit's.
+fn not_si(text: &str, b: &BaseUnit, what: &str, or: &str) -> String {
+    let si = b.si_unit();
+    format!(
+        "`unit` = \"{text}\" is {} {si}, but {what} {si} (`unit` = \"{si}\" or another unit \
+         of factor 1 for that dimension){or}; as written, an importer converting units would be off \
+         by a factor {}",
+        fmt_factor(b.factor),
+        fmt_factor(1.0 / b.factor)
+    )
 }

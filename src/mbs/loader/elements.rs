@@ -1046,6 +1046,9 @@ impl Resolver<'_> {
             None => 1.0,
         };
         let given_unit = self.xml_string(&o.unit, &el, "unit")?;
+        if let Some(u) = &o.unit {
+            self.output_unit(u, unit, scale, &el)?;
+        }
         let description = self
             .xml_string(&o.description, &el, "description")?
             .unwrap_or_default();
@@ -1062,6 +1065,63 @@ impl Resolver<'_> {
             quantity,
             scale,
         })
+    }
+}
+
+impl Resolver<'_> {
+    /// An output's `unit` must say what its value is: the quantity (in SI units, `unit_si`)
+    /// times `scale`. So the unit has the quantity's dimension and the factor `1/|scale|`
+    /// (`deg` with `scale = "180/pi"`, `mm` with `scale = 1000`); a unit mbsfmu does not know
+    /// is a warning.
+    fn output_unit(&mut self, u: &S<String>, unit_si: &str, scale: f64, el: &str) -> Res<()> {
+        let Some(b) = self.declared_unit(u, el)? else {
+            return Ok(());
+        };
+        let Some(q) = crate::description::units::parse_unit(unit_si) else {
+            return Ok(());
+        };
+        let text = u.get_ref().trim();
+        self.ensure(b.same_dimension(&q), u.span(), el, || {
+            format!(
+                "`unit` = \"{text}\" is a unit of {}, but this output is a quantity in \
+                 {unit_si}{}: give a unit of that dimension",
+                b.si_unit(),
+                if q.si_unit() == unit_si {
+                    String::new()
+                } else {
+                    format!(" (dimension {})", q.si_unit())
+                }
+            )
+        })?;
+        let k = b.factor * scale.abs();
+        self.ensure((k - 1.0).abs() <= 1e-9, u.span(), el, || {
+            let (value, or) = if scale == 1.0 {
+                (
+                    format!("the quantity in {unit_si} (no `scale`)"),
+                    format!("`unit` = \"{unit_si}\""),
+                )
+            } else {
+                (
+                    format!(
+                        "`scale` = {} times the quantity in {unit_si}",
+                        super::fmt_factor(scale)
+                    ),
+                    "the unit of the scaled value".to_string(),
+                )
+            };
+            format!(
+                "`unit` = \"{text}\" is {} {unit_si}, but the output's value is {value}: give \
+                 `scale` = {} to output it in {text}, or {or} (as written, an importer \
+                 converting units would be off by a factor {})",
+                super::fmt_factor(b.factor),
+                match super::fmt_factor(scale.signum() / b.factor) {
+                    t if t.contains('/') => format!("\"{t}\""),
+                    t => t,
+                },
+                super::fmt_factor(1.0 / k)
+            )
+        })?;
+        Ok(())
     }
 }
 

@@ -106,6 +106,7 @@ impl Resolver<'_> {
         };
         if let Some(&i) = self.input_index.get(t.trim()) {
             self.input_used[i] = true;
+            self.input_bare[i] = true;
             return Ok(Some(Motion::Input(i)));
         }
         let mut used: Vec<(String, usize)> = Vec::new();
