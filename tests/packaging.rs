@@ -2441,7 +2441,8 @@ fn cli_export_extra_binary_uses_each_versions_platform_name() {
     // No FMI 2 name for Apple silicon: refused, nothing written.
     let out = dir.join("arm");
     let dylib = dir.join("mbsfmu.dylib");
-    std::fs::write(&dylib, b"placeholder").unwrap();
+    // A 64-bit Mach-O header, as the darwin platforms need (the file's kind is checked).
+    std::fs::write(&dylib, b"\xcf\xfa\xed\xfe placeholder").unwrap();
     let arg = format!("aarch64-darwin={}", dylib.display());
     let (code, _, err) = mbsfmu(&[
         "export",
@@ -2650,5 +2651,214 @@ fn cli_simulate_raises_a_tiny_initial_step() {
         ]);
         assert_eq!(code, 0, "{m}: {err}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `export -o` into a directory that does not exist creates it with its parents, as
+/// `--out-dir` does (previously it failed with "No such file or directory").
+#[test]
+fn cli_export_output_creates_missing_parent_directories() {
+    let dir = temp_dir("o_parents");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/slider_crank.toml");
+    let fmu = dir.join("nodir/sub/a.fmu");
+    let (code, _, err) = mbsfmu(&["export", model, "--fmi", "2", "-o", fmu.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(fmu.is_file());
+    // A bare file name (no parent directory) still works.
+    let (code, _, err) = std::process::Command::new(env!("CARGO_BIN_EXE_mbsfmu"))
+        .args(["export", model, "--fmi", "3", "-o", "b.fmu"])
+        .current_dir(&dir)
+        .output()
+        .map(|o| {
+            (
+                o.status.code().unwrap(),
+                (),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.join("b.fmu").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `export` prints the model's load-time warnings to stderr, in the lines `check` lists them
+/// in, and still exports (previously it printed none).
+#[test]
+fn cli_export_prints_the_models_warnings() {
+    let dir = temp_dir("export_warnings");
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/slider_crank.toml"
+    ))
+    .unwrap();
+    let model = dir.join("warn.toml");
+    std::fs::write(
+        &model,
+        format!(
+            "{base}\n[[parameters]]\nname = \"unused_p\"\nvalue = 1.0\n\n[[bodies]]\nname = \"loose\"\nmass = 1.0\ninertia = [1.0, 1.0, 1.0]\nposition = [0.0, 0.0, 479.7]\n"
+        ),
+    )
+    .unwrap();
+    let (code, check_out, err) = mbsfmu(&["check", model.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let warnings: Vec<&str> = check_out
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 3, "{check_out}");
+    let fmu = dir.join("w.fmu");
+    let (code, _, err) = mbsfmu(&[
+        "export",
+        model.to_str().unwrap(),
+        "--fmi",
+        "2",
+        "-o",
+        fmu.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(fmu.is_file());
+    let printed: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(printed, warnings, "{err}");
+    assert!(
+        err.contains("\"unused_p\": this parameter acts on nothing"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--extra-binary` files are checked by their platform, as `--library` is: a PE file ("MZ")
+/// for Windows, a Mach-O file for macOS, an ELF file for Linux; anything else (an empty file)
+/// is refused naming the file, the platform and what was expected, before anything is
+/// written (previously a 0-byte DLL was packed).
+#[test]
+fn cli_export_checks_extra_binaries_by_platform() {
+    let dir = temp_dir("extra_kind");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/slider_crank.toml");
+    let file = |name: &str, content: &[u8]| {
+        let p = dir.join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let empty = file("fake.dll", b"");
+    let elf = file("lib.so", b"\x7fELF fake");
+    let pe = file("real.dll", b"MZ fake");
+    let macho_be = file("a.dylib", b"\xfe\xed\xfa\xcf fake");
+    let fat = file("fat.dylib", b"\xca\xfe\xba\xbe fake");
+    let macho32_le = file("b.dylib", b"\xce\xfa\xed\xfe fake");
+    let out = dir.join("out");
+    let export = |fmi: &str, arg: String| {
+        let fmu = out.join(format!("x{fmi}.fmu"));
+        let r = mbsfmu(&[
+            "export",
+            model,
+            "--fmi",
+            fmi,
+            "-o",
+            fmu.to_str().unwrap(),
+            "--extra-binary",
+            &arg,
+        ]);
+        (r, fmu)
+    };
+    for (fmi, platform, path, expected) in [
+        (
+            "2",
+            "win64",
+            &empty,
+            "a Windows DLL (PE file, \"MZ\" header)",
+        ),
+        (
+            "3",
+            "x86_64-windows",
+            &elf,
+            "a Windows DLL (PE file, \"MZ\" header)",
+        ),
+        ("3", "i686-windows", &macho_be, "a Windows DLL"),
+        (
+            "2",
+            "darwin64",
+            &pe,
+            "a macOS dynamic library (Mach-O header)",
+        ),
+        (
+            "3",
+            "aarch64-darwin",
+            &elf,
+            "a macOS dynamic library (Mach-O header)",
+        ),
+        ("2", "linux32", &pe, "a Linux shared library (ELF header)"),
+        (
+            "3",
+            "aarch64-linux",
+            &empty,
+            "a Linux shared library (ELF header)",
+        ),
+    ] {
+        let ((code, _, err), fmu) = export(fmi, format!("{platform}={path}"));
+        assert_eq!(code, 1, "{platform}={path}: {err}");
+        assert!(
+            err.contains(&format!(
+                "--extra-binary {platform}={path}: {path} is {}, but the {platform} platform needs {expected}",
+                if path == &empty { "an empty file" } else { "a file without that header" }
+            )),
+            "{err}"
+        );
+        assert!(!fmu.exists(), "nothing may be written");
+    }
+    assert!(!out.exists(), "not even the output directory");
+    for (fmi, platform, path) in [
+        ("2", "win64", &pe),
+        ("3", "i686-windows", &pe),
+        ("2", "darwin64", &macho_be),
+        ("3", "aarch64-darwin", &fat),
+        ("2", "darwin32", &macho32_le),
+        ("2", "linux32", &elf),
+        ("3", "aarch32-linux", &elf),
+    ] {
+        let ((code, _, err), fmu) = export(fmi, format!("{platform}={path}"));
+        assert_eq!(code, 0, "{platform}={path}: {err}");
+        assert!(fmu.is_file());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `export --set solver.fixed_step=…` names the fixed step in the line that lists the baked
+/// solver settings (previously it was left out).
+#[test]
+fn cli_export_set_prints_the_fixed_step() {
+    let dir = temp_dir("fixed_step_line");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/slider_crank.toml");
+    let fmu = dir.join("f.fmu");
+    let (code, out, err) = mbsfmu(&[
+        "export",
+        model,
+        "--fmi",
+        "2",
+        "-o",
+        fmu.to_str().unwrap(),
+        "--set",
+        "solver.fixed_step=1e-3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("solver baked"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.ends_with(", fixed_step 0.001"), "{line}");
+    let (code, out, err) = mbsfmu(&[
+        "export",
+        model,
+        "--fmi",
+        "2",
+        "-o",
+        fmu.to_str().unwrap(),
+        "--set",
+        "solver.rtol=1e-6",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().find(|l| l.contains("solver baked")).unwrap();
+    assert!(!line.contains("fixed_step"), "{line}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

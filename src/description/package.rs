@@ -200,6 +200,55 @@ fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, Packa
     }
 }
 
+/// The kind of shared library a platform folder's importers load, by the folder name (FMI 2
+/// `win64`, FMI 3 `x86_64-windows`, ...): what its first bytes must be.
+fn binary_format(platform: &str) -> Option<(&'static str, fn(&[u8]) -> bool)> {
+    fn pe(b: &[u8]) -> bool {
+        b.starts_with(b"MZ")
+    }
+    fn mach_o(b: &[u8]) -> bool {
+        // 32- and 64-bit Mach-O and the universal (fat) header, in either byte order.
+        const MAGIC: [u32; 3] = [0xfeed_face, 0xfeed_facf, 0xcafe_babe];
+        b.get(..4).is_some_and(|m| {
+            let m: [u8; 4] = m.try_into().expect("four bytes");
+            MAGIC.contains(&u32::from_be_bytes(m)) || MAGIC.contains(&u32::from_le_bytes(m))
+        })
+    }
+    fn elf(b: &[u8]) -> bool {
+        b.starts_with(b"\x7fELF")
+    }
+    if platform.starts_with("win") || platform.ends_with("-windows") {
+        Some(("a Windows DLL (PE file, \"MZ\" header)", pe))
+    } else if platform.starts_with("darwin") || platform.ends_with("-darwin") {
+        Some(("a macOS dynamic library (Mach-O header)", mach_o))
+    } else if platform.starts_with("linux") || platform.ends_with("-linux") {
+        Some(("a Linux shared library (ELF header)", elf))
+    } else {
+        None
+    }
+}
+
+/// The content of an `--extra-binary` for the platform folder `platform`, refused (with
+/// what was expected) when it is not a shared library of that platform's kind: an empty or
+/// misnamed file would only fail in the importer.
+pub fn read_extra_binary(platform: &str, path: &Path) -> Result<Vec<u8>, String> {
+    let content = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    if let Some((expected, ok)) = binary_format(platform) {
+        if !ok(&content) {
+            let found = if content.is_empty() {
+                "an empty file".to_string()
+            } else {
+                "a file without that header".to_string()
+            };
+            return Err(format!(
+                "{} is {found}, but the {platform} platform needs {expected}",
+                path.display()
+            ));
+        }
+    }
+    Ok(content)
+}
+
 fn extension_of(p: &Path) -> String {
     p.extension()
         .map(|e| e.to_string_lossy().into_owned())
@@ -329,7 +378,7 @@ pub fn build_fmu(
         if platform == opts.version.linux_platform() {
             return Err(bad("this platform's library is given by --library"));
         }
-        let content = std::fs::read(path).map_err(|e| bad(&e.to_string()))?;
+        let content = read_extra_binary(platform, path).map_err(|e| bad(&e))?;
         entries.push((
             format!("binaries/{platform}/{id}.{}", extension_of(path)),
             content,

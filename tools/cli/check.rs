@@ -210,6 +210,12 @@ pub fn summary(spec: &ModelSpec) -> String {
     s
 }
 
+/// The model's load-time warnings, one line each (`check` lists them, `export` prints them
+/// to stderr).
+pub fn warning_lines(spec: &ModelSpec) -> impl Iterator<Item = String> + '_ {
+    spec.warnings.iter().map(|w| format!("warning: {w}"))
+}
+
 pub fn run(model: &Path) -> CliResult {
     let spec = mbsfmu::mbs::load_model(model)?;
     out!("{}", summary(&spec));
@@ -217,8 +223,8 @@ pub fn run(model: &Path) -> CliResult {
         outln!("  the file loads without errors or warnings (assembly follows)");
     } else {
         outln!("  loads without errors; warnings:");
-        for w in &spec.warnings {
-            outln!("    warning: {w}");
+        for w in warning_lines(&spec) {
+            outln!("    {w}");
         }
     }
     match assembly_report(&spec) {

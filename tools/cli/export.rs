@@ -3,7 +3,7 @@
 use super::{CliError, CliResult};
 use clap::Args;
 use mbsfmu::description::bake::{bake_solver, parse_solver_sets};
-use mbsfmu::description::package::{write_fmu, PackageOptions};
+use mbsfmu::description::package::{read_extra_binary, write_fmu, PackageOptions};
 use mbsfmu::description::platform::platform_folder;
 use mbsfmu::description::xml::{model_identifier, now_utc, FmiVersion};
 use mbsfmu::description::Capabilities;
@@ -96,6 +96,9 @@ pub fn run(a: &ExportArgs) -> CliResult {
                     v.number()
                 )));
             }
+            // The file's kind is checked here too, so that nothing is written for a bad one.
+            read_extra_binary(folder, Path::new(path))
+                .map_err(|m| CliError::User(format!("--extra-binary {e}: {m}")))?;
             extra[k].push((folder.to_string(), PathBuf::from(path)));
         }
     }
@@ -121,6 +124,10 @@ pub fn run(a: &ExportArgs) -> CliResult {
         }
         (spec, Some(baked))
     };
+    // The model's warnings, as `check` gives them; the FMU is still written.
+    for w in super::check::warning_lines(&spec) {
+        eprintln!("{w}");
+    }
     // Refuse what `check` refuses: an FMU whose initialization cannot succeed is no FMU.
     super::check::assembly_report(&spec).map_err(|message| {
         CliError::User(format!(
@@ -133,13 +140,17 @@ pub fn run(a: &ExportArgs) -> CliResult {
     };
     outln!("runtime library: {}", library.display());
     let date = now_utc();
-    // As `-o` into a new directory would: create the output directory (the packager only
-    // said "No such file or directory").
-    if a.output.is_none() {
-        std::fs::create_dir_all(&a.out_dir).map_err(|e| {
+    // Create the output directory, --out-dir or the one `-o` names, with its parents (the
+    // packager only said "No such file or directory").
+    let out_dir = match &a.output {
+        Some(o) => o.parent().unwrap_or(Path::new("")),
+        None => a.out_dir.as_path(),
+    };
+    if !out_dir.as_os_str().is_empty() {
+        std::fs::create_dir_all(out_dir).map_err(|e| {
             CliError::User(format!(
                 "{}: cannot create the output directory: {e}",
-                a.out_dir.display()
+                out_dir.display()
             ))
         })?;
     }
@@ -180,8 +191,12 @@ pub fn run(a: &ExportArgs) -> CliResult {
             md.token
         );
         if model_text.is_some() {
+            let fixed = match spec.solver.fixed_step {
+                Some(h) => format!(", fixed_step {h}"),
+                None => String::new(),
+            };
             outln!(
-                "  solver baked into resources/model.toml: integrator {}, jacobian {}, rtol {}, atol {}",
+                "  solver baked into resources/model.toml: integrator {}, jacobian {}, rtol {}, atol {}{fixed}",
                 spec.solver.method.name(),
                 spec.solver.jacobian.name(),
                 spec.solver.rtol,
