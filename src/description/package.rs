@@ -200,9 +200,12 @@ fn template_files(dir: &Option<PathBuf>) -> Result<Vec<(String, Vec<u8>)>, Packa
     }
 }
 
+/// What a library must be, in words, and the test of its first bytes.
+type BinaryFormat = (&'static str, fn(&[u8]) -> bool);
+
 /// The kind of shared library a platform folder's importers load, by the folder name (FMI 2
 /// `win64`, FMI 3 `x86_64-windows`, ...): what its first bytes must be.
-fn binary_format(platform: &str) -> Option<(&'static str, fn(&[u8]) -> bool)> {
+fn binary_format(platform: &str) -> Option<BinaryFormat> {
     fn pe(b: &[u8]) -> bool {
         b.starts_with(b"MZ")
     }
