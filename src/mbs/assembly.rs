@@ -42,6 +42,18 @@ pub(super) fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DM
 }
 
 pub(super) fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
+    pinv_solve_scaled(jac, rhs, 0.0)
+}
+
+/// [`pinv_solve`] with singular values below `1e-10 · max(σ_max, floor)` treated as zero:
+/// `floor` is the size the matrix's entries have when nothing cancels in them (the joint
+/// formulation's loop rows, whose gradients can be all round-off; see
+/// [`independent_rows_scaled`]).
+pub(super) fn pinv_solve_scaled(
+    jac: &DMatrix<f64>,
+    rhs: &DVector<f64>,
+    floor: f64,
+) -> DVector<f64> {
     let zero = || DVector::zeros(jac.ncols());
     // Guards: an empty matrix has no SVD, non-finite entries make nalgebra's SVD iterate
     // forever, and so do entries near the overflow limit (1e308 stiffness): scaled by a power
@@ -59,7 +71,12 @@ pub(super) fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64>
         return zero();
     };
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
-    svd.solve(&(rhs / scale), 1e-10 * smax.max(1e-300))
+    let floor = if floor.is_finite() {
+        floor / scale
+    } else {
+        0.0
+    };
+    svd.solve(&(rhs / scale), 1e-10 * smax.max(floor).max(1e-300))
         .unwrap_or_else(|_| zero())
 }
 
@@ -175,8 +192,24 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
 
 /// Greedy selection of independent rows (modified Gram–Schmidt with a relative tolerance).
 pub(super) fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
+    independent_rows_scaled(jac, 0.0)
+}
+
+/// [`independent_rows`] with the tolerance relative to at least `scale`: a row is kept when
+/// what is left of it after removing the kept rows' directions exceeds 1e-9 times the
+/// largest of `scale`, the matrix's largest entry and the row's own norm. The absolute
+/// formulation's entries are the gradients themselves (nothing cancels in them), so its
+/// largest entry is the scale. A Jacobian in joint coordinates sums a row's gradient over the
+/// bodies and axes, and a loop joint that is redundant on the tree (a second hinge on the
+/// same axis) has rows that are round-off (1e-17) throughout: relative to themselves they
+/// looked independent. The joint formulation passes the size of its rows' gradients before
+/// that sum.
+pub(super) fn independent_rows_scaled(jac: &DMatrix<f64>, scale: f64) -> (Vec<usize>, Vec<usize>) {
     let (n, m) = (jac.nrows(), jac.ncols());
-    let scale = jac.amax().max(1e-300);
+    let scale = jac
+        .amax()
+        .max(if scale.is_finite() { scale } else { 0.0 })
+        .max(1e-300);
     let mut basis: Vec<DVector<f64>> = Vec::new();
     let (mut keep, mut drop) = (Vec::new(), Vec::new());
     for i in 0..n {
