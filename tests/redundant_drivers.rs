@@ -459,3 +459,31 @@ fn a_rigid_loop_with_a_turned_body_keeps_its_two_degrees_of_freedom() {
         "joint ({jy}, {jz}) against absolute ({ay}, {az})"
     );
 }
+
+/// The gallery's four-bar (its rotor driven by an input, at rest at t = 0) with a second
+/// driver turning the rocker at 1 rad/s from its assembled angle: the rocker's driver is a combination of the rotor's
+/// and the loop's rows, and the message names the rotor's driver, the motion the user must
+/// choose between. Before, it listed the three largest coefficients: the coupler's
+/// normalization and two joint rows, and no driver.
+#[test]
+fn conflicting_drivers_in_a_loop_name_each_other() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/four_link.toml");
+    let text = std::fs::read_to_string(path).unwrap().replacen(
+        "[[outputs]]",
+        "[[drivers]]\nname = \"rocker_drive\"\njoint = \"rocker_pivot\"\n\
+         motion = { type = \"ramp\", initial = 1.3139267846680114, slope = 1.0 }\n\n[[outputs]]",
+        1,
+    );
+    for formulation in ["joint", "absolute"] {
+        let mut sys = System::new(spec_in(&text, formulation, "four_link.toml")).unwrap();
+        let msg = match sys.initial_state(0.0) {
+            Ok(_) => panic!("{formulation}: the conflicting drivers were accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            msg.contains("prescribe different motions")
+                && msg.contains("the other motion is prescribed by driver 'rotor_drive'"),
+            "{formulation}: {msg}"
+        );
+    }
+}

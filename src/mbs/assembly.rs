@@ -408,25 +408,49 @@ fn dropped_rows_agree(
         } else {
             continue;
         };
+        // The drivers in the combination are what the user must choose between: they are
+        // named first and all, the largest of the other rows after them. Listing only the
+        // largest coefficients named a four-bar's normalization and joint rows and not the
+        // driver on the other crank (which prescribed rest at that instant).
         let cmax = c.amax();
-        let mut with: Vec<(f64, usize)> = keep
-            .iter()
-            .zip(c.iter())
-            .filter(|(_, ck)| ck.abs() > 1e-6 * cmax)
-            .map(|(&k, ck)| (ck.abs(), k))
-            .collect();
-        with.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let names: Vec<&str> = with
-            .iter()
-            .take(3)
-            .map(|w| sys.all_row_label(w.1))
-            .collect();
+        let mut movers: Vec<(f64, usize)> = Vec::new();
+        let mut others: Vec<(f64, usize)> = Vec::new();
+        for (&k, ck) in keep.iter().zip(c.iter()) {
+            if ck.abs() <= 1e-6 * cmax {
+                continue;
+            }
+            if sys.row_is_driver(k) {
+                movers.push((ck.abs(), k));
+            } else {
+                others.push((ck.abs(), k));
+            }
+        }
+        movers.sort_by(|a, b| b.0.total_cmp(&a.0));
+        others.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let label = |w: &(f64, usize)| sys.all_row_label(w.1);
+        let taken = 3usize.saturating_sub(movers.len()).min(others.len());
+        let mut names: Vec<&str> = movers.iter().map(label).collect();
+        names.extend(others[..taken].iter().map(label));
+        let rest = others.len() - taken;
+        let more = if rest > 0 {
+            format!(" and {rest} more constraint rows")
+        } else {
+            String::new()
+        };
+        let named = if movers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the other motion is prescribed by {}",
+                movers.iter().map(label).collect::<Vec<_>>().join(", ")
+            )
+        };
         return Err(fail(
             sys,
             format!(
-                "{} is redundant at t = {t} (its equation is a combination of those of {}), \
+                "{} is redundant at t = {t} (its equation is a combination of those of {}{more}), \
                  but they prescribe different motions: its {level} equation is off by \
-                 {:.3e} (m or rad per s{}). Remove one of them or make them agree",
+                 {:.3e} (m or rad per s{}){named}. Remove one of them or make them agree",
                 sys.all_row_label(d),
                 names.join(", "),
                 off.abs(),
