@@ -42,6 +42,18 @@ pub(super) fn all_rows(sys: &mut System, t: f64, q: &[f64]) -> (DVector<f64>, DM
 }
 
 pub(super) fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64> {
+    pinv_solve_scaled(jac, rhs, 0.0)
+}
+
+/// [`pinv_solve`] with singular values below `1e-10 · max(σ_max, floor)` treated as zero:
+/// `floor` is the size the matrix's entries have when nothing cancels in them (the joint
+/// formulation's loop rows, whose gradients can be all round-off; see
+/// [`independent_rows_scaled`]).
+pub(super) fn pinv_solve_scaled(
+    jac: &DMatrix<f64>,
+    rhs: &DVector<f64>,
+    floor: f64,
+) -> DVector<f64> {
     let zero = || DVector::zeros(jac.ncols());
     // Guards: an empty matrix has no SVD, non-finite entries make nalgebra's SVD iterate
     // forever, and so do entries near the overflow limit (1e308 stiffness): scaled by a power
@@ -59,7 +71,12 @@ pub(super) fn pinv_solve(jac: &DMatrix<f64>, rhs: &DVector<f64>) -> DVector<f64>
         return zero();
     };
     let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
-    svd.solve(&(rhs / scale), 1e-10 * smax.max(1e-300))
+    let floor = if floor.is_finite() {
+        floor / scale
+    } else {
+        0.0
+    };
+    svd.solve(&(rhs / scale), 1e-10 * smax.max(floor).max(1e-300))
         .unwrap_or_else(|_| zero())
 }
 
@@ -175,8 +192,24 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
 
 /// Greedy selection of independent rows (modified Gram–Schmidt with a relative tolerance).
 pub(super) fn independent_rows(jac: &DMatrix<f64>) -> (Vec<usize>, Vec<usize>) {
+    independent_rows_scaled(jac, 0.0)
+}
+
+/// [`independent_rows`] with the tolerance relative to at least `scale`: a row is kept when
+/// what is left of it after removing the kept rows' directions exceeds 1e-9 times the
+/// largest of `scale`, the matrix's largest entry and the row's own norm. The absolute
+/// formulation's entries are the gradients themselves (nothing cancels in them), so its
+/// largest entry is the scale. A Jacobian in joint coordinates sums a row's gradient over the
+/// bodies and axes, and a loop joint that is redundant on the tree (a second hinge on the
+/// same axis) has rows that are round-off (1e-17) throughout: relative to themselves they
+/// looked independent. The joint formulation passes the size of its rows' gradients before
+/// that sum.
+pub(super) fn independent_rows_scaled(jac: &DMatrix<f64>, scale: f64) -> (Vec<usize>, Vec<usize>) {
     let (n, m) = (jac.nrows(), jac.ncols());
-    let scale = jac.amax().max(1e-300);
+    let scale = jac
+        .amax()
+        .max(if scale.is_finite() { scale } else { 0.0 })
+        .max(1e-300);
     let mut basis: Vec<DVector<f64>> = Vec::new();
     let (mut keep, mut drop) = (Vec::new(), Vec::new());
     for i in 0..n {
@@ -375,25 +408,49 @@ fn dropped_rows_agree(
         } else {
             continue;
         };
+        // The drivers in the combination are what the user must choose between: they are
+        // named first and all, the largest of the other rows after them. Listing only the
+        // largest coefficients named a four-bar's normalization and joint rows and not the
+        // driver on the other crank (which prescribed rest at that instant).
         let cmax = c.amax();
-        let mut with: Vec<(f64, usize)> = keep
-            .iter()
-            .zip(c.iter())
-            .filter(|(_, ck)| ck.abs() > 1e-6 * cmax)
-            .map(|(&k, ck)| (ck.abs(), k))
-            .collect();
-        with.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let names: Vec<&str> = with
-            .iter()
-            .take(3)
-            .map(|w| sys.all_row_label(w.1))
-            .collect();
+        let mut movers: Vec<(f64, usize)> = Vec::new();
+        let mut others: Vec<(f64, usize)> = Vec::new();
+        for (&k, ck) in keep.iter().zip(c.iter()) {
+            if ck.abs() <= 1e-6 * cmax {
+                continue;
+            }
+            if sys.row_is_driver(k) {
+                movers.push((ck.abs(), k));
+            } else {
+                others.push((ck.abs(), k));
+            }
+        }
+        movers.sort_by(|a, b| b.0.total_cmp(&a.0));
+        others.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let label = |w: &(f64, usize)| sys.all_row_label(w.1);
+        let taken = 3usize.saturating_sub(movers.len()).min(others.len());
+        let mut names: Vec<&str> = movers.iter().map(label).collect();
+        names.extend(others[..taken].iter().map(label));
+        let rest = others.len() - taken;
+        let more = if rest > 0 {
+            format!(" and {rest} more constraint rows")
+        } else {
+            String::new()
+        };
+        let named = if movers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the other motion is prescribed by {}",
+                movers.iter().map(label).collect::<Vec<_>>().join(", ")
+            )
+        };
         return Err(fail(
             sys,
             format!(
-                "{} is redundant at t = {t} (its equation is a combination of those of {}), \
+                "{} is redundant at t = {t} (its equation is a combination of those of {}{more}), \
                  but they prescribe different motions: its {level} equation is off by \
-                 {:.3e} (m or rad per s{}). Remove one of them or make them agree",
+                 {:.3e} (m or rad per s{}){named}. Remove one of them or make them agree",
                 sys.all_row_label(d),
                 names.join(", "),
                 off.abs(),

@@ -837,6 +837,11 @@ impl System {
         &self.rows[i].label
     }
 
+    /// Whether row `i` belongs to a driver (it prescribes a motion).
+    pub(crate) fn row_is_driver(&self, i: usize) -> bool {
+        matches!(self.rows[i].owner, RowOwner::Driver(_))
+    }
+
     pub(crate) fn reset_angles(&mut self, q: &[f64], t: f64) {
         self.reset_angle_refs_at(q, t);
     }

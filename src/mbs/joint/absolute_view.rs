@@ -208,17 +208,24 @@ impl JointModel {
         let all = self.rows.len();
         let mut phi = vec![0.0; all];
         let mut jac = DMatrix::zeros(all, nq);
+        // The loop rows' gradients can cancel to round-off on the tree (a loop joint redundant
+        // on it): rank decisions are relative to their size before that.
+        let scale = self.gradient_scale(sys, t0, &q);
         for _ in 0..30 {
             self.constraints(sys, t0, &q, &mut phi);
             if phi.iter().all(|x| x.abs() < 1e-12) {
                 break;
             }
             self.constraint_jacobian(sys, t0, &q, &mut jac);
-            let dq = crate::mbs::assembly::pinv_solve(&jac, &DVector::from_column_slice(&phi));
+            let dq = crate::mbs::assembly::pinv_solve_scaled(
+                &jac,
+                &DVector::from_column_slice(&phi),
+                scale,
+            );
             q.iter_mut().zip(dq.iter()).for_each(|(x, d)| *x -= d);
         }
         self.constraint_jacobian(sys, t0, &q, &mut jac);
-        let (keep, drop) = crate::mbs::assembly::independent_rows(&jac);
+        let (keep, drop) = crate::mbs::assembly::independent_rows_scaled(&jac, scale);
         let dropped: Vec<String> = drop.iter().map(|&i| self.row_label(sys, i)).collect();
         self.active = keep;
         self.ws.j_pat.clear();

@@ -142,6 +142,38 @@ impl JointModel {
         }
     }
 
+    /// The size of the active rows' gradients before they are summed over the bodies and
+    /// projected on the joint axes: the largest entry of each body's `∂ξ/∂r` (the wrench's
+    /// force) and of its moment about the body's centre of mass (`½E ∂ξ/∂e`, half the absolute
+    /// formulation's `∂ξ/∂e` at unit Euler parameters), and of a normalization row's `e`. The
+    /// absolute formulation's rank decisions are relative to these entries; a `G` row of a loop
+    /// joint that is redundant on the tree is round-off of them and must be judged against
+    /// them, not against itself ([`crate::mbs::assembly::independent_rows_scaled`]).
+    pub(super) fn gradient_scale(&mut self, sys: &System, t: f64, q: &[f64]) -> f64 {
+        if self.active.is_empty() {
+            return 0.0;
+        }
+        self.load(sys, t, q, Rates::None);
+        let mut scale = 0.0f64;
+        for &a in &self.active {
+            let r = match self.rows[a] {
+                JRow::Element(r) => r,
+                JRow::Norm(n) => {
+                    scale = scale.max(self.euler_of(n, q, None).0.amax());
+                    continue;
+                }
+            };
+            let (c, _, _) = Self::row_coord(sys, r);
+            let cw = self.wrenches(sys, c, false);
+            for bw in &cw.bodies[..cw.n] {
+                let com = self.ws.kin.com[self.body_node[bw.body]];
+                let about_com = bw.moment - com.cross(&bw.force);
+                scale = scale.max(bw.force.amax()).max(about_com.amax());
+            }
+        }
+        scale
+    }
+
     /// `Φ`, `G` and `∂g/∂t` in one pass over the rows (what the BDF residual reads at every
     /// evaluation): one recursion and one evaluation per row instead of three. The same
     /// values as [`JointModel::constraints`], [`JointModel::constraint_jacobian`] and
