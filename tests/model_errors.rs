@@ -1396,32 +1396,45 @@ fn masses_too_far_apart() {
 
 // ----- units -------------------------------------------------------------------------------
 
-/// The engine takes every parameter in SI units, so a unit whose factor is not 1 would make
-/// an importer that converts units off by that factor (`g` on a mass: by 1000). Previously
-/// it was written with `factor="0.001"`.
+/// The engine takes a parameter in SI units where an element reads it, so a unit whose factor
+/// is not 1 would make an importer that converts units off by that factor (`g` on a mass: by
+/// 1000; it was written with `factor="0.001"` silently). A warning naming the unit and the SI
+/// unit, not a refusal: a parameter that only expressions read may be in any unit they convert
+/// (`angle = "angle_deg*pi/180"`).
 #[test]
-fn parameter_unit_must_be_the_si_unit_of_its_dimension() {
-    expect(
+fn parameter_unit_other_than_si_is_a_warning() {
+    let warned = |marked: &str, element: &str, text: &str| {
+        let (src, line, col) = strip_marker(marked);
+        let spec = load_model_str(&src, Path::new(FILE)).unwrap();
+        let want = format!("{FILE}:{line}:{col}: {element}: {text}");
+        assert!(
+            spec.warnings.iter().any(|w| w.starts_with(&want)),
+            "{want:?} not in {:?}",
+            spec.warnings
+        );
+    };
+    warned(
         &replace("unit = \"N/m\"", "unit = §\"N/mm\""),
         "parameters[0] \"k\"",
-        "`unit` = \"N/mm\" is 1000 N/m, but the engine takes a parameter's value in SI units: write the value in N/m",
+        "`unit` = \"N/mm\" is 1000 N/m, but an element that takes this parameter's value takes it in N/m",
     );
-    expect(
-        &replace(
-            "name = \"a\"\nmass = 1.0",
-            "name = \"a\"\nmass = \"m_a\"",
-        )
-        .replacen(
+    warned(
+        &replace("name = \"a\"\nmass = 1.0", "name = \"a\"\nmass = \"m_a\"").replacen(
             "[[inputs]]",
             "[[parameters]]\nname = \"m_a\"\nvalue = 1.0\nunit = §\"g\"\n\n[[inputs]]",
             1,
         ),
         "parameters[1] \"m_a\"",
-        "`unit` = \"g\" is 0.001 kg, but the engine takes a parameter's value in SI units: write the value in kg",
+        "`unit` = \"g\" is 0.001 kg, but an element that takes this parameter's value takes it in kg",
     );
-    // Another name of the SI unit is fine.
+    // Another name of the SI unit: no warning.
     let ok = replace("unit = \"N/m\"", "unit = \"kg/s2\"");
-    load_model_str(&ok, Path::new(FILE)).unwrap();
+    let spec = load_model_str(&ok, Path::new(FILE)).unwrap();
+    assert!(
+        !spec.warnings.iter().any(|w| w.contains("unit")),
+        "{:?}",
+        spec.warnings
+    );
 }
 
 /// An input used bare is taken in SI units; in other units it is fed through an input

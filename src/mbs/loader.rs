@@ -1157,16 +1157,23 @@ impl<'a> Resolver<'a> {
                 acts: true,
                 rule: None,
             });
+            // A warning, not a refusal: a parameter in other units is right where expressions
+            // convert it (`angle = "angle_deg*pi/180"`), which the loader does not trace.
             if let Some(u) = &p.unit {
                 if let Some(b) = self.declared_unit(u, &el)? {
-                    self.ensure(b.is_si(), u.span(), &el, || {
-                        not_si(
-                            u.get_ref().trim(),
-                            &b,
-                            "the engine takes a parameter's value in SI units: write the value in",
-                            "",
-                        )
-                    })?;
+                    if !b.is_si() {
+                        let w = self.err(
+                            u.span(),
+                            &el,
+                            not_si(
+                                u.get_ref().trim(),
+                                &b,
+                                "an element that takes this parameter's value takes it in",
+                                ", unless every use converts it in an expression",
+                            ),
+                        );
+                        self.element_warnings.push(w.to_string());
+                    }
                 }
             }
         }
