@@ -125,6 +125,13 @@ fn merit(r1: &DVector<f64>, r2: &DVector<f64>, s: &Scales) -> f64 {
     (a + b).sqrt()
 }
 
+/// The force and constraint parts of [`merit`].
+fn merit_parts(r1: &DVector<f64>, r2: &DVector<f64>, s: &Scales) -> (f64, f64) {
+    let a: f64 = r1.iter().zip(&s.row_f).map(|(x, k)| (x * k).powi(2)).sum();
+    let b: f64 = r2.iter().zip(&s.row_c).map(|(x, k)| (x * k).powi(2)).sum();
+    (a.sqrt(), b.sqrt())
+}
+
 fn scales<S: Mechanical + ForceJacobians + CoordinateInfo>(
     sys: &mut S,
     t: f64,
@@ -369,6 +376,30 @@ where
         let Some((dq, dl)) = step(&w, &r1, &r2, &s, mu) else {
             break;
         };
+        // A relaxation step is a step of the overdamped motion: it moves with the force
+        // (`(K + μM)` positive along it). Where the stiffness is negative (past an
+        // inflection of the potential, where a force remains), a smaller `μ` makes the step
+        // run against the force, back up to where the residual is smallest: that is not an
+        // equilibrium. More relaxation instead.
+        // (The force-driven part of the step: without the constraint correction, which
+        // does not shrink with `μ`.)
+        let dq_force = if mu > 0.0 {
+            let Some((d, _)) = step(&w, &r1, &DVector::zeros(nc), &s, mu) else {
+                break;
+            };
+            d
+        } else {
+            dq.clone()
+        };
+        if mu > 0.0 && dq_force.dot(&r1) <= 0.0 {
+            mu *= 10.0;
+            stalls += 1;
+            if mu > 1e12 * mu_ref || stalls > 30 {
+                break;
+            }
+            continue;
+        }
+        let (f0, c0) = merit_parts(&r1, &r2, &s);
         let (q_old, l_old) = (q.to_vec(), lambda.clone());
         let mut alpha = 1.0;
         let mut accepted = false;
@@ -387,7 +418,13 @@ where
             // Within ten length scales of the start: a gap, not a body falling for ever (a
             // model without an equilibrium is diagnosed where the search stalls).
             let near = (0..nq).all(|i| (q[i] - q_start[i]).abs() <= 10.0 * s.col_q[i]);
-            let downhill = mu > 0.0 && m <= m0 && a.dot(&dq) > 0.0 && near;
+            // Nor can it across a stretch where the potential falls ever more steeply
+            // (negative stiffness along the way, an inflection of the potential): the residual
+            // grows while the potential decreases. The step is taken when the potential
+            // decreases along it (the force pushes along it at both ends) and the constraints
+            // are not violated by more than the force is unbalanced.
+            let (_, c) = merit_parts(&a, &b, &s);
+            let downhill = mu > 0.0 && a.dot(&dq_force) > 0.0 && near && c <= c0.max(f0);
             if m.is_finite() && (m <= (1.0 - 1e-4 * alpha) * m0 || downhill) {
                 r1 = a;
                 r2 = b;
