@@ -508,7 +508,11 @@ where
         if val <= 1e-9 * kmax && push.abs() > 1e-3 * rf.max(1e-300) {
             let v = &null * dir;
             let why = if val < -1e-9 * kmax {
-                "the stiffness is negative there (an unstable position: it tips over)"
+                // A stall on a slope (the residual's minimum where the potential still
+                // falls) looks the same as a hilltop here: both are named.
+                "the stiffness is negative there: a position that tips over, or a slope \
+                 the search could not follow (`initial = \"consistent\"` with damping lets \
+                 the dynamics settle)"
             } else {
                 "nothing holds it there (no joint, spring or driver resists that motion)"
             };
@@ -519,7 +523,7 @@ where
         msg.push_str(": the solver stalled although the structure supports the load (a stiff or non-smooth force law? try `initial = \"consistent\"` and let the dynamics settle)");
     } else {
         msg.push_str(&format!(
-            "; no equilibrium: the unbalanced force drives {}",
+            "; no equilibrium found: the unbalanced force drives {}",
             found.join("; ")
         ));
     }
