@@ -252,7 +252,7 @@ fn smooth_segment(
     // start-up (up to five samples), which still closes its gap within the step.
     // The decay's time scale is the samples' spacing where the step is shorter: the gap is
     // the trend's lag at the sampling rate, and closed within one short step (1e-5 s after
-    // steps of 0.1 s) it drove the pendulum chain's suspension at 1e7 m/s² and moved the
+    // steps of 0.1 s) it drove the pendulum chain's suspension at 6e7 m/s² and moved the
     // tip 2.9 m in 0.1 s; now it closes over the following steps, C¹ as ever.
     let (e_end, e_slope) = if n < 6 {
         (e_end, e_slope)
@@ -602,7 +602,7 @@ mod tests {
     /// One communication step far shorter than the ones before (a master that meets an event
     /// or a grid point of another FMU): the reconstruction's acceleration and its error
     /// against the signal stay those of the uniform grid, over the short step and the rest
-    /// of the long one. Before, the trend's lag closed within the short step (`ü` of 1e7
+    /// of the long one. Before, the trend's lag closed within the short step (`ü` of 6e7
     /// m/s² at ε = 1e-5 s, and the pendulum chain's tip moved 2.9 m in 0.1 s).
     #[test]
     fn one_short_step_among_long_ones_keeps_the_acceleration_bounded() {
