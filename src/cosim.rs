@@ -710,22 +710,22 @@ impl<E: Engine> Simulation<E> {
         }
         if !params.is_empty() {
             let changes: Vec<(usize, f64)> = params.iter().map(|p| (p.0, p.1)).collect();
-            let refused = |e: ModelError| {
-                let names: Vec<String> = params
-                    .iter()
-                    .map(|(_, x, n)| format!("`{n}` = {}", show_real(*x)))
-                    .collect();
-                match &params[..] {
-                    [(_, x, n)] => CosimError::InvalidValue {
-                        name: n.clone(),
-                        value: show_real(*x),
-                        reason: e.to_string(),
-                    },
-                    _ => CosimError::InvalidValues {
-                        values: names.join(", "),
-                        reason: e.to_string(),
-                    },
-                }
+            // "`n` = v, …": the refusal and the warning name the same values.
+            let names = params
+                .iter()
+                .map(|(_, x, n)| format!("`{n}` = {}", show_real(*x)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let refused = |e: ModelError| match &params[..] {
+                [(_, x, n)] => CosimError::InvalidValue {
+                    name: n.clone(),
+                    value: show_real(*x),
+                    reason: e.to_string(),
+                },
+                _ => CosimError::InvalidValues {
+                    values: names.clone(),
+                    reason: e.to_string(),
+                },
             };
             match self.st.engine.set_parameters(&changes, true) {
                 Ok(()) => {}
@@ -736,15 +736,10 @@ impl<E: Engine> Simulation<E> {
                         .engine
                         .set_parameters(&changes, false)
                         .map_err(refused)?;
-                    let set: Vec<String> = params
-                        .iter()
-                        .map(|(_, x, n)| format!("`{n}` = {}", show_real(*x)))
-                        .collect();
                     warning = Some(format!(
-                        "{} taken for now, but with the other parameters as they are the model \
-                         file's rules do not hold: {e}; checked again when initialization ends \
-                         (another parameter may be set next)",
-                        set.join(", ")
+                        "{names} taken for now, but with the other parameters as they are the \
+                         model file's rules do not hold: {e}; checked again when initialization \
+                         ends (another parameter may be set next)"
                     ));
                     self.st.rules_pending = true;
                 }
