@@ -227,51 +227,75 @@ fn scales<S: Mechanical + ForceJacobians + CoordinateInfo>(
     }
 }
 
-/// Solve the scaled, regularized KKT system for the step `(Δq, Δλ)`.
-fn step(
-    w: &Work,
-    r1: &DVector<f64>,
-    r2: &DVector<f64>,
-    s: &Scales,
-    mu: f64,
-) -> Option<(DVector<f64>, DVector<f64>)> {
-    let (nq, nc) = (r1.len(), r2.len());
-    let n = nq + nc;
-    // Unscaled: [dfq − H − μM, −Φqᵀ; Φq, 0] [Δq; Δλ] = −[r1; r2].
-    let mut a = DMatrix::zeros(n, n);
-    for i in 0..nq {
-        for j in 0..nq {
-            let v = w.dfq[(i, j)] - w.hess[(i, j)] - mu * w.mass[(i, j)];
-            a[(i, j)] = s.row_f[i] * v * s.col_q[j];
+/// The scaled, regularized KKT matrix of one iteration, factored once for the right-hand
+/// sides of that iteration (the step, and in relaxation its force-driven part).
+struct Kkt<'a> {
+    s: &'a Scales,
+    nq: usize,
+    nc: usize,
+    a: DMatrix<f64>,
+    lu: nalgebra::LU<f64, nalgebra::Dyn, nalgebra::Dyn>,
+    /// The least-squares fallback where the matrix is singular (a direction without
+    /// stiffness); made when first needed.
+    svd: Option<Option<nalgebra::SVD<f64, nalgebra::Dyn, nalgebra::Dyn>>>,
+}
+
+impl<'a> Kkt<'a> {
+    fn new(w: &Work, s: &'a Scales, mu: f64) -> Self {
+        let (nq, nc) = (w.mass.nrows(), w.jac.nrows());
+        let n = nq + nc;
+        // Unscaled: [dfq − H − μM, −Φqᵀ; Φq, 0] [Δq; Δλ] = −[r1; r2].
+        let mut a = DMatrix::zeros(n, n);
+        for i in 0..nq {
+            for j in 0..nq {
+                let v = w.dfq[(i, j)] - w.hess[(i, j)] - mu * w.mass[(i, j)];
+                a[(i, j)] = s.row_f[i] * v * s.col_q[j];
+            }
+            for k in 0..nc {
+                a[(i, nq + k)] = -s.row_f[i] * w.jac[(k, i)] * s.col_l[k];
+            }
         }
         for k in 0..nc {
-            a[(i, nq + k)] = -s.row_f[i] * w.jac[(k, i)] * s.col_l[k];
+            for j in 0..nq {
+                a[(nq + k, j)] = s.row_c[k] * w.jac[(k, j)] * s.col_q[j];
+            }
+        }
+        Kkt {
+            s,
+            nq,
+            nc,
+            lu: a.clone().lu(),
+            a,
+            svd: None,
         }
     }
-    for k in 0..nc {
-        for j in 0..nq {
-            a[(nq + k, j)] = s.row_c[k] * w.jac[(k, j)] * s.col_q[j];
+
+    /// The step `(Δq, Δλ)` for the residuals `r1` (forces) and `r2` (constraints).
+    fn solve(&mut self, r1: &DVector<f64>, r2: &DVector<f64>) -> Option<(DVector<f64>, DVector<f64>)> {
+        let (nq, nc, s) = (self.nq, self.nc, self.s);
+        let mut b = DVector::zeros(nq + nc);
+        for i in 0..nq {
+            b[i] = -s.row_f[i] * r1[i];
         }
-    }
-    let mut b = DVector::zeros(n);
-    for i in 0..nq {
-        b[i] = -s.row_f[i] * r1[i];
-    }
-    for k in 0..nc {
-        b[nq + k] = -s.row_c[k] * r2[k];
-    }
-    let x = match a.clone().lu().solve(&b) {
-        Some(x) if x.iter().all(|v| v.is_finite()) => x,
-        _ => {
-            // Singular (a direction without stiffness): least-squares step.
-            let svd = crate::mbs::math::bounded_svd(a, true, true)?;
-            let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
-            svd.solve(&b, 1e-12 * smax.max(1e-300)).ok()?
+        for k in 0..nc {
+            b[nq + k] = -s.row_c[k] * r2[k];
         }
-    };
-    let dq = DVector::from_iterator(nq, (0..nq).map(|i| x[i] * s.col_q[i]));
-    let dl = DVector::from_iterator(nc, (0..nc).map(|k| x[nq + k] * s.col_l[k]));
-    Some((dq, dl))
+        let x = match self.lu.solve(&b) {
+            Some(x) if x.iter().all(|v| v.is_finite()) => x,
+            _ => {
+                let a = &self.a;
+                let svd = self
+                    .svd
+                    .get_or_insert_with(|| crate::mbs::math::bounded_svd(a.clone(), true, true));
+                let svd = svd.as_ref()?;
+                let smax = svd.singular_values.iter().cloned().fold(0.0, f64::max);
+                svd.solve(&b, 1e-12 * smax.max(1e-300)).ok()?
+            }
+        };
+        let dq = DVector::from_iterator(nq, (0..nq).map(|i| x[i] * s.col_q[i]));
+        let dl = DVector::from_iterator(nc, (0..nc).map(|k| x[nq + k] * s.col_l[k]));
+        Some((dq, dl))
+    }
 }
 
 /// Find the static equilibrium from the assembled `q` (changed in place). `t` fixes the time
@@ -373,7 +397,8 @@ where
         sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
         sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
         sys.mass_matrix(t, q, &mut w.mass);
-        let Some((dq, dl)) = step(&w, &r1, &r2, &s, mu) else {
+        let mut kkt = Kkt::new(&w, &s, mu);
+        let Some((dq, dl)) = kkt.solve(&r1, &r2) else {
             break;
         };
         // A relaxation step is a step of the overdamped motion: it moves with the force
@@ -384,7 +409,7 @@ where
         // (The force-driven part of the step: without the constraint correction, which
         // does not shrink with `μ`.)
         let dq_force = if mu > 0.0 {
-            let Some((d, _)) = step(&w, &r1, &DVector::zeros(nc), &s, mu) else {
+            let Some((d, _)) = kkt.solve(&r1, &DVector::zeros(nc)) else {
                 break;
             };
             d
@@ -625,7 +650,7 @@ where
         sys.mass_matrix(t, q, &mut w.mass);
         let mut mu = mu_ref;
         let (dq, dl) = loop {
-            match step(w, &r1, &r2, s, mu) {
+            match Kkt::new(w, s, mu).solve(&r1, &r2) {
                 Some((dq, dl)) if dq.dot(&r1) > 0.0 => break (dq, dl),
                 _ if mu < 1e12 * mu_ref => mu *= 10.0,
                 _ => return false,
