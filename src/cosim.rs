@@ -1560,8 +1560,9 @@ impl<E: Engine> Simulation<E> {
         }
         // The reconstruction of the next step continues from the segments this one ended with.
         let signals = self.st.engine.inputs_mut();
+        // Each was built for the rest of the step from its start.
         for (inp, seg) in self.st.inputs.iter_mut().zip(&signals.segments) {
-            inp.committed = Some(*seg);
+            inp.commit(*seg, t_end - seg.t0);
         }
         self.st.last_h = self.st.x.as_ref().expect("just set").t - t0;
         self.st.outputs_valid = false;
