@@ -210,6 +210,10 @@ impl Shape {
             let limit = match (reference.ints_in_seq.get(path), reference.nodes.get(seq)) {
                 _ if variable => bound.max(1),
                 (None, None) => bound.max(1),
+                // A pattern the reference has not filled yet (made on first use: the
+                // diagonal mass pattern of a BDF that has restarted on an input jump) is only
+                // bounded. Judged against its empty length, a legitimate state was refused.
+                (None, Some(&Node::Seq(0))) => bound.max(1),
                 (r, l) => {
                     let l = match l {
                         Some(&Node::Seq(l)) => l,
@@ -778,5 +782,38 @@ mod tests {
             .check_against(&reference, 3, "t")
             .unwrap_err();
         assert!(e.contains("dimension .nq = 4"), "{e}");
+    }
+
+    /// An index pattern that the reference has left empty (filled on first use) is bounded
+    /// by the model's largest size, not by the empty length: a BDF state whose diagonal mass
+    /// pattern had been made (pendulum_chain in absolute coordinates after an input jump)
+    /// was refused by its own instance.
+    #[test]
+    fn a_pattern_the_reference_has_not_filled_is_only_bounded() {
+        let r = W {
+            nq: 3,
+            m: DMatrix::zeros(3, 3),
+            piv: vec![],
+        };
+        let reference = Shape::of(&r).unwrap();
+        let c = W {
+            nq: 3,
+            m: DMatrix::zeros(3, 3),
+            piv: vec![2, 0, 1],
+        };
+        Shape::of(&c)
+            .unwrap()
+            .check_against(&reference, 3, "t")
+            .unwrap();
+        let c = W {
+            nq: 3,
+            m: DMatrix::zeros(3, 3),
+            piv: vec![2, 3, 1],
+        };
+        let e = Shape::of(&c)
+            .unwrap()
+            .check_against(&reference, 3, "t")
+            .unwrap_err();
+        assert!(e.contains("index 3 in .piv[]"), "{e}");
     }
 }
