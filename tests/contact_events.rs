@@ -381,3 +381,114 @@ fn local_linearization_runs_through_contacts() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A 1 kg ball dropped 1 m onto a very stiff, lightly damped floor (k = 1e9 N/m, c = 6325 N s/m,
+/// ζ = 0.1; the contact lasts 1e-4 s) with `half_implicit` at rtol 1e-6, atol 1e-9, through the
+/// co-simulation layer at communication steps of 0.9, 1 and 2 ms: every run completes, and the
+/// height and velocity at 0.5 s (after the bounce) agree with an RK4 of the 1-D contact law at
+/// 1e-8 s. Before, the runs at 0.9 and 1 ms ran out of the call's work budget near the deepest
+/// compression: the velocity was formed as `(q1 − q0) / h`, whose rounding grew as the step
+/// shrank, and the step collapsed to 1.8e-12 s.
+#[test]
+fn half_implicit_takes_a_very_stiff_contact_at_every_communication_step() {
+    use mbsfmu::cosim::{Advance, Simulation};
+    use mbsfmu::description::VariableTable;
+    let (k, c, g, m) = (1e9, 6325.0, 9.81, 1.0);
+    let text = format!(
+        r#"[model]
+name = "drop"
+gravity = [0.0, -{g}, 0.0]
+formulation = "absolute"
+[experiment]
+stop = 0.5
+tolerance = 1e-6
+[solver]
+integrator = "half_implicit"
+atol = 1e-9
+[[bodies]]
+name = "ball"
+type = "particle"
+mass = {m}
+position = [0.0, 1.1, 0.0]
+[[forces]]
+name = "floor"
+type = "contact"
+geometry = "sphere_plane"
+sphere = "ball"
+radius = 0.1
+normal = [0.0, 1.0, 0.0]
+stiffness = {k}
+damping = {c}
+[[outputs]]
+name = "y"
+type = "position"
+body = "ball"
+component = "y"
+[[outputs]]
+name = "vy"
+type = "velocity"
+body = "ball"
+component = "y"
+"#
+    );
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("drop.toml");
+    let spec = Arc::new(mbsfmu::mbs::load_model_str(&text, &f).unwrap());
+    let table = Arc::new(VariableTable::from_spec(&spec));
+    // Reference: the centre height y (penetration 0.1 − y), force max(0, k δ + c δ̇).
+    let accel = |y: f64, v: f64| {
+        let (d, dd) = (R - y, -v);
+        let fc = if d > 0.0 {
+            (k * d + c * dd).max(0.0)
+        } else {
+            0.0
+        };
+        fc / m - g
+    };
+    let (mut y, mut v, mut t) = (1.1, 0.0, 0.0);
+    // Free fall is exact in RK4; 1e-8 s from just before the contact.
+    let t_c = (2.0 * 1.0 / g).sqrt() - 1e-5;
+    (y, v) = (y - 0.5 * g * t_c * t_c, v - g * t_c);
+    t += t_c;
+    let hr = 1e-8;
+    while t < 0.5 - 0.5 * hr {
+        let (k1y, k1v) = (v, accel(y, v));
+        let (k2y, k2v) = (
+            v + 0.5 * hr * k1v,
+            accel(y + 0.5 * hr * k1y, v + 0.5 * hr * k1v),
+        );
+        let (k3y, k3v) = (
+            v + 0.5 * hr * k2v,
+            accel(y + 0.5 * hr * k2y, v + 0.5 * hr * k2v),
+        );
+        let (k4y, k4v) = (v + hr * k3v, accel(y + hr * k3y, v + hr * k3v));
+        y += hr / 6.0 * (k1y + 2.0 * k2y + 2.0 * k3y + k4y);
+        v += hr / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v);
+        t += hr;
+    }
+    for h in [0.9e-3_f64, 1e-3, 2e-3] {
+        let mut sim = Simulation::new(
+            spec.clone(),
+            table.clone(),
+            System::new(spec.clone()).unwrap(),
+        );
+        sim.setup_experiment(None, 0.0, Some(0.5)).unwrap();
+        sim.initialize().unwrap();
+        let n = (0.5 / h).round() as usize;
+        for i in 0..n {
+            let t_end = if i + 1 == n { 0.5 } else { (i + 1) as f64 * h };
+            match sim.advance_to(t_end, None) {
+                Ok(Advance::Completed) => {}
+                other => panic!("H = {h}: step to {t_end}: {other:?}"),
+            }
+        }
+        let o = sim.outputs().unwrap();
+        // First order in the step: half_implicit's own error (measured 1.1e-4 to 6.5e-4 m, and
+        // 0.4 to 0.55 % in vy, 2.81 against 2.82 m/s).
+        assert!(
+            (o[0] - y).abs() < 2e-3 && (o[1] - v).abs() < 2e-2 * v.abs(),
+            "H = {h}: y {} vy {} against {y} {v}",
+            o[0],
+            o[1]
+        );
+    }
+}

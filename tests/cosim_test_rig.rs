@@ -403,6 +403,9 @@ fn shrinking_communication_steps_keep_the_stamp_force() {
         // Measured: 2.1 and 2.2 N (3526–3530 N at the short steps); before, −3.9e4 N with
         // samples, and −5.9e8 N with derivatives after the first 1e-7 s step (the last
         // polynomial's truncation error closed within it).
-        assert!(worst < 20.0, "{tail:?}: stamp force {samples:?} against {exact:?}");
+        assert!(
+            worst < 20.0,
+            "{tail:?}: stamp force {samples:?} against {exact:?}"
+        );
     }
 }

@@ -2020,7 +2020,11 @@ fn a_state_saved_after_an_input_jump_is_restored() {
     let (st, s2) = other.deserialize(&bytes);
     assert_eq!(st, OK, "{}", other.sink.dump());
     assert_eq!(unsafe { f.fmi2SetFMUstate(other.c, s2) }, OK);
-    assert_eq!(run(&other, 0.1, 10), first, "deserialized instance diverged");
+    assert_eq!(
+        run(&other, 0.1, 10),
+        first,
+        "deserialized instance diverged"
+    );
     other.free_state(s2);
     inst.free_state(s);
 }

@@ -613,6 +613,19 @@ fn negative_contact_radius() {
     );
 }
 
+/// A zero contact stiffness from a parameter names the value and the parameter (the line points
+/// at `stiffness = "k"`, where the parameter is used).
+#[test]
+fn zero_contact_stiffness_from_a_parameter() {
+    let text = append("[[forces]]\nname = \"c\"\ntype = \"contact\"\ngeometry = \"sphere_plane\"\nsphere = \"p\"\nradius = 0.1\nnormal = [0.0, 1.0, 0.0]\nstiffness = §\"k\"\n")
+        .replacen("value = 100.0", "value = 0.0", 1);
+    expect(
+        &text,
+        "forces[1] \"c\"",
+        "contact `stiffness` must be positive, got 0 N/m (parameter `k`)",
+    );
+}
+
 #[test]
 fn negative_rod_length() {
     expect(

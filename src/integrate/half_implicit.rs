@@ -55,6 +55,9 @@ struct Core {
     rhs: Vec<f64>,
     /// `q1 − q0 − h v0` (sparse residual product).
     tmp: Vec<f64>,
+    /// The increment `q1 − q0` the iteration solves for (see [`Core::solve`]).
+    #[serde(default)]
+    dq: Vec<f64>,
     /// Whether `la` and `f` belong to the start of the current attempt.
     start_ready: bool,
 }
@@ -69,6 +72,7 @@ impl Core {
             phi: vec![0.0; nc],
             rhs: vec![0.0; nq + nc],
             tmp: vec![0.0; nq],
+            dq: vec![0.0; nq],
             start_ready: false,
         }
     }
@@ -222,9 +226,16 @@ impl Core {
         (tol, phi_tol): (f64, f64),
     ) -> Result<bool, IntegrateError> {
         let (nq, nc) = (self.nq, self.nc);
+        // The unknown is the increment `Δq = q1 − q0`, and `v1 = Δq / h`: formed from `q1`,
+        // `(q1 − q0) / h` carried the rounding of `q` divided by `h` (1e-17 m / 1e-12 s), and the
+        // step-doubling estimate of `v` then grew as the step shrank. In a 1e9 N/m contact at
+        // atol 1e-9 the step collapsed to 1.8e-12 s and the call ran out of its budget.
+        let dq = &mut self.dq;
+        dq.resize(nq, 0.0);
         // Predictor: the unconstrained explicit step keeps the first residual small.
         for i in 0..nq {
-            q1[i] = q0[i] + h * v0[i];
+            dq[i] = h * v0[i];
+            q1[i] = q0[i] + dq[i];
         }
         let mut last_dq = f64::INFINITY;
         for _ in 0..MAX_ITERS {
@@ -234,7 +245,7 @@ impl Core {
                     for i in 0..nq {
                         let mut s = -h * h * self.f[i];
                         for j in 0..nq {
-                            s += m[(i, j)] * (q1[j] - q0[j] - h * v0[j]);
+                            s += m[(i, j)] * (dq[j] - h * v0[j]);
                         }
                         for k in 0..nc {
                             s += jac[(k, i)] * lam_hat[k];
@@ -244,7 +255,7 @@ impl Core {
                 }
                 Saddle::Sparse(s) => {
                     for i in 0..nq {
-                        self.tmp[i] = q1[i] - q0[i] - h * v0[i];
+                        self.tmp[i] = dq[i] - h * v0[i];
                         self.rhs[i] = -h * h * self.f[i];
                     }
                     let e1 = &mut self.rhs[..nq];
@@ -263,7 +274,7 @@ impl Core {
             // (e1 is linear in the unknowns, so it vanishes after any full correction).
             if last_dq <= tol && dense::inf_norm(&self.phi) <= phi_tol {
                 for i in 0..nq {
-                    v1[i] = (q1[i] - q0[i]) / h;
+                    v1[i] = dq[i] / h;
                 }
                 return Ok(true);
             }
@@ -279,7 +290,10 @@ impl Core {
             if !dense::all_finite(&self.rhs) {
                 return Ok(false);
             }
-            dense::axpy(q1, 1.0, &self.rhs[..nq]);
+            dense::axpy(dq, 1.0, &self.rhs[..nq]);
+            for i in 0..nq {
+                q1[i] = q0[i] + dq[i];
+            }
             dense::axpy(lam_hat, 1.0, &self.rhs[nq..]);
             last_dq = dense::inf_norm(&self.rhs[..nq]);
         }

@@ -545,6 +545,14 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// Where a value came from, for a message: ` (parameter `k`)` for a parameter's value.
+    pub(super) fn source_of(&self, s: Scalar) -> String {
+        match s {
+            Scalar::Const(_) => String::new(),
+            Scalar::Param(i) => format!(" (parameter `{}`)", self.params[i].name),
+        }
+    }
+
     fn nonneg_scalar(
         &mut self,
         n: &S<Num>,
@@ -555,8 +563,9 @@ impl<'a> Resolver<'a> {
     ) -> Res<Scalar> {
         let s = self.scalar(n, el, field, tunable_ok)?;
         let v = self.value_of(s);
+        let from = self.source_of(s);
         self.ensure(v >= 0.0, n.span(), el, || {
-            format!("`{field}` must not be negative, got {v} {unit}")
+            format!("`{field}` must not be negative, got {v} {unit}{from}")
         })?;
         self.sign_rule(s, false, el, field);
         Ok(s)
@@ -572,8 +581,9 @@ impl<'a> Resolver<'a> {
     ) -> Res<Scalar> {
         let s = self.scalar(n, el, field, tunable_ok)?;
         let v = self.value_of(s);
+        let from = self.source_of(s);
         self.ensure(v > 0.0, n.span(), el, || {
-            format!("`{field}` must be positive, got {v} {unit}")
+            format!("`{field}` must be positive, got {v} {unit}{from}")
         })?;
         self.sign_rule(s, true, el, field);
         Ok(s)

@@ -928,8 +928,12 @@ impl Resolver<'_> {
         };
         let k = self.required(&f.stiffness, sp.clone(), el, "stiffness", "a contact force")?;
         let stiffness = self.one_nonneg(k, el, "stiffness", "N/m")?;
-        self.ensure(self.value_of(stiffness) > 0.0, k.span(), el, || {
-            "contact `stiffness` must be positive".into()
+        let (v, from) = (self.value_of(stiffness), self.source_of(stiffness));
+        self.ensure(v > 0.0, k.span(), el, || {
+            format!(
+                "contact `stiffness` must be positive, got {v} {}{from}",
+                "N/m"
+            )
         })?;
         let damping = match &f.damping {
             Some(c) => self.one_nonneg(c, el, "damping", "N s/m")?,

@@ -213,8 +213,12 @@ impl Resolver<'_> {
         }
         let k = self.required(&f.stiffness, sp.clone(), el, "stiffness", what)?;
         let stiffness = self.one_nonneg(k, el, "stiffness", unit_k)?;
-        self.ensure(self.value_of(stiffness) > 0.0, k.span(), el, || {
-            "joint_stop `stiffness` must be positive".into()
+        let (v, from) = (self.value_of(stiffness), self.source_of(stiffness));
+        self.ensure(v > 0.0, k.span(), el, || {
+            format!(
+                "joint_stop `stiffness` must be positive, got {v} {}{from}",
+                unit_k
+            )
         })?;
         let damping = match (&f.damping, &f.restitution) {
             (Some(_), Some(e)) => {
