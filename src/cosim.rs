@@ -339,6 +339,11 @@ pub struct SimState<E> {
     /// Communication points since the engine last checked the state ([`Engine::check_state`]).
     #[serde(skip)]
     unchecked_points: u32,
+    /// Initialization Mode: the columns of the output/input Jacobian computed so far through
+    /// the initial state ([`Simulation::initial_jacobian_column`]), per input; cleared by
+    /// whatever changes the initial state ([`Simulation::invalidate`]).
+    #[serde(skip)]
+    initial_columns: Vec<Option<Vec<f64>>>,
     /// Parameters were taken before initialization ended that broke a rule of the model file
     /// together with the others ([`Simulation::set_reals`]). Not serialized (the format
     /// stays): a restored state before initialization checks again.
@@ -406,6 +411,7 @@ impl<E: Engine> Simulation<E> {
                 failure_cause: None,
                 call_start: 0.0,
                 unchecked_points: 0,
+                initial_columns: Vec::new(),
                 rules_pending: false,
             },
             spec,
@@ -613,6 +619,7 @@ impl<E: Engine> Simulation<E> {
 
     fn invalidate(&mut self) {
         self.st.outputs_valid = false;
+        self.st.initial_columns.clear();
         if !self.st.initialized {
             self.st.x = None;
         }
@@ -820,6 +827,7 @@ impl<E: Engine> Simulation<E> {
                 Err(j) => self.st.settings.jacobian = j,
             }
         }
+        self.st.initial_columns.clear();
         Ok(())
     }
 
@@ -1743,13 +1751,13 @@ impl<E: Engine> Simulation<E> {
     }
 
     /// `∂y/∂u`: rows are the outputs `unknowns`, columns the inputs `knowns` (value
-    /// references), at the current state, consistent with what the importer observes by
+    /// references), at the current point, consistent with what the importer observes by
     /// setting an input and reading the outputs at the same instant.
     ///
     /// Setting input `j` to `u` at the current time `t` makes the FMU record the sample
-    /// `(t, u)` and rebuild the input's segment (module documentation): depending on the
-    /// reconstruction mode the value, `u̇` and `ü` at `t` change with `u` (under `smooth` only
-    /// `ü`), so a kinematic driver's reaction changes through `ü` (the `Φ_tt` term of the
+    /// `(t, u)` of every input and rebuild their segments (module documentation): depending on
+    /// the reconstruction mode the value, `u̇` and `ü` at `t` change with `u` (under `smooth`
+    /// only `ü`), so a kinematic driver's reaction changes through `ü` (the `Φ_tt` term of the
     /// saddle-point system) and a moving frame's force elements through `u` and `u̇`. The
     /// chain rule combines the segment rebuild's derivative `d(u, u̇, ü)/du` (the derivative of
     /// the reconstruction's branch in use, [`rebuild_derivative`]) with
@@ -1757,9 +1765,17 @@ impl<E: Engine> Simulation<E> {
     /// ([`Engine::output_input_derivatives`]: one factorization of the saddle-point matrix,
     /// analytic for drivers and actuators, central differences of the direct partials only
     /// for inputs that move a frame; central differences over `(u, u̇, ü)` in the joint
-    /// formulation). The state is held fixed: in absolute coordinates outputs that are
-    /// functions of the state (positions, angles, velocities) have zero derivative; in joint
-    /// coordinates a driven tree joint or a moving frame also moves its subtree.
+    /// formulation), taken on the segments a Set rebuilds ([`Simulation::set_segments`]), not
+    /// on those of the last step: where the importer has not set the inputs at `t` yet they
+    /// differ (under `linear` the rate at `t` is the last step's slope until a Set, and `0`
+    /// plus the perturbation over `h` after it), and the outputs are not affine in the rate
+    /// in joint coordinates. The state is held fixed: in absolute coordinates outputs that
+    /// are functions of the state (positions, angles, velocities) have zero derivative; in
+    /// joint coordinates a driven tree joint or a moving frame also moves its subtree.
+    ///
+    /// In Initialization Mode the outputs follow the inputs through the initial state
+    /// (assembly, static equilibrium), which a Set recomputes: there the Jacobian is that of
+    /// the same path ([`Simulation::initial_jacobian_column`]).
     pub fn output_input_jacobian(
         &mut self,
         unknowns: &[u32],
@@ -1768,12 +1784,28 @@ impl<E: Engine> Simulation<E> {
         let (rows, cols) = self.derivative_indices(unknowns, knowns)?;
         self.ensure_state()?;
         self.refresh_inputs();
-        let x = self.st.x.clone().expect("state ensured");
-        let der = self.st.engine.output_input_derivatives(&x, &cols)?;
         let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
+        if !self.st.initialized {
+            // The instance's own outputs first (their failure is the one a Get reports).
+            self.ensure_outputs()?;
+            for (c, &j) in cols.iter().enumerate() {
+                let column = self.initial_jacobian_column(j)?;
+                for (r, &i) in rows.iter().enumerate() {
+                    jac[(r, c)] = column[i];
+                }
+            }
+            return Ok(jac);
+        }
+        let x = self.st.x.clone().expect("state ensured");
+        let h = self.expected_step();
+        let rebuilt = self.set_segments(x.t, h);
+        let held = std::mem::replace(&mut self.st.engine.inputs_mut().segments, rebuilt);
+        let der = self.st.engine.output_input_derivatives(&x, &cols);
+        self.st.engine.inputs_mut().segments = held;
+        let der = der?;
         for (c, &j) in cols.iter().enumerate() {
             let mode = self.spec.inputs[j].reconstruction;
-            let ds = rebuild_derivative(&self.st.inputs[j], mode, x.t, self.expected_step());
+            let ds = rebuild_derivative(&self.st.inputs[j], mode, x.t, h);
             for (r, &i) in rows.iter().enumerate() {
                 jac[(r, c)] = (0..3).map(|k| der[c][k][i] * ds[k]).sum();
             }
@@ -1781,8 +1813,122 @@ impl<E: Engine> Simulation<E> {
         Ok(jac)
     }
 
-    /// The same Jacobian as [`Simulation::output_input_jacobian`] by one central difference
-    /// of the outputs per input along the rebuilt segment: an independent oracle for tests.
+    /// The segments the outputs at `t` see after the importer sets an input at `t` (to the
+    /// value it has): every input's value recorded as the sample at `t` and its segment
+    /// rebuilt for a step of `h` ([`Simulation::prepare_inputs`] with `at_sample`), computed
+    /// on copies. Where the inputs were set at `t` already these are the installed segments;
+    /// right after a step, before the importer sets the inputs, the installed ones are the
+    /// step's.
+    fn set_segments(&self, t: f64, h: f64) -> Vec<InputSegment> {
+        self.st
+            .inputs
+            .iter()
+            .zip(&self.spec.inputs)
+            .map(|(inp, spec)| rebuilt_segment(inp, spec.reconstruction, t, h, 0.0))
+            .collect()
+    }
+
+    /// Initialization Mode: the derivatives of every output with respect to input `j` along
+    /// the path a Set and a Get take there: the input's value changed, the initial state
+    /// computed again (assembly, and the static equilibrium with `initial = "static"`; the
+    /// outputs follow the inputs through it, so a driven position moves the bodies it drives),
+    /// the outputs evaluated on it. Central differences of that path on scratch copies of the
+    /// instance (the instance itself is untouched), with the step `δ = 10⁻⁶·max(1, |u|)` and
+    /// `2δ`: four initial states per input, kept until something that changes the initial
+    /// state is set. The two differences must agree (to `10⁻⁵` relative, and to a floor of
+    /// `10⁻¹¹` of the outputs' size over `δ`, the static solver's tolerance): otherwise once
+    /// more with steps 100 times smaller and the same floor (a contact or stop that opens or
+    /// closes between `δ` and `2δ`), and if they still disagree the derivative is refused,
+    /// naming the output: the initial state does not depend smoothly on the input there (a
+    /// switch within the step, or an equilibrium the solver finds only to its tolerance), and
+    /// Set/Get differences there depend on their step.
+    fn initial_jacobian_column(&mut self, j: usize) -> Result<Vec<f64>, CosimError> {
+        let n_in = self.st.inputs.len();
+        if self.st.initial_columns.len() != n_in {
+            self.st.initial_columns = vec![None; n_in];
+        }
+        if let Some(column) = &self.st.initial_columns[j] {
+            return Ok(column.clone());
+        }
+        let u = self.st.inputs[j].value;
+        let y0 = self.st.outputs.clone();
+        let name = &self.spec.inputs[j].name;
+        let mut worst = None;
+        // The round-off floor is that of the first step on both tries: the smaller step must
+        // not pass with 100 times the noise.
+        let d0 = 1e-6 * u.abs().max(1.0);
+        let mut d = d0;
+        for shrink in [1.0, 1e-2] {
+            d = shrink * d0;
+            let [p1, m1, p2, m2] =
+                [d, -d, 2.0 * d, -2.0 * d].map(|s| self.initial_outputs_with(j, u + s));
+            let (p1, m1, p2, m2) = (p1?, m1?, p2?, m2?);
+            let mut column = Vec::with_capacity(y0.len());
+            worst = None;
+            for i in 0..y0.len() {
+                let c1 = (p1[i] - m1[i]) / (2.0 * d);
+                let c2 = (p2[i] - m2[i]) / (4.0 * d);
+                let scale = [y0[i], p2[i], m2[i]]
+                    .iter()
+                    .fold(1.0f64, |a, v| a.max(v.abs()));
+                let tol = 1e-5 * c1.abs().max(c2.abs()) + 1e-11 * scale / d0;
+                if !(c1.is_finite() && c2.is_finite()) || (c1 - c2).abs() > tol {
+                    worst = Some((i, c1, c2));
+                    break;
+                }
+                column.push(c1);
+            }
+            if worst.is_none() {
+                self.st.initial_columns[j] = Some(column.clone());
+                return Ok(column);
+            }
+        }
+        let (i, c1, c2) = worst.expect("a disagreement");
+        Err(CosimError::Derivative(format!(
+            "in Initialization Mode the outputs follow input `{name}` through the initial state \
+             (assembly{}), and output `{}` does not depend smoothly on it at {name} = {}: \
+             central differences with steps {} and {} give {c1:e} and {c2:e} (a contact or \
+             stop that opens or closes within the step, or an equilibrium found only to the \
+             solver's tolerance), and Set/Get differences there depend on their step",
+            if self.spec.initialization == crate::mbs::spec::Initialization::Static {
+                ", static equilibrium"
+            } else {
+                ""
+            },
+            self.spec.outputs[i].name,
+            show_real(u),
+            show_real(d),
+            show_real(2.0 * d),
+        )))
+    }
+
+    /// Initialization Mode: the outputs a Get shows after the importer sets input `j` to `u`,
+    /// computed on a scratch copy of the instance. A failure there is the derivative's, not
+    /// the instance's (whose outputs were computed): reported as such.
+    fn initial_outputs_with(&self, j: usize, u: f64) -> Result<Vec<f64>, CosimError> {
+        let mut scratch = Simulation {
+            spec: self.spec.clone(),
+            table: self.table.clone(),
+            st: self.st.clone(),
+            early_return: self.early_return,
+        };
+        scratch.st.inputs[j].value = u;
+        scratch.st.inputs_dirty = true;
+        scratch.invalidate();
+        scratch.outputs().map(<[f64]>::to_vec).map_err(|e| {
+            CosimError::Derivative(format!(
+                "in Initialization Mode the outputs follow input `{}` through the initial \
+                 state, which fails at {} = {}: {e}",
+                self.spec.inputs[j].name,
+                self.spec.inputs[j].name,
+                show_real(u)
+            ))
+        })
+    }
+
+    /// The same Jacobian as [`Simulation::output_input_jacobian`] (after initialization) by
+    /// one central difference of the outputs per input along the rebuilt segment: an
+    /// independent oracle for tests.
     pub fn output_input_jacobian_differenced(
         &mut self,
         unknowns: &[u32],
@@ -1793,29 +1939,36 @@ impl<E: Engine> Simulation<E> {
         self.refresh_inputs();
         let x = self.st.x.clone().expect("state ensured");
         let t = x.t;
+        let h = self.expected_step();
         let n_out = self.st.outputs.len();
         let (mut yp, mut ym) = (vec![0.0; n_out], vec![0.0; n_out]);
         let mut jac = nalgebra::DMatrix::zeros(rows.len(), cols.len());
+        let rebuilt = self.set_segments(t, h);
+        let held = std::mem::replace(&mut self.st.engine.inputs_mut().segments, rebuilt.clone());
+        let mut result = Ok(());
         for (c, &j) in cols.iter().enumerate() {
             let inp = &self.st.inputs[j];
             let d = sample_step(inp);
-            let (mode, h) = (self.spec.inputs[j].reconstruction, self.expected_step());
+            let mode = self.spec.inputs[j].reconstruction;
             let (sp, sm) = (
                 rebuilt_segment(inp, mode, t, h, d),
                 rebuilt_segment(inp, mode, t, h, -d),
             );
-            let saved = self.st.engine.inputs_mut().segments[j];
             self.st.engine.inputs_mut().segments[j] = sp;
             let rp = self.st.engine.evaluate_outputs(&x, &mut yp);
             self.st.engine.inputs_mut().segments[j] = sm;
             let rm = self.st.engine.evaluate_outputs(&x, &mut ym);
-            self.st.engine.inputs_mut().segments[j] = saved;
-            rp?;
-            rm?;
+            self.st.engine.inputs_mut().segments[j] = rebuilt[j];
+            if let Err(e) = rp.and(rm) {
+                result = Err(e);
+                break;
+            }
             for (r, &i) in rows.iter().enumerate() {
                 jac[(r, c)] = (yp[i] - ym[i]) / (2.0 * d);
             }
         }
+        self.st.engine.inputs_mut().segments = held;
+        result?;
         Ok(jac)
     }
 

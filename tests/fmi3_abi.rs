@@ -1095,3 +1095,145 @@ fn a_state_in_a_mode_the_other_version_lacks_is_refused() {
         f.fmi3FreeInstance(a);
     }
 }
+
+/// `fmi3GetDirectionalDerivative` of `outputs` with respect to one input, unit seed.
+fn directional_column(inst: &Inst, outputs: &[u32], input: u32) -> (u32, Vec<f64>) {
+    let mut d = vec![f64::NAN; outputs.len()];
+    let s = unsafe {
+        inst.f.fmi3GetDirectionalDerivative(
+            inst.c,
+            outputs.as_ptr(),
+            outputs.len(),
+            &input,
+            1,
+            &1.0,
+            1,
+            d.as_mut_ptr(),
+            outputs.len(),
+        )
+    };
+    (s, d)
+}
+
+/// FMI 3 counterpart of the FMI 2 test of the same name (`tests/fmi2_abi.rs`): under
+/// `reconstruction = "linear"`, slider_crank's d crank_torque / d crank_angle asked after a
+/// step, before the importer sets the input at the new point, is the central Set/Get
+/// difference from the saved FMU state (it read −5.71 against −61.0 at t = 0.3), and also
+/// after setting it.
+#[test]
+fn directional_derivatives_under_linear_reconstruction_before_and_after_setting_the_input() {
+    let f = lib();
+    let (r, table, _spec) = Resources::gallery("slider_crank", |t| {
+        with_reconstruction(t, "crank_angle", "linear")
+    });
+    let inst = Inst::new(&f, &r);
+    inst.init(None);
+    let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+    let (u_vr, y_vr) = (vr("crank_angle"), vr("crank_torque"));
+    let signal = |t: f64| 2.0 * std::f64::consts::PI * t + 0.3 * (3.0 * t).sin();
+    let eps = 1e-7;
+    let check = |when: &str, t: f64| {
+        let y0 = inst.get(y_vr).1;
+        let (s, dd) = directional_column(&inst, &[y_vr], u_vr);
+        assert_eq!(s, OK, "{}", inst.env.sink.dump());
+        assert_eq!(inst.get(y_vr).1.to_bits(), y0.to_bits(), "{when}");
+        let u0 = inst.get(u_vr).1;
+        let mut state: fmi3FMUState = null_mut();
+        assert_eq!(unsafe { f.fmi3GetFMUState(inst.c, &mut state) }, OK);
+        assert_eq!(inst.set(u_vr, u0 + eps), OK);
+        let yp = inst.get(y_vr).1;
+        assert_eq!(unsafe { f.fmi3SetFMUState(inst.c, state) }, OK);
+        assert_eq!(inst.set(u_vr, u0 - eps), OK);
+        let ym = inst.get(y_vr).1;
+        assert_eq!(unsafe { f.fmi3SetFMUState(inst.c, state) }, OK);
+        assert_eq!(unsafe { f.fmi3FreeFMUState(inst.c, &mut state) }, OK);
+        let fd = (yp - ym) / (2.0 * eps);
+        let tol = 1e-5 * fd.abs() + 1e-12 * (1.0 + y0.abs()) / eps;
+        assert!(
+            (dd[0] - fd).abs() <= tol,
+            "t = {t:.2}, {when}: FMU {:e}, Set/Get {fd:e}",
+            dd[0]
+        );
+    };
+    let (h, mut t) = (0.01, 0.0);
+    for k in 0..30 {
+        assert_eq!(inst.set(u_vr, signal(t)), OK);
+        if k >= 28 {
+            check("after setting the input", t);
+        }
+        assert_eq!(inst.step(t, h).0, OK, "{}", inst.env.sink.dump());
+        t += h;
+        if k >= 28 {
+            check("before setting the input", t);
+        }
+    }
+}
+
+/// FMI 3 counterpart of `directional_derivatives_in_initialization_mode_follow_the_initial_state`
+/// (`tests/fmi2_abi.rs`), directional and adjoint: quarter_car_rig in Initialization Mode,
+/// where the static equilibrium moves with the stamp (d(chassis_z, wheel_z)/d stamp_z = 1, 1,
+/// the forces do not change); the derivatives were the Step-mode ones (0, 0 and 2.0e5).
+#[test]
+fn directional_derivatives_in_initialization_mode_follow_the_initial_state() {
+    let f = lib();
+    let (r, table, spec) = Resources::gallery("quarter_car_rig", |t| t.to_string());
+    let inst = Inst::new(&f, &r);
+    let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+    let outputs: Vec<u32> = spec.outputs.iter().map(|o| vr(&o.name)).collect();
+    let u_vr = vr("stamp_z");
+    unsafe {
+        assert_eq!(
+            f.fmi3EnterInitializationMode(inst.c, false, 0.0, 0.0, false, 0.0),
+            OK
+        );
+    }
+    assert_eq!(inst.set(u_vr, 0.002), OK);
+    let (s, dd) = directional_column(&inst, &outputs, u_vr);
+    assert_eq!(s, OK, "{}", inst.env.sink.dump());
+    let eps = 3e-6;
+    let read = || -> Vec<f64> { outputs.iter().map(|&o| inst.get(o).1).collect() };
+    let y0 = read();
+    assert_eq!(inst.set(u_vr, 0.002 + eps), OK);
+    let yp = read();
+    assert_eq!(inst.set(u_vr, 0.002 - eps), OK);
+    let ym = read();
+    assert_eq!(inst.set(u_vr, 0.002), OK);
+    assert_eq!(read(), y0);
+    for r in 0..outputs.len() {
+        let fd = (yp[r] - ym[r]) / (2.0 * eps);
+        let tol = 1e-5 * fd.abs() + 1e-11 * (1.0 + y0[r].abs()) / eps;
+        assert!(
+            (dd[r] - fd).abs() <= tol,
+            "d {}: FMU {:e}, Set/Get {fd:e}",
+            spec.outputs[r].name,
+            dd[r]
+        );
+    }
+    let out = |o: &str| spec.outputs.iter().position(|x| x.name == o).unwrap();
+    assert!((dd[out("chassis_z")] - 1.0).abs() < 1e-6, "{dd:?}");
+    assert!((dd[out("wheel_z")] - 1.0).abs() < 1e-6, "{dd:?}");
+    assert!(dd[out("stamp_force")].abs() < 1e-2, "{dd:?}");
+    // Adjoint: seedᵀ J.
+    let seed: Vec<f64> = (0..outputs.len()).map(|k| 1.0 + k as f64).collect();
+    let mut adj = f64::NAN;
+    assert_eq!(
+        unsafe {
+            f.fmi3GetAdjointDerivative(
+                inst.c,
+                outputs.as_ptr(),
+                outputs.len(),
+                &u_vr,
+                1,
+                seed.as_ptr(),
+                seed.len(),
+                &mut adj,
+                1,
+            )
+        },
+        OK
+    );
+    let want: f64 = seed.iter().zip(&dd).map(|(s, d)| s * d).sum();
+    assert!((adj - want).abs() <= 1e-12 * want.abs(), "{adj} vs {want}");
+    unsafe { assert_eq!(f.fmi3ExitInitializationMode(inst.c), OK) };
+    assert_eq!(inst.step(0.0, 1e-3).0, OK);
+}

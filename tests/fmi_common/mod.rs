@@ -175,14 +175,36 @@ impl Resources {
         (Resources::from_text(&text), table)
     }
 
-    fn from_text(text: &str) -> Resources {
+    /// A model of `models/` (one file, no data files) as the exporter packs it, after `edit`
+    /// of its text; with its variable table and spec.
+    pub fn gallery(
+        name: &str,
+        edit: impl FnOnce(&str) -> String,
+    ) -> (
+        Resources,
+        mbsfmu::description::VariableTable,
+        mbsfmu::mbs::ModelSpec,
+    ) {
+        let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models")
+            .join(format!("{name}.toml"));
+        let text = edit(&std::fs::read_to_string(&model).unwrap());
+        let r = Resources::from_text(&text);
+        let spec = mbsfmu::mbs::load_model(&r.resources.join("model.toml")).unwrap();
+        assert_eq!(spec.source_files.len(), 1, "{name} reads other files");
+        let table = mbsfmu::description::VariableTable::from_spec(&spec);
+        (r, table, spec)
+    }
+
+    /// A model file's text as the exporter packs it.
+    pub fn from_text(text: &str) -> Resources {
         let dir = TempDir::new("res");
         // A space in the path exercises the percent-encoding of FMI 2 URIs.
         let resources = dir.0.join("unpacked fmu").join("resources");
         std::fs::create_dir_all(&resources).unwrap();
         std::fs::write(resources.join("model.toml"), text).unwrap();
         let model = resources.join("model.toml");
-        let spec = mbsfmu::mbs::load_model(&model).expect("oscillator model loads");
+        let spec = mbsfmu::mbs::load_model(&model).expect("model loads");
         let token = mbsfmu::description::token::model_token_of(&model, &spec.source_files).unwrap();
         Resources {
             dir,
@@ -329,4 +351,11 @@ pub fn sine_response(k: f64, c: f64, a: f64, w: f64, t: f64) -> f64 {
     let c1 = -xp(0.0);
     let c2 = (-dxp(0.0) + zeta * w0 * c1) / wd;
     xp(t) + (-zeta * w0 * t).exp() * (c1 * (wd * t).cos() + c2 * (wd * t).sin())
+}
+
+/// `text` (a model file) with input `input`'s reconstruction set to `mode`.
+pub fn with_reconstruction(text: &str, input: &str, mode: &str) -> String {
+    let key = format!("name = \"{input}\"\n");
+    assert_eq!(text.matches(&key).count(), 1, "input {input}");
+    text.replace(&key, &format!("{key}reconstruction = \"{mode}\"\n"))
 }
