@@ -271,7 +271,11 @@ impl<'a> Kkt<'a> {
     }
 
     /// The step `(Δq, Δλ)` for the residuals `r1` (forces) and `r2` (constraints).
-    fn solve(&mut self, r1: &DVector<f64>, r2: &DVector<f64>) -> Option<(DVector<f64>, DVector<f64>)> {
+    fn solve(
+        &mut self,
+        r1: &DVector<f64>,
+        r2: &DVector<f64>,
+    ) -> Option<(DVector<f64>, DVector<f64>)> {
         let (nq, nc, s) = (self.nq, self.nc, self.s);
         let mut b = DVector::zeros(nq + nc);
         for i in 0..nq {
