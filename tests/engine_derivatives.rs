@@ -67,6 +67,7 @@ fn joint(
         frame1: f1,
         frame2: f2,
         length: Some(c(1.3)),
+        initial_angle: None,
     }
 }
 
@@ -228,6 +229,7 @@ fn kitchen_sink() -> ModelSpec {
                 actuator: Some(Motion::Constant(c(0.7))),
                 table: None,
                 damper_table: None,
+                initial_angle: None,
             },
         },
         ForceSpec {

@@ -43,6 +43,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: Some(c(1.0)),
+            initial_angle: None,
         });
         joints.push(JointSpec {
             name: format!("plane{k}"),
@@ -52,6 +53,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: None,
+            initial_angle: None,
         });
     }
     ModelSpec {
@@ -223,6 +225,7 @@ fn four_bar_redundant_constraints_are_detected_and_dropped() {
         frame1: f1,
         frame2: f2,
         length: None,
+        initial_angle: None,
     };
     let joints = vec![
         rev(
@@ -287,6 +290,7 @@ fn inconsistent_joints_fail_assembly_with_the_joint_names() {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: Some(c(1.0)),
+            initial_angle: None,
         },
         JointSpec {
             name: "rod_b".into(),
@@ -299,6 +303,7 @@ fn inconsistent_joints_fail_assembly_with_the_joint_names() {
             },
             frame2: LocalFrame::identity(),
             length: Some(c(1.0)),
+            initial_angle: None,
         },
     ];
     let mut sys = System::new(Arc::new(spec)).unwrap();
@@ -357,6 +362,7 @@ fn reaction_and_driver_sign_conventions() {
         frame1: LocalFrame::identity(),
         frame2: pivot_on_bar,
         length: None,
+        initial_angle: None,
     }];
     spec.drivers = vec![DriverSpec {
         name: "hold".into(),
@@ -411,6 +417,7 @@ fn reaction_and_driver_sign_conventions() {
         frame1: pivot_on_bar,
         frame2: LocalFrame::identity(),
         length: None,
+        initial_angle: None,
     };
     let mut sys = System::new(Arc::new(swapped)).unwrap();
     let x = sys.initial_state(0.0).unwrap();

@@ -165,6 +165,7 @@ pub fn revolute_chain_spec(n: usize, j: f64) -> ModelSpec {
                 axes: nalgebra::Matrix3::identity(),
             },
             length: None,
+            initial_angle: None,
         })
         .collect();
     let tip = |component| OutputSpec {
@@ -516,6 +517,7 @@ fn particle_chain_spec(n: usize) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: Some(c(1.0)),
+            initial_angle: None,
         });
         spec.joints.push(JointSpec {
             name: format!("plane{k}"),
@@ -525,6 +527,7 @@ fn particle_chain_spec(n: usize) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: None,
+            initial_angle: None,
         });
     }
     spec

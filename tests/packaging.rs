@@ -80,6 +80,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: None,
+            initial_angle: None,
         }],
         drivers: vec![],
         forces: vec![ForceSpec {

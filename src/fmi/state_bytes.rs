@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "MBSFMUST"
-//!      8     4  format version (u32 LE), currently 10 (the history of formats is in docs/fmi-runtime.md)
+//!      8     4  format version (u32 LE), currently 11 (the history of formats is in docs/fmi-runtime.md)
 //!     12    38  model token (the instance's GUID / instantiationToken, ASCII)
 //!     50     8  payload length (u64 LE)
 //!     58    16  checksum: first 16 bytes of SHA-256 over bytes 0..58 and the payload
@@ -26,7 +26,9 @@ const MAGIC: &[u8; 8] = b"MBSFMUST";
 // 9: Rosenbrock–Nyström keeps `‖Φq‖ ‖Φu⁻¹‖` of its partition (re-partitioning rule).
 // 10: Dormand–Prince and the Newmark family keep their flag for derivatives to re-evaluate
 //     (set by `rhs_changed` and by `restart` after an input jump).
-const VERSION: u32 = 10;
+// 11: revolute joints and rotational springs carry their initial angle, the engine the angle
+//     slots' starts (angle branches start at `initial_angle`, not in (−π, π]).
+const VERSION: u32 = 11;
 const TOKEN_LEN: usize = 38;
 const HEADER: usize = 8 + 4 + TOKEN_LEN + 8;
 const SUM: usize = 16;

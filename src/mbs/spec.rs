@@ -176,6 +176,12 @@ pub struct JointSpec {
     pub frame2: LocalFrame,
     /// Rod length of a distance joint.
     pub length: Option<Scalar>,
+    /// Revolute joints: the angle at the initial configuration, `θ0` (`initial_angle`, or the
+    /// bodies' relative rotation in (−π, π]). The frames give it only modulo 2π; the angle's
+    /// branch starts here (`initial_angle = 3.6` reads 3.6, not 3.6 − 2π). `None` (explicit
+    /// frames, other kinds): the frames' angle in (−π, π].
+    #[serde(default)]
+    pub initial_angle: Option<f64>,
 }
 
 /// What a driver prescribes.
@@ -303,6 +309,10 @@ pub enum ForceKind {
         /// Damper torque `f_d(θ̇)` in place of `c θ̇` (`damper_table`).
         #[serde(default)]
         damper_table: Option<CurveTable>,
+        /// The angle θ at the initial configuration where its branch starts (as
+        /// [`JointSpec::initial_angle`]; the joint's for a spring on a joint).
+        #[serde(default)]
+        initial_angle: Option<f64>,
     },
     /// Six-component linear bushing between two frames: translational and rotational stiffness
     /// and damping per axis of frame 1 (small relative rotations).

@@ -258,6 +258,13 @@ pub struct System {
     angle_refs0: Vec<f64>,
     /// The angle coordinates by slot (to update references at accepted steps).
     pub(super) angle_coords: Vec<Coord>,
+    /// Per angle slot: its value at the model's initial configuration where the model gives
+    /// it beyond (−π, π] (a revolute joint's `θ0`, [`JointSpec::initial_angle`]); the branch
+    /// references start nearest it. `None`: the raw angle in (−π, π].
+    ///
+    /// [`JointSpec::initial_angle`]: super::spec::JointSpec::initial_angle
+    #[serde(default)]
+    pub(super) angle_starts: Vec<Option<f64>>,
     /// Per joint: the revolute angle slot or the prismatic travel coordinate.
     pub(super) joint_coords: Vec<Option<Coord>>,
     /// Per output: its angle coordinate (rotation outputs only).
@@ -344,6 +351,7 @@ impl System {
             angle_t: 0.0,
             angle_refs0: Vec::new(),
             angle_coords: Vec::new(),
+            angle_starts: Vec::new(),
             joint_coords: Vec::new(),
             output_coords: Vec::new(),
             joint_normal: vec![0.0; spec.joints.len()],
@@ -555,10 +563,17 @@ impl System {
         self.v0 = v;
     }
 
+    /// Branch references at `q` (the file's configuration, or where an assembly restarts from
+    /// it): the raw angles, each on the branch nearest its slot's start `θ0` where the model
+    /// gives one (a revolute joint with `initial_angle = 3.6` starts at 3.6, not 3.6 − 2π).
     fn reset_angle_refs_at(&mut self, q: &[f64], t: f64) {
         self.load(t, q, None);
         for (i, c) in self.angle_coords.iter().enumerate() {
-            self.angle_refs[i] = raw_angle(&self.layout, &self.snap, c).unwrap_or(0.0);
+            let raw = raw_angle(&self.layout, &self.snap, c).unwrap_or(0.0);
+            self.angle_refs[i] = match self.angle_starts.get(i).copied().flatten() {
+                Some(start) => super::math::unwrap_near(raw, start),
+                None => raw,
+            };
         }
         self.angle_t = t;
     }

@@ -91,6 +91,7 @@ fn revolute(name: &str, b1: BodyRef, f1: LocalFrame, b2: BodyRef, f2: LocalFrame
         frame1: f1,
         frame2: f2,
         length: None,
+        initial_angle: None,
     }
 }
 
@@ -154,6 +155,7 @@ pub fn double_pendulum_spec() -> ModelSpec {
                 actuator: None,
                 table: None,
                 damper_table: None,
+                initial_angle: None,
             },
         },
         ForceSpec {
@@ -170,6 +172,7 @@ pub fn double_pendulum_spec() -> ModelSpec {
                 actuator: None,
                 table: None,
                 damper_table: None,
+                initial_angle: None,
             },
         },
     ];
@@ -213,6 +216,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: Some(c(1.0)),
+            initial_angle: None,
         });
         s.joints.push(JointSpec {
             name: format!("plane{k}"),
@@ -222,6 +226,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
             frame1: LocalFrame::identity(),
             frame2: LocalFrame::identity(),
             length: None,
+            initial_angle: None,
         });
     }
     s.frames = vec![MovingFrameSpec {
@@ -319,6 +324,7 @@ pub fn slider_crank_spec() -> ModelSpec {
                 axes: Matrix3::new(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0),
             },
             length: None,
+            initial_angle: None,
         },
     ];
     // 2πt as a ramp that started before t = 0 (no kink at the start).

@@ -49,7 +49,9 @@ impl JointModel {
         }
     }
 
-    /// Joint coordinates and rates of an absolute state (tree joints only).
+    /// Joint coordinates and rates of an absolute state (tree joints only). A revolute angle
+    /// is the element layer's continuous one (its branch reference `sys.angle_refs` at that
+    /// state); the other angles are in (−π, π].
     fn coordinates_of(&self, sys: &System, t: f64, qa: &[f64], va: &[f64]) -> (Vec<f64>, Vec<f64>) {
         use nalgebra::{Matrix3, UnitQuaternion};
         let layout = sys.layout();
@@ -125,7 +127,16 @@ impl JointModel {
                     } else {
                         (acf.column(0), acf.column(1), apf.column(0))
                     };
-                    p[a] = y1.dot(&x2).atan2(x1.dot(&x2));
+                    // On the branch the element layer tracked through the assembly and the
+                    // static equilibrium (from `θ0`): `atan2` alone wrapped an equilibrium past
+                    // ±π into (−π, π], 2π from where the springs on the joint measure it.
+                    let raw = y1.dot(&x2).atan2(x1.dot(&x2));
+                    p[a] = match n.joint.and_then(|j| sys.joint_coords[j]) {
+                        Some(crate::mbs::kin::Coord::Angle { slot, .. }) => {
+                            crate::mbs::math::unwrap_near(raw, sys.angle_refs[slot])
+                        }
+                        _ => raw,
+                    };
                     pd[a] = n.sigma * z.dot(&(wc - wp));
                 }
                 tree::NodeKind::Prismatic => {

@@ -254,6 +254,7 @@ impl Resolver<'_> {
         }
 
         let mut length = None;
+        let mut initial_angle = None;
         let (frame1, frame2) = if kind == JointKind::Distance {
             let p1 = self.required(&j.point1, jspan.clone(), &el, "point1", &what)?;
             let p2 = self.required(&j.point2, jspan.clone(), &el, "point2", &what)?;
@@ -342,6 +343,9 @@ impl Resolver<'_> {
             } else {
                 0.0
             };
+            if kind == JointKind::Revolute {
+                initial_angle = Some(theta0);
+            }
             self.frames_from_global(b1, b2, point, rj, theta0)
         };
         if kind == JointKind::Spherical {
@@ -398,6 +402,7 @@ impl Resolver<'_> {
             frame1,
             frame2,
             length,
+            initial_angle,
         });
         Ok(())
     }
@@ -577,14 +582,14 @@ impl Resolver<'_> {
                 }
             }
             "rotational_spring_damper" => {
-                let (b1, frame1, b2, frame2) = if let Some(jn) = &f.joint {
+                let (b1, frame1, b2, frame2, initial_angle) = if let Some(jn) = &f.joint {
                     self.allowed_keys(&el, "a rotational_spring_damper on a joint", &present, &["joint", "stiffness", "damping", "free_angle", "actuator", "static_preload", "table", "damper_table"])?;
                     let ji = self.joint_ref(jn, &el)?;
                     let js = &self.joint_specs[ji];
                     self.ensure(js.kind == JointKind::Revolute, jn.span(), &el, || {
                         format!("joint `{}` is a {} joint; a rotational spring takes its frames from a revolute joint", jn.get_ref(), joint_kind_name(js.kind))
                     })?;
-                    (js.body1, js.frame1, js.body2, js.frame2)
+                    (js.body1, js.frame1, js.body2, js.frame2, js.initial_angle)
                 } else {
                     self.allowed_keys(&el, "a rotational_spring_damper between bodies", &present, &["body1", "body2", "point", "axis", "x_axis", "initial_angle", "stiffness", "damping", "free_angle", "actuator", "static_preload", "table", "damper_table"])?;
                     let (b1, b2) = self.two_bodies(f, &el, sp.clone(), &what)?;
@@ -601,7 +606,7 @@ impl Resolver<'_> {
                         None => self.relative_angle(b1, b2, &rj.column(2).into_owned()),
                     };
                     let (f1, f2) = self.frames_from_global(b1, b2, point, rj, theta0);
-                    (b1, f1, b2, f2)
+                    (b1, f1, b2, f2, Some(theta0))
                 };
                 let stiffness = match &f.stiffness {
                     Some(k) => self.one_nonneg(k, &el, "stiffness", "N m/rad")?,
@@ -620,7 +625,7 @@ impl Resolver<'_> {
                     None => None,
                 };
                 let (table, damper_table) = self.torsion_tables(f, &el)?;
-                ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator, table, damper_table }
+                ForceKind::RotationalSpringDamper { body1: b1, frame1, body2: b2, frame2, stiffness, damping, free_angle, actuator, table, damper_table, initial_angle }
             }
             "bushing" => {
                 self.allowed_keys(&el, &what, &present, &["body1", "body2", "point", "axis", "x_axis", "frame1", "frame2", "stiffness", "damping", "rot_stiffness", "rot_damping", "static_preload", "preload_force", "preload_torque", "tables", "damper_tables"])?;

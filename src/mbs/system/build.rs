@@ -73,8 +73,11 @@ impl System {
             .map(|f| [0, 1, 2].map(|k| add_motion(&f.position[k])))
             .collect();
         // Angle slots.
+        // Per slot also the angle at the initial configuration where its branch starts, where
+        // the file gives more than the frames do (they give it modulo 2π).
         let mut angle_coords: Vec<Coord> = Vec::new();
-        let mut new_angle = |x1: QDef, y1: QDef, x2: QDef| {
+        let mut angle_starts: Vec<Option<f64>> = Vec::new();
+        let mut new_angle = |x1: QDef, y1: QDef, x2: QDef, start: Option<f64>| {
             let c = Coord::Angle {
                 x1,
                 y1,
@@ -82,6 +85,7 @@ impl System {
                 slot: angle_coords.len(),
             };
             angle_coords.push(c);
+            angle_starts.push(start);
             c
         };
         // Constraint rows.
@@ -131,7 +135,7 @@ impl System {
                 JointKind::Revolute => {
                     spherical(&mut coords);
                     axis_parallel(&mut coords);
-                    jc = Some(new_angle(x1, y1, x2));
+                    jc = Some(new_angle(x1, y1, x2, j.initial_angle));
                 }
                 JointKind::Universal => {
                     spherical(&mut coords);
@@ -320,11 +324,13 @@ impl System {
                     actuator,
                     table,
                     damper_table,
+                    initial_angle,
                 } => {
                     let coord = new_angle(
                         frame_vec(*body1, frame1, 0),
                         frame_vec(*body1, frame1, 1),
                         frame_vec(*body2, frame2, 0),
+                        *initial_angle,
                     );
                     let actuator = actuator.as_ref().map(&mut add_motion);
                     terms.push(ForceTerm {
@@ -499,6 +505,7 @@ impl System {
                         QDef::Vector(BodyRef::Ground, x1),
                         QDef::Vector(BodyRef::Ground, y1),
                         QDef::Vector(BodyRef::Body(*body), x1),
+                        None,
                     ))
                 }
                 _ => None,
@@ -546,6 +553,7 @@ impl System {
         self.joint_coords = joint_coords;
         self.output_coords = output_coords;
         self.angle_coords = angle_coords;
+        self.angle_starts = angle_starts;
         if first_build || self.angle_refs.len() != self.angle_coords.len() {
             self.angle_refs = vec![0.0; self.angle_coords.len()];
             self.reset_angle_refs_at(&self.q0.clone(), self.spec.experiment.start);
