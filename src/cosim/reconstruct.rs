@@ -589,7 +589,12 @@ fn trend_nodes(history: &[(f64, f64)], h: f64) -> [(f64, f64); 4] {
             }
         }
     }
-    [history[n - 4], history[n - 3], history[n - 2], history[n - 1]]
+    [
+        history[n - 4],
+        history[n - 3],
+        history[n - 2],
+        history[n - 1],
+    ]
 }
 
 /// The cubic through four samples (increasing times), expanded at the last one.
