@@ -264,6 +264,23 @@ fn no_equilibrium_names_the_drifting_coordinates() {
 /// A pendulum (bob 1 kg at `L` = 1 m on a revolute pivot, gravity −y) starting at `angle`
 /// above the horizontal, `initial = "static"`, in `formulation`.
 fn pendulum(angle_deg: f64, formulation: &str) -> ModelSpec {
+    pendulum_with_inertia(angle_deg, formulation, 0.01)
+}
+
+/// [`pendulum`] with the bob's principal moments of inertia `inertia` (kg m²).
+fn pendulum_with_inertia(angle_deg: f64, formulation: &str, inertia: f64) -> ModelSpec {
+    pendulum_drawn(angle_deg, formulation, inertia, 1.0, "")
+}
+
+/// The pendulum with the bob on the side `side` (1: +x, −1: −x) of the pivot and the extra
+/// body keys `body_extra`.
+fn pendulum_drawn(
+    angle_deg: f64,
+    formulation: &str,
+    inertia: f64,
+    side: f64,
+    body_extra: &str,
+) -> ModelSpec {
     let a = angle_deg.to_radians();
     let text = format!(
         r#"[model]
@@ -275,9 +292,9 @@ formulation = "{formulation}"
 [[bodies]]
 name = "bob"
 mass = 1.0
-inertia = [0.01, 0.01, 0.01]
+inertia = [{inertia}, {inertia}, {inertia}]
 position = [{}, {}, 0.0]
-
+{body_extra}
 [[joints]]
 name = "pivot"
 type = "revolute"
@@ -292,7 +309,7 @@ type = "position"
 body = "bob"
 component = "y"
 "#,
-        a.cos(),
+        side * a.cos(),
         a.sin()
     );
     mbsfmu::mbs::load_model_str(&text, Path::new("pendulum.toml")).unwrap()
@@ -320,6 +337,373 @@ fn static_initialization_leaves_the_unstable_equilibrium_for_the_stable_one() {
                 "{formulation}, start {deg} deg: bob at y = {}, not hanging at -1",
                 out[0]
             );
+        }
+    }
+}
+
+/// The same with a compact bob (inertia 0.001 kg m², a tenth of the above) drawn as a
+/// tester did, left of the pivot and turned with the link (`angle` = a − π/2 about z), from
+/// 22.5°, 45°, 60° and 89.4° above the horizontal (and the other starts, on both sides), both
+/// formulations: hanging at y = −1. Before, those four starts failed with "the only
+/// equilibrium found is unstable": Newton went to the upright position (the nearest
+/// stationary point); leaving it, the multipliers were stepped by the same fraction as the
+/// positions, so at the hanging position they still held the upright's compressive reaction,
+/// the stability check read a negative stiffness there, and the escape ran out of steps.
+#[test]
+fn a_compact_bob_ends_hanging_from_every_start() {
+    for formulation in ["absolute", "joint"] {
+        for (deg, side) in [22.5, 45.0, 60.0, 89.4, 0.0, 80.0, 170.0, -30.0]
+            .into_iter()
+            .flat_map(|d| [(d, -1.0), (d, 1.0)])
+        {
+            let a = f64::to_radians(deg);
+            let turned = if side < 0.0 {
+                format!(
+                    "orientation = {{ axis = [0.0, 0.0, 1.0], angle = {} }}\n",
+                    a - std::f64::consts::FRAC_PI_2
+                )
+            } else {
+                String::new()
+            };
+            let spec = pendulum_drawn(deg, formulation, 0.001, side, &turned);
+            let mut sys = System::new(Arc::new(spec)).unwrap();
+            let x = sys.initial_state(0.0).unwrap_or_else(|e| {
+                panic!("{formulation}, start {deg} deg on side {side}: {e}");
+            });
+            let mut out = [0.0];
+            sys.evaluate_outputs(&x, &mut out).unwrap();
+            assert!(
+                (out[0] + 1.0).abs() < 1e-9,
+                "{formulation}, start {deg} deg on side {side}: bob at y = {}, not hanging at -1",
+                out[0]
+            );
+        }
+    }
+}
+
+/// An inverted pendulum on a torsion spring: bob 1 kg (inertia 0.001 kg m²) 1 m above a
+/// revolute pivot, a torsion spring of rate `k` with its free angle upright, joint angle θ
+/// from upright (`initial_angle` = the start). Gravity −y.
+fn inverted_pendulum(theta0: f64, k: f64) -> String {
+    format!(
+        r#"[model]
+name = "inverted"
+gravity = [0.0, -9.81, 0.0]
+initial = "static"
+
+[[bodies]]
+name = "bob"
+mass = 1.0
+inertia = [0.001, 0.001, 0.001]
+position = [{x}, {y}, 0.0]
+orientation = {{ axis = [0.0, 0.0, 1.0], angle = {theta0} }}
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+initial_angle = {theta0}
+
+[[forces]]
+name = "spring"
+type = "rotational_spring_damper"
+joint = "pivot"
+stiffness = {k}
+free_angle = 0.0
+
+[[outputs]]
+name = "theta"
+type = "joint_coordinate"
+joint = "pivot"
+"#,
+        x = -theta0.sin(),
+        y = theta0.cos(),
+    )
+}
+
+/// Below `m g l` = 9.81 N m/rad the spring cannot hold the bob upright: the stable
+/// equilibrium is the root of `k θ = m g l sin θ` in (0, π) (k = 6: 1.631944 rad), by
+/// bisection. From 0.3 rad the static start finds +θ; from exactly upright (an unstable
+/// equilibrium, which a damped run would not leave; the solver leaves it to one side) ±θ.
+/// Both formulations, k = 1 ... 9. Before, every one failed with "the only equilibrium found
+/// is unstable".
+#[test]
+fn an_inverted_pendulum_on_a_weak_torsion_spring_leans_to_its_equilibrium() {
+    let mgl = 9.81;
+    for k in [1.0, 3.0, 6.0, 9.0] {
+        let g = |t: f64| k * t - mgl * t.sin();
+        let (mut lo, mut hi) = (1e-3, std::f64::consts::PI);
+        assert!(g(lo) < 0.0 && g(hi) > 0.0);
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if g(mid) < 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let want = 0.5 * (lo + hi);
+        if k == 6.0 {
+            assert!((want - 1.631944).abs() < 1e-6, "{want}");
+        }
+        for formulation in ["absolute", "joint"] {
+            for theta0 in [0.3, 0.0] {
+                let text = inverted_pendulum(theta0, k);
+                let got = common::cosim::initial_outputs(&text, formulation, "inverted.toml")[0];
+                let err = if theta0 > 0.0 {
+                    (got - want).abs()
+                } else {
+                    (got.abs() - want).abs()
+                };
+                assert!(
+                    err < 1e-8,
+                    "{formulation}, k = {k}, start {theta0} rad: theta = {got}, the stable \
+                     equilibrium is at {want}"
+                );
+            }
+        }
+    }
+}
+
+/// A weightless slider-crank with two stable equilibria: crank 0.1 m on the revolute
+/// `crank_pivot` (`initial_angle` = the drawn crank angle φ0, so the joint angle is the
+/// crank's angle from +x), rod 0.3 m, slider on x; a torsion spring kt = 5 N m/rad on the
+/// crank with free angle −0.1, a spring ks = 2000 N/m of free length 0.9 m from the ground
+/// point (1.2, 0, 0) to the slider.
+fn bistable_slider_crank(phi0: f64) -> String {
+    let (r, l) = (0.1, 0.3);
+    let (tx, ty) = (r * phi0.cos(), r * phi0.sin());
+    let x = tx + (l * l - ty * ty).sqrt();
+    let rod = (-ty).atan2(x - tx);
+    let half_pi = std::f64::consts::FRAC_PI_2;
+    format!(
+        r#"[model]
+name = "bistable"
+gravity = [0.0, 0.0, 0.0]
+initial = "static"
+
+[[bodies]]
+name = "crank"
+mass = 0.12
+inertia = [1e-4, 1e-5, 1e-4]
+position = [{cx}, {cy}, 0.0]
+orientation = {{ axis = [0.0, 0.0, 1.0], angle = {ca} }}
+
+[[bodies]]
+name = "rod"
+mass = 0.5
+inertia = [4e-3, 4e-4, 4e-3]
+position = [{rx}, {cy}, 0.0]
+orientation = {{ axis = [0.0, 0.0, 1.0], angle = {ra} }}
+
+[[bodies]]
+name = "slider"
+mass = 2.0
+inertia = [1e-4, 1e-4, 1e-4]
+position = [{x}, 0.0, 0.0]
+
+[[joints]]
+name = "crank_pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "crank"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+initial_angle = {phi0}
+
+[[joints]]
+name = "crank_pin"
+type = "revolute"
+body1 = "crank"
+body2 = "rod"
+point = [{tx}, {ty}, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "wrist_pin"
+type = "revolute"
+body1 = "rod"
+body2 = "slider"
+point = [{x}, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+
+[[joints]]
+name = "slide"
+type = "prismatic"
+body1 = "ground"
+body2 = "slider"
+point = [{x}, 0.0, 0.0]
+axis = [1.0, 0.0, 0.0]
+
+[[forces]]
+name = "crank_spring"
+type = "rotational_spring_damper"
+joint = "crank_pivot"
+stiffness = 5.0
+free_angle = -0.1
+
+[[forces]]
+name = "slider_spring"
+type = "spring_damper"
+body1 = "ground"
+point1 = [1.2, 0.0, 0.0]
+body2 = "slider"
+stiffness = 2000.0
+free_length = 0.9
+
+[[outputs]]
+name = "phi"
+type = "joint_coordinate"
+joint = "crank_pivot"
+
+[[outputs]]
+name = "x"
+type = "position"
+body = "slider"
+component = "x"
+"#,
+        cx = 0.5 * tx,
+        cy = 0.5 * ty,
+        ca = phi0 - half_pi,
+        rx = 0.5 * (tx + x),
+        ra = rod - half_pi,
+    )
+}
+
+/// The bistable slider-crank's potential `V(φ) = ½ kt (φ + 0.1)² + ½ ks (1.2 − x(φ) − 0.9)²`,
+/// `x(φ) = r cos φ + sqrt(l² − r² sin² φ)`, has minima at φ = −1.16179 (x = 0.325395) and
+/// φ = +1.12279 (x = 0.329458) and its crest at φ = +0.02309. The static start from a drawn
+/// angle must settle into the minimum on its side of the crest, as a damped run does (minima
+/// and crest by bisection on the analytic `dV/dφ`). Before, the starts from ±0.5 and +0.3 rad
+/// (where the stiffness is negative) went to the wrong minimum without a word: Newton's step
+/// heads for the nearest stationary point, the crest, and the escape from there went to
+/// either side. Both formulations.
+#[test]
+fn a_bistable_slider_crank_settles_on_the_side_it_is_drawn() {
+    let (r, l, kt, ks) = (0.1f64, 0.3f64, 5.0, 2000.0);
+    let x = |p: f64| r * p.cos() + (l * l - (r * p.sin()).powi(2)).sqrt();
+    let dx =
+        |p: f64| -r * p.sin() - r * r * p.sin() * p.cos() / (l * l - (r * p.sin()).powi(2)).sqrt();
+    let dv = |p: f64| kt * (p + 0.1) - ks * (0.3 - x(p)) * dx(p);
+    let root = |mut lo: f64, mut hi: f64| {
+        let up = dv(hi) > 0.0;
+        assert!((dv(lo) > 0.0) != up, "no sign change in [{lo}, {hi}]");
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if (dv(mid) > 0.0) == up {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        0.5 * (lo + hi)
+    };
+    let (left, crest, right) = (root(-1.4, -0.8), root(-0.2, 0.2), root(0.8, 1.4));
+    assert!((left + 1.16179).abs() < 1e-5 && (right - 1.12279).abs() < 1e-5);
+    assert!((crest - 0.02309).abs() < 1e-5, "{crest}");
+    for formulation in ["joint", "absolute"] {
+        for phi0 in [-0.5, -0.3, 0.0, 0.05, 0.3, 0.5] {
+            let want = if phi0 < crest { left } else { right };
+            let text = bistable_slider_crank(phi0);
+            let out = common::cosim::initial_outputs(&text, formulation, "bistable.toml");
+            assert!(
+                (out[0] - want).abs() < 1e-8 && (out[1] - x(want)).abs() < 1e-9,
+                "{formulation}, drawn at {phi0} rad: crank at {} rad, slider at {} m; the \
+                 minimum on that side is at {want} rad, x = {}",
+                out[0],
+                out[1],
+                x(want)
+            );
+        }
+    }
+}
+
+/// A pendulum on a torsion spring: bob 1 kg (inertia 0.001 kg m²) 1 m from a revolute pivot,
+/// joint angle θ from hanging (`initial_angle` = the start θ0), spring rate `k`, free angle
+/// `free`. Gravity −y.
+fn sprung_pendulum(theta0: f64, k: f64, free: f64) -> String {
+    format!(
+        r#"[model]
+name = "sprung"
+gravity = [0.0, -9.81, 0.0]
+initial = "static"
+
+[[bodies]]
+name = "bob"
+mass = 1.0
+inertia = [0.001, 0.001, 0.001]
+position = [{x}, {y}, 0.0]
+orientation = {{ axis = [0.0, 0.0, 1.0], angle = {theta0} }}
+
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "ground"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+initial_angle = {theta0}
+
+[[forces]]
+name = "spring"
+type = "rotational_spring_damper"
+joint = "pivot"
+stiffness = {k}
+free_angle = {free}
+
+[[outputs]]
+name = "theta"
+type = "joint_coordinate"
+joint = "pivot"
+"#,
+        x = theta0.sin(),
+        y = -theta0.cos(),
+    )
+}
+
+/// The potential `V(θ) = ½ k (θ − θf)² − m g l cos θ` of a pendulum on a weak torsion spring
+/// has several wells; the overdamped motion from θ0 ends at the first zero of `V'` downhill
+/// from θ0 (marched in steps of 1e-3 rad, then bisected). The static start must end there,
+/// from starts on both sides of the crests, both formulations. Before, 17 of these 36 starts
+/// went wrong: 13 failed ("the only equilibrium found is unstable"), 4 ended in another well
+/// (k = 2, θf = 5 from 4.5 rad: at −5.317 rad for 6.064).
+/// (The output is compared modulo 2π: after a static start the joint coordinate reads in
+/// (−π, π]; two zeros of `V'` are never 2π apart, so the equilibrium is the same.)
+#[test]
+fn a_pendulum_on_a_torsion_spring_settles_where_the_overdamped_motion_does() {
+    let two_pi = 2.0 * std::f64::consts::PI;
+    for (k, free) in [(0.5, 3.0), (0.5, 5.0), (2.0, 3.0), (2.0, 5.0)] {
+        let dv = |t: f64| k * (t - free) + 9.81 * t.sin();
+        for d0 in [-3.0, -2.5, -2.0, -1.0, -0.5, 0.5, 1.0, 1.5, 3.0] {
+            let theta0: f64 = free + d0;
+            let dir = -dv(theta0).signum();
+            let mut a = theta0;
+            while dv(a + dir * 1e-3).signum() != dir {
+                a += dir * 1e-3;
+            }
+            let (mut lo, mut hi) = (a, a + dir * 1e-3);
+            for _ in 0..100 {
+                let mid = 0.5 * (lo + hi);
+                if dv(mid).signum() == dv(lo).signum() {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            let want = 0.5 * (lo + hi);
+            for formulation in ["absolute", "joint"] {
+                let text = sprung_pendulum(theta0, k, free);
+                let got = common::cosim::initial_outputs(&text, formulation, "sprung.toml")[0];
+                let err = (got - want) - two_pi * ((got - want) / two_pi).round();
+                assert!(
+                    err.abs() < 1e-8,
+                    "{formulation}, k = {k}, free angle {free}, start {theta0} rad: theta = \
+                     {got}, the overdamped motion ends at {want}"
+                );
+            }
         }
     }
 }

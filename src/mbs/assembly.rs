@@ -588,8 +588,14 @@ fn static_equilibrium(
         Err(e) => {
             // How far the search went: a large sag means the springs cannot carry the load
             // within the mechanism's travel (it collapses to a kinematic limit).
-            // (Only a sag of at least 5 % of the model's extent gets the hint.)
-            let moves = body_moves(sys, &q_start, q);
+            // (Only a sag of at least 5 % of the model's extent gets the hint; not where the
+            // bodies are left at an unstable equilibrium: a pendulum balanced upright has
+            // moved as far, and no spring is to blame.)
+            let moves = if e.only_unstable {
+                Vec::new()
+            } else {
+                body_moves(sys, &q_start, q)
+            };
             let extent = (0..sys.spec().bodies.len())
                 .map(|b| {
                     let o = sys.layout().offsets[b];

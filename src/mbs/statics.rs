@@ -23,6 +23,22 @@
 //!   after every success, so the iteration returns to Newton's quadratic convergence near the
 //!   equilibrium (pseudo-transient continuation). Steps of the overdamped motion head for a
 //!   stable equilibrium, the one a damped dynamic run settles to.
+//! - **Newton only where the stiffness is positive.** Every iteration, `μ` is at least twice
+//!   the most negative generalized eigenvalue of `(K, M)` on the constraints' null space, so
+//!   where the stiffness is negative (above a hilltop, past an inflection) the step follows
+//!   the force down instead of heading for the nearest stationary point (the crest). The
+//!   multipliers in `K` are the reactions at rest (`M q̈ + Φ_qᵀλ = f`, `Φ_q q̈ = 0`) after
+//!   every step that was not a full Newton step: stepped along with the positions, they lag
+//!   behind (a pendulum's upright compression read at its hanging position made it
+//!   "unstable" there). Any step that runs against the force (`μ = 0` included, where the
+//!   stiffness is singular) is retried with more relaxation.
+//! - **Trust radius.** No step is longer than 0.5 scaled units; a step that went past the
+//!   minimum along it into a region concave along it (climbing towards a crest) is retaken
+//!   from where it started, half as long.
+//! - **Unstable equilibria** (converged where the reduced stiffness is negative): a small
+//!   displacement along the unstable mode, towards the start (or, from a start exactly there,
+//!   to the side where the mode's largest component is positive), and the iteration goes on;
+//!   at most three times.
 //! - **No equilibrium.** If the residual stalls, the tangent stiffness reduced to the
 //!   constraints' null space is examined: directions in which it is (near) zero or negative
 //!   and along which a force remains are reported by coordinate name.
@@ -56,12 +72,16 @@ pub struct StaticSolution {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StaticFailure {
     pub message: String,
+    /// An equilibrium was found, but only unstable ones (the bodies are left there).
+    pub only_unstable: bool,
 }
 
 const MAX_ITER: usize = 400;
-/// Unstable equilibria left behind before giving up, and the steps to leave each.
+/// Unstable equilibria left behind before giving up.
 const MAX_ESCAPES: usize = 3;
-const ESCAPE_STEPS: usize = 200;
+/// The longest step, in scaled units (length scales, radians-like for angles and Euler
+/// parameters), one iteration may take.
+const TRUST_RADIUS: f64 = 0.5;
 /// Converged when the scaled residual (force rows relative to the load scale, constraint rows
 /// relative to the length scale) is below this.
 const TOL: f64 = 1e-11;
@@ -320,10 +340,9 @@ where
         zeros: vec![0.0; nq],
     };
     let s = scales(sys, t, q, &mut w);
-    // Multipliers: least squares on the force balance at the start.
-    sys.forces(t, q, &w.zeros, &mut w.f);
-    sys.constraint_jacobian(t, q, &mut w.jac);
-    let mut lambda = {
+    // Multipliers: the reactions of the system at rest at the start (least squares on the
+    // force balance where the mass matrix leaves them undetermined).
+    let mut lambda = rest_multipliers(sys, t, q, &mut w, &s).unwrap_or_else(|| {
         let jt = w.jac.transpose();
         crate::mbs::math::bounded_svd(jt, true, true)
             .and_then(|svd| {
@@ -332,7 +351,7 @@ where
                     .ok()
             })
             .unwrap_or_else(|| DVector::zeros(nc))
-    };
+    });
     // μ in units of stiffness per mass (a squared frequency); its reference is the largest
     // diagonal stiffness-to-mass ratio, so that a relaxation step at μ_ref is small.
     sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
@@ -353,13 +372,20 @@ where
         .map(|i| w.dfq[(i, i)].abs() / w.mass[(i, i)])
         .fold(mu_load, f64::max)
         .max(1e-300);
-    let mut mu = 0.0;
+    let mut mu: f64 = 0.0;
     let mut relax = 0;
     let (mut r1, mut r2) = residual(sys, t, q, &lambda, &mut w);
     let mut m0 = merit(&r1, &r2, &s);
     let mut stalls = 0;
     let mut escapes = 0;
     let q_start = q.to_vec();
+    // The trust radius: the longest step (scaled) the next iteration may take.
+    let mut radius = TRUST_RADIUS;
+    // The last unstable equilibrium left (position, mode), for the message if no stable one
+    // is found.
+    let mut left: Option<(Vec<f64>, DVector<f64>)> = None;
+    // The last accepted step, where it went past the minimum of the potential along it.
+    let mut passed: Option<Passed> = None;
     for it in 0..MAX_ITER {
         let (rf, rc) = scaled_norm(&r1, &r2, &s);
         if !(rf.is_finite() && rc.is_finite()) {
@@ -375,33 +401,53 @@ where
                 });
             };
             // An unstable equilibrium (a link balanced upright): a damped run would leave
-            // it. Follow the overdamped motion away to where the structure is stable, then
-            // solve again from there.
+            // it. A small displacement along the unstable mode, to the side of the start,
+            // and the overdamped motion below carries the bodies away.
             escapes += 1;
-            let at = q.to_vec();
-            if escapes > MAX_ESCAPES || !escape(sys, t, q, &mut lambda, &mut w, &s, &mode, mu_ref) {
-                // Left at the equilibrium found (where the escape went says nothing).
-                q.copy_from_slice(&at);
-                return Err(StaticFailure {
-                    message: format!(
-                        "the only equilibrium found is unstable: the stiffness is negative \
-                         along {}; start from positions nearer a stable one, or use initial = \
-                         \"consistent\" and let the dynamics settle",
-                        mode_names(sys, &mode)
-                    ),
-                });
+            if escapes > MAX_ESCAPES {
+                return Err(only_unstable(sys, &mode));
             }
-            relax += 1;
+            left = Some((q.to_vec(), mode.clone()));
+            leave(q, &mode, &s, &q_start);
+            sys.accept_step(t, q, &w.zeros, None);
+            if let Some(l) = rest_multipliers(sys, t, q, &mut w, &s) {
+                lambda = l;
+            }
             (r1, r2) = residual(sys, t, q, &lambda, &mut w);
             m0 = merit(&r1, &r2, &s);
             mu = 0.0;
             stalls = 0;
+            radius = TRUST_RADIUS;
+            passed = None;
             continue;
         }
         sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
         sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
         sys.mass_matrix(t, q, &mut w.mass);
-        let mut kkt = Kkt::new(&w, &s, mu);
+        let tangent = Tangent::new(&w, &s);
+        // The last step went past the minimum along it: where the potential is concave along
+        // the step there, it climbed the far side towards a crest (and may have crossed it
+        // into another basin). Shorter, from where it was.
+        if let Some(p) = passed.take() {
+            if tangent.as_ref().is_some_and(|tg| tg.concave_along(&p.dir)) {
+                q.copy_from_slice(&p.q);
+                lambda = p.lambda;
+                sys.accept_step(t, q, &w.zeros, None);
+                (r1, r2) = residual(sys, t, q, &lambda, &mut w);
+                m0 = merit(&r1, &r2, &s);
+                radius = 0.5 * p.len;
+                continue;
+            }
+        }
+        // Relaxation at least as strong as makes `K + μM` positive definite on the
+        // constraints' null space: where the stiffness is negative (above a hilltop, past an
+        // inflection), the step follows the force down the potential instead of Newton's
+        // towards the nearest stationary point, which may be the crest.
+        let floor = tangent
+            .as_ref()
+            .map_or(0.0, |tg| tg.flow_floor(mu_ref, mu_load));
+        let mu_step = mu.max(2.0 * floor);
+        let mut kkt = Kkt::new(&w, &s, mu_step);
         let Some((dq, dl)) = kkt.solve(&r1, &r2) else {
             break;
         };
@@ -412,16 +458,18 @@ where
         // equilibrium. More relaxation instead.
         // (The force-driven part of the step: without the constraint correction, which
         // does not shrink with `μ`.)
-        let dq_force = if mu > 0.0 {
-            let Some((d, _)) = kkt.solve(&r1, &DVector::zeros(nc)) else {
-                break;
-            };
-            d
-        } else {
-            dq.clone()
+        // A Newton step (`μ = 0`) too: where the stiffness is (near) singular, a link across
+        // gravity with no reaction yet, it can point anywhere, uphill included.
+        let Some((dq_force, _)) = kkt.solve(&r1, &DVector::zeros(nc)) else {
+            break;
         };
-        if mu > 0.0 && dq_force.dot(&r1) <= 0.0 {
-            mu *= 10.0;
+        let work = dq_force.dot(&r1);
+        if work < 0.0 || (mu_step > 0.0 && work == 0.0) {
+            mu = if mu_step == 0.0 {
+                1e-4 * mu_ref
+            } else {
+                mu_step * 10.0
+            };
             stalls += 1;
             if mu > 1e12 * mu_ref || stalls > 30 {
                 break;
@@ -430,7 +478,10 @@ where
         }
         let (f0, c0) = merit_parts(&r1, &r2, &s);
         let (q_old, l_old) = (q.to_vec(), lambda.clone());
-        let mut alpha = 1.0;
+        // Within the trust radius: a step from where the stiffness is weak (a link just below
+        // the horizontal) could otherwise jump across the potential into another basin.
+        let alpha0 = (radius / scaled_len(&dq, &s).max(1e-300)).min(1.0);
+        let mut alpha = alpha0;
         let mut accepted = false;
         for _ in 0..12 {
             for i in 0..nq {
@@ -453,8 +504,19 @@ where
             // decreases along it (the force pushes along it at both ends) and the constraints
             // are not violated by more than the force is unbalanced.
             let (_, c) = merit_parts(&a, &b, &s);
-            let downhill = mu > 0.0 && a.dot(&dq_force) > 0.0 && near && c <= c0.max(f0);
+            let downhill = mu_step > 0.0 && a.dot(&dq_force) > 0.0 && near && c <= c0.max(f0);
             if m.is_finite() && (m <= (1.0 - 1e-4 * alpha) * m0 || downhill) {
+                if a.dot(&dq) < 0.0 {
+                    passed = Some(Passed {
+                        q: q_old.clone(),
+                        lambda: l_old.clone(),
+                        dir: DVector::from_iterator(
+                            nq,
+                            (0..nq).map(|i| alpha * dq[i] / s.col_q[i]),
+                        ),
+                        len: alpha * scaled_len(&dq, &s),
+                    });
+                }
                 r1 = a;
                 r2 = b;
                 m0 = m;
@@ -463,15 +525,34 @@ where
             }
             alpha *= 0.5;
         }
-        if mu > 0.0 {
+        if mu_step > 0.0 {
             relax += 1;
         }
         if accepted {
             sys.accept_step(t, q, &w.zeros, None);
             stalls = 0;
-            // Back towards Newton after a success (only full steps count as good progress).
-            if alpha == 1.0 {
-                mu = if mu < 1e-6 * mu_ref { 0.0 } else { mu * 0.1 };
+            // Back towards Newton after a success (only full steps count as good progress;
+            // a step cut to the trust radius is full).
+            if alpha == alpha0 {
+                mu = if mu_step < 1e-6 * mu_ref {
+                    0.0
+                } else {
+                    mu_step * 0.1
+                };
+                if alpha0 < 1.0 {
+                    radius = (2.0 * radius).min(TRUST_RADIUS);
+                }
+            }
+            // After a partial or relaxed step the multipliers lag behind the positions (the
+            // reaction of the position before the step, in part): the reactions at rest
+            // here instead, so that the stiffness (through the constraint forces) and the
+            // stability check see the load the bodies carry here.
+            if !(mu_step == 0.0 && alpha == 1.0) {
+                if let Some(l) = rest_multipliers(sys, t, q, &mut w, &s) {
+                    lambda = l;
+                    (r1, r2) = residual(sys, t, q, &lambda, &mut w);
+                    m0 = merit(&r1, &r2, &s);
+                }
             }
         } else {
             q.copy_from_slice(&q_old);
@@ -479,15 +560,226 @@ where
             let (a, b) = residual(sys, t, q, &lambda, &mut w);
             r1 = a;
             r2 = b;
+            passed = None;
             // A step that does not decrease the residual: more relaxation.
-            mu = if mu == 0.0 { 1e-4 * mu_ref } else { mu * 10.0 };
+            mu = if mu_step == 0.0 {
+                1e-4 * mu_ref
+            } else {
+                mu_step * 10.0
+            };
             stalls += 1;
             if mu > 1e12 * mu_ref || stalls > 30 {
                 break;
             }
         }
     }
+    if let Some((at, mode)) = left {
+        // Left an unstable equilibrium and found no stable one: back there, and say so.
+        q.copy_from_slice(&at);
+        sys.accept_step(t, q, &w.zeros, None);
+        return Err(only_unstable(sys, &mode));
+    }
     Err(diagnose(sys, t, q, &lambda, &mut w, &s))
+}
+
+/// The message where the only equilibrium found is unstable (the bodies are left there).
+fn only_unstable<S: CoordinateInfo>(sys: &S, mode: &DVector<f64>) -> StaticFailure {
+    StaticFailure {
+        message: format!(
+            "the only equilibrium found is unstable: the stiffness is negative along {}, and \
+             the overdamped motion away from it found no stable one; start from positions \
+             nearer a stable one, or use initial = \"consistent\" and let the dynamics settle",
+            mode_names(sys, mode)
+        ),
+        only_unstable: true,
+    }
+}
+
+/// An accepted step that went past the minimum of the potential along it (the force at its
+/// end opposes it): where it came from, and the step (scaled).
+struct Passed {
+    q: Vec<f64>,
+    lambda: DVector<f64>,
+    dir: DVector<f64>,
+    len: f64,
+}
+
+/// The length of `dq` in scaled units.
+fn scaled_len(dq: &DVector<f64>, s: &Scales) -> f64 {
+    dq.iter()
+        .zip(&s.col_q)
+        .map(|(d, c)| (d / c).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// The constraint reactions of the bodies at rest at `q`: `λ` of
+/// `M q̈ + Φ_qᵀλ = f(q, 0)`, `Φ_q q̈ = 0`, in the scaled units (`None` where that system is
+/// singular). These are the multipliers of the overdamped motion too, and at an equilibrium
+/// the equilibrium's.
+fn rest_multipliers<S: Mechanical>(
+    sys: &mut S,
+    t: f64,
+    q: &[f64],
+    w: &mut Work,
+    s: &Scales,
+) -> Option<DVector<f64>> {
+    let (nq, nc) = (sys.n_q(), sys.n_c());
+    if nc == 0 {
+        return Some(DVector::zeros(0));
+    }
+    sys.forces(t, q, &w.zeros, &mut w.f);
+    sys.constraint_jacobian(t, q, &mut w.jac);
+    sys.mass_matrix(t, q, &mut w.mass);
+    let mut a = DMatrix::zeros(nq + nc, nq + nc);
+    for i in 0..nq {
+        for j in 0..nq {
+            a[(i, j)] = s.row_f[i] * w.mass[(i, j)] * s.col_q[j];
+        }
+    }
+    // The acceleration's unit does not change λ: the mass block scaled to O(1).
+    let big = a.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    if !(big.is_finite() && big > 0.0) {
+        return None;
+    }
+    a.scale_mut(1.0 / big);
+    let mut b = DVector::zeros(nq + nc);
+    for i in 0..nq {
+        for k in 0..nc {
+            a[(i, nq + k)] = s.row_f[i] * w.jac[(k, i)] * s.col_l[k];
+            a[(nq + k, i)] = s.row_c[k] * w.jac[(k, i)] * s.col_q[i];
+        }
+        b[i] = s.row_f[i] * w.f[i];
+    }
+    let x = a.clone().lu().solve(&b).filter(|x| {
+        x.iter().all(|v| v.is_finite()) && (&a * x - &b).amax() <= 1e-8 * b.amax().max(1e-300)
+    })?;
+    Some(DVector::from_iterator(
+        nc,
+        (0..nc).map(|k| x[nq + k] * s.col_l[k]),
+    ))
+}
+
+/// The tangent stiffness and the mass reduced to the constraints' null space (scaled, both
+/// symmetric): what decides whether a step may be Newton's.
+struct Tangent {
+    null: DMatrix<f64>,
+    k: DMatrix<f64>,
+    m: DMatrix<f64>,
+}
+
+impl Tangent {
+    /// From the Jacobians in `w` (`dfq`, `hess`, `mass`, `jac`); `None` where the constraints
+    /// fix every coordinate.
+    fn new(w: &Work, s: &Scales) -> Option<Self> {
+        let (nq, nc) = (w.mass.nrows(), w.jac.nrows());
+        let mut jq = DMatrix::zeros(nc, nq);
+        for i in 0..nc {
+            for j in 0..nq {
+                jq[(i, j)] = s.row_c[i] * w.jac[(i, j)] * s.col_q[j];
+            }
+        }
+        let null = null_space(&jq, nq);
+        if null.ncols() == 0 {
+            return None;
+        }
+        let mut k = DMatrix::zeros(nq, nq);
+        let mut m = DMatrix::zeros(nq, nq);
+        for i in 0..nq {
+            for j in 0..nq {
+                k[(i, j)] = -s.row_f[i] * (w.dfq[(i, j)] - w.hess[(i, j)]) * s.col_q[j];
+                m[(i, j)] = s.row_f[i] * w.mass[(i, j)] * s.col_q[j];
+            }
+        }
+        let k = null.transpose() * (&k + k.transpose()) * 0.5 * &null;
+        let m = null.transpose() * (&m + m.transpose()) * 0.5 * &null;
+        Some(Tangent { null, k, m })
+    }
+
+    /// The smallest `μ ≥ 0` (stiffness per mass) with `K + μM` positive semi-definite on the
+    /// null space: `−` the smallest eigenvalue of `(K, M)` where it is clearly negative (below
+    /// −1e-6 of the largest magnitude, or of the load's `μ`, `F / (m L)`), else 0.
+    fn flow_floor(&self, mu_ref: f64, mu_load: f64) -> f64 {
+        if let Some(ch) = self.m.clone().cholesky() {
+            let Some(li) = ch.l().try_inverse() else {
+                return 0.0;
+            };
+            let c = &li * &self.k * li.transpose();
+            let c = (&c + c.transpose()) * 0.5;
+            if c.iter().any(|x| !x.is_finite()) {
+                return 0.0;
+            }
+            let e = nalgebra::SymmetricEigen::new(c).eigenvalues;
+            // (Where every eigenvalue is round-off, a link across gravity with no reaction
+            // yet, the load's `μ` keeps the threshold absolute.)
+            let emax = e.iter().fold(mu_load, |m, x| m.max(x.abs()));
+            let emin = e.iter().cloned().fold(f64::INFINITY, f64::min);
+            return if emin < -1e-6 * emax { -emin } else { 0.0 };
+        }
+        // A direction without mass (a massless body): the smallest tried `μ` that makes
+        // `K + μM` definite, if any.
+        let e = nalgebra::SymmetricEigen::new(self.k.clone()).eigenvalues;
+        let emax = e.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        let emin = e.iter().cloned().fold(f64::INFINITY, f64::min);
+        if emin >= -1e-6 * emax {
+            return 0.0;
+        }
+        let mut mu = 1e-4 * mu_ref;
+        while mu <= 1e12 * mu_ref {
+            if (&self.k + mu * &self.m).cholesky().is_some() {
+                return mu;
+            }
+            mu *= 10.0;
+        }
+        0.0
+    }
+
+    /// Whether the stiffness along `dir` (scaled, projected onto the null space) is clearly
+    /// negative: below −1e-6 of the largest, or of 1 (a stiffness that deflects by one
+    /// length scale under the load scale) where all are round-off.
+    fn concave_along(&self, dir: &DVector<f64>) -> bool {
+        let d = self.null.transpose() * dir;
+        let kmax = self.k.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        d.dot(&(&self.k * &d)) < -1e-6 * kmax * d.norm_squared()
+    }
+}
+
+/// Displace `q` along `mode` (scaled) by the escape length, to the side where the start lies
+/// (a damped run from a start beside a hilltop goes down that side); from a start exactly at
+/// the hilltop, to the side where the mode's largest component is positive.
+fn leave(q: &mut [f64], mode: &DVector<f64>, s: &Scales, q_start: &[f64]) {
+    const LEN: f64 = 0.05;
+    let nq = q.len();
+    let norm = mode.norm().max(1e-300);
+    let toward: f64 = (0..nq)
+        .map(|i| mode[i] * (q_start[i] - q[i]) / s.col_q[i])
+        .sum();
+    let away: f64 = (0..nq)
+        .map(|i| ((q_start[i] - q[i]) / s.col_q[i]).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let sign = if toward.abs() > 1e-6 * norm * away && away > 1e-9 {
+        toward.signum()
+    } else {
+        let big = mode.iter().cloned().fold(
+            0.0f64,
+            |m: f64, x: f64| {
+                if x.abs() > m.abs() {
+                    x
+                } else {
+                    m
+                }
+            },
+        );
+        if big < 0.0 {
+            -1.0
+        } else {
+            1.0
+        }
+    };
+    for i in 0..nq {
+        q[i] += sign * LEN * mode[i] / norm * s.col_q[i];
+    }
 }
 
 /// Why there is no equilibrium: the directions of the constraint null space in which the
@@ -515,11 +807,15 @@ where
     if !(rf.is_finite() && rc.is_finite()) {
         return StaticFailure {
             message: format!("{msg}: the iteration produced non-finite values"),
+            only_unstable: false,
         };
     }
     let Some((null, eig)) = reduced_stiffness(sys, t, q, lambda, w, s) else {
         msg.push_str(": the constraints fix every coordinate, so an equilibrium should exist (check the drivers and the inputs)");
-        return StaticFailure { message: msg };
+        return StaticFailure {
+            message: msg,
+            only_unstable: false,
+        };
     };
     let fr = null.transpose() * DVector::from_iterator(nq, (0..nq).map(|i| r1[i] * s.row_f[i]));
     // Scaled stiffness: 1 deflects by one length scale under the load scale. Where every
@@ -556,7 +852,10 @@ where
             found.join("; ")
         ));
     }
-    StaticFailure { message: msg }
+    StaticFailure {
+        message: msg,
+        only_unstable: false,
+    }
 }
 
 /// The scaled tangent stiffness `K = −(∂f/∂q − H)` (`H` the constraint forces' Jacobian)
@@ -573,29 +872,12 @@ fn reduced_stiffness<S>(
 where
     S: Mechanical + ForceJacobians + ConstraintHessians,
 {
-    let (nq, nc) = (sys.n_q(), sys.n_c());
     sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
     sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
     sys.constraint_jacobian(t, q, &mut w.jac);
-    let mut k = DMatrix::zeros(nq, nq);
-    for i in 0..nq {
-        for j in 0..nq {
-            k[(i, j)] = -s.row_f[i] * (w.dfq[(i, j)] - w.hess[(i, j)]) * s.col_q[j];
-        }
-    }
-    let k = (&k + k.transpose()) * 0.5;
-    let mut jq = DMatrix::zeros(nc, nq);
-    for i in 0..nc {
-        for j in 0..nq {
-            jq[(i, j)] = s.row_c[i] * w.jac[(i, j)] * s.col_q[j];
-        }
-    }
-    let null = null_space(&jq, nq);
-    if null.ncols() == 0 {
-        return None;
-    }
-    let kr = null.transpose() * &k * &null;
-    Some((null, nalgebra::SymmetricEigen::new(kr)))
+    sys.mass_matrix(t, q, &mut w.mass);
+    let tg = Tangent::new(w, s)?;
+    Some((tg.null, nalgebra::SymmetricEigen::new(tg.k)))
 }
 
 /// At an equilibrium: the direction (scaled coordinates) of the most negative reduced
@@ -620,61 +902,6 @@ where
         .enumerate()
         .min_by(|a, b| a.1.total_cmp(b.1))?;
     (val < -1e-6 * kmax.max(1e-300)).then(|| &null * eig.eigenvectors.column(e))
-}
-
-/// Leave an unstable equilibrium along `mode` (scaled) by the overdamped motion
-/// `μ M q̇ = f − Φ_qᵀλ`: steps of a fixed scaled length in the direction of the relaxation
-/// step, with `μ` raised until the step moves with the force, until the reduced stiffness is
-/// no longer negative (the basin of a stable equilibrium). `false` if it does not get there.
-#[allow(clippy::too_many_arguments)]
-fn escape<S>(
-    sys: &mut S,
-    t: f64,
-    q: &mut [f64],
-    lambda: &mut DVector<f64>,
-    w: &mut Work,
-    s: &Scales,
-    mode: &DVector<f64>,
-    mu_ref: f64,
-) -> bool
-where
-    S: Mechanical + ForceJacobians + ConstraintHessians + StepHooks,
-{
-    const LEN: f64 = 0.05;
-    let nq = q.len();
-    let norm = mode.norm().max(1e-300);
-    for i in 0..nq {
-        q[i] += LEN * mode[i] / norm * s.col_q[i];
-    }
-    sys.accept_step(t, q, &w.zeros, None);
-    for k in 0..ESCAPE_STEPS {
-        let (r1, r2) = residual(sys, t, q, lambda, w);
-        sys.force_jacobians(t, q, &w.zeros, &mut w.dfq, &mut w.dfv);
-        sys.constraint_force_jacobian(t, q, lambda.as_slice(), &mut w.hess);
-        sys.mass_matrix(t, q, &mut w.mass);
-        let mut mu = mu_ref;
-        let (dq, dl) = loop {
-            match Kkt::new(w, s, mu).solve(&r1, &r2) {
-                Some((dq, dl)) if dq.dot(&r1) > 0.0 => break (dq, dl),
-                _ if mu < 1e12 * mu_ref => mu *= 10.0,
-                _ => return false,
-            }
-        };
-        let len = (0..nq)
-            .map(|i| (dq[i] / s.col_q[i]).powi(2))
-            .sum::<f64>()
-            .sqrt();
-        let a = (LEN / len.max(1e-300)).min(1.0);
-        for i in 0..nq {
-            q[i] += a * dq[i];
-        }
-        *lambda += a * dl;
-        sys.accept_step(t, q, &w.zeros, None);
-        if k >= 1 && unstable_mode(sys, t, q, lambda, w, s).is_none() {
-            return true;
-        }
-    }
-    false
 }
 
 /// The (up to three) coordinates that take part most in `v`, by name.
