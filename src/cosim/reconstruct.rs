@@ -352,7 +352,8 @@ fn smooth_segment(
     // with status OK). The trend's weight fades from 1 at h = 4 span to 0 at h = 8 span
     // (12 and 24 spacings of a uniform grid: a sine's cubic is still good to 1e-8 at 10),
     // leaving the rough target, clamped to the samples' range.
-    let span = t - nodes[0].0;
+    // (With fewer than four samples there are no nodes: the first sample.)
+    let span = t - if n >= 4 { nodes[0].0 } else { history[0].0 };
     let horizon = if span > 0.0 {
         (2.0 - h / (4.0 * span)).clamp(0.0, 1.0)
     } else {
