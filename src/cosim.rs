@@ -527,9 +527,10 @@ impl<E: Engine> Simulation<E> {
     pub fn check_step_budget(&self, t_end: f64) -> Result<(), CosimError> {
         let s = self.effective_settings();
         let span = t_end - self.time();
-        for (name, h) in [
-            ("solver.max_step", s.max_step),
-            ("[solver] fixed_step", s.fixed_step.unwrap_or(0.0)),
+        // (name, value, whether it is a variable of the FMU: the fixed step is the file's only)
+        for (name, h, variable) in [
+            ("solver.max_step", s.max_step, true),
+            ("[solver] fixed_step", s.fixed_step.unwrap_or(0.0), false),
         ] {
             if h > 0.0 && h.is_finite() && span / h > MAX_STEPS_PER_CALL as f64 {
                 let reason = format!(
@@ -539,8 +540,7 @@ impl<E: Engine> Simulation<E> {
                     show_real(span),
                     span / h
                 );
-                // The fixed step is the model file's, not a variable of the FMU.
-                if name.starts_with('[') {
+                if !variable {
                     return Err(CosimError::FileSetting {
                         what: format!("{name} = {}", show_real(h)),
                         reason,

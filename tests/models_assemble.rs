@@ -172,3 +172,71 @@ fn a_crank_driven_a_full_turn_assembles_on_the_drawn_branch() {
         }
     }
 }
+
+/// A loop that cannot close (a 10 m rod where the two bars reach at most about 5 m) is refused
+/// with the rod named as the violated constraint, in both formulations. The message named the
+/// rows where the last Gauss–Newton attempt ended: a ball joint and two Euler-parameter
+/// normalizations, the rod not at all.
+#[test]
+fn an_impossible_loop_names_the_constraint_it_violates() {
+    let text = r#"
+[model]
+name = "impossible"
+gravity = [0, -9.81, 0]
+formulation = "FORMULATION"
+[[bodies]]
+name = "bar1"
+mass = 1.0
+inertia = [0.08, 0.001, 0.08]
+position = [0.0, -0.5, 0.0]
+[[bodies]]
+name = "bar2"
+mass = 1.0
+inertia = [0.08, 0.001, 0.08]
+position = [0.0, -1.5, 0.0]
+[[joints]]
+name = "ball1"
+type = "spherical"
+body1 = "ground"
+body2 = "bar1"
+point = [0.0, 0.0, 0.0]
+[[joints]]
+name = "ball2"
+type = "spherical"
+body1 = "bar1"
+body2 = "bar2"
+point = [0.0, -1.0, 0.0]
+[[joints]]
+name = "tie"
+type = "distance"
+body1 = "ground"
+body2 = "bar2"
+point1 = [3.0, 0.0, 0.0]
+point2 = [0.0, -2.0, 0.0]
+length = 10.0
+"#;
+    for formulation in ["absolute", "joint"] {
+        let text = text.replace("FORMULATION", formulation);
+        let spec = mbsfmu::mbs::load_model_str(&text, Path::new("loop.toml")).unwrap();
+        let e = System::new(Arc::new(spec))
+            .unwrap()
+            .initial_state(0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot be assembled"), "{formulation}: {e}");
+        let (given, after) = e
+            .split_once("violated as given:")
+            .and_then(|(_, rest)| rest.split_once("largest residuals after the last attempt:"))
+            .unwrap_or_else(|| panic!("{formulation}: {e}"));
+        // Only the rod is violated as drawn (|r|² − 10² over two: 43.5).
+        assert_eq!(
+            given.trim().trim_end_matches(';'),
+            "joint 'tie' rod length (residual 4.350e1)",
+            "{formulation}: {e}"
+        );
+        assert!(
+            after.contains("joint '") && !after.contains("normalization"),
+            "{formulation}: {e}"
+        );
+    }
+}

@@ -169,6 +169,12 @@ fn assembly_failures_name_the_largest_residuals() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot be assembled"), "{e}");
-    let listed = e.split("largest residuals:").nth(1).unwrap_or("");
+    // The violated row is named first, then where the last attempt ended.
+    let given = e.split("violated as given:").nth(1).unwrap_or("");
+    assert!(given.trim_start().starts_with("joint 'tie_rod'"), "{e}");
+    let listed = e
+        .split("largest residuals after the last attempt:")
+        .nth(1)
+        .unwrap_or("");
     assert!(listed.contains("joint '"), "{e}");
 }

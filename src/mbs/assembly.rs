@@ -149,7 +149,8 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
             .fold(1.0f64, |m, x| m.max(x.abs()))
     };
     let pos_tol = POS_TOL * scale;
-    let r_start = all_rows(sys, t, q).0.amax();
+    let phi_start = all_rows(sys, t, q).0;
+    let r_start = phi_start.amax();
     let far = r_start > STAGE_RESIDUAL;
     if !far && gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
         return Ok(());
@@ -178,8 +179,28 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
     if far && gauss_newton(sys, t, q, &zero, 1.0, pos_tol) {
         return Ok(());
     }
+    // The rows the file's geometry violates are the ones that could not be closed: name them
+    // first. Where the last attempt ends is a least-squares compromise spread over every row
+    // (and over the Euler parameters' norms, which its unnormalized steps leave off), so its
+    // largest residuals follow, without the normalizations unless nothing else is left.
+    let violated = largest_rows(sys, &phi_start, |i| phi_start[i].abs() > pos_tol);
     let (phi, _) = all_rows(sys, t, q);
-    let mut worst: Vec<(f64, usize)> = phi.iter().enumerate().map(|(i, v)| (v.abs(), i)).collect();
+    let mut after = largest_rows(sys, &phi, |i| !sys.row_is_normalization(i));
+    if after.is_empty() {
+        after = largest_rows(sys, &phi, |_| true);
+    }
+    // (Never empty: a start within the tolerance returns above.)
+    Err(fail(sys, format!("the model cannot be assembled at t = {t}: the constraints have no common solution near the initial positions; violated as given: {violated}; largest residuals after the last attempt: {after}")))
+}
+
+/// The four rows of largest `|phi|` among those `keep` admits, labelled, `; `-separated.
+fn largest_rows(sys: &System, phi: &DVector<f64>, keep: impl Fn(usize) -> bool) -> String {
+    let mut worst: Vec<(f64, usize)> = phi
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| keep(i))
+        .map(|(i, v)| (v.abs(), i))
+        .collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));
     // Always name the largest ones (a consistent model in mm fails with residuals of any size).
     let names: Vec<String> = worst
@@ -187,7 +208,7 @@ fn assemble_positions(sys: &mut System, t: f64, q: &mut [f64]) -> Result<(), Mod
         .take(4)
         .map(|w| format!("{} (residual {:.3e})", sys.all_row_label(w.1), w.0))
         .collect();
-    Err(fail(sys, format!("the model cannot be assembled at t = {t}: the constraints have no common solution near the initial positions; largest residuals: {}", names.join("; "))))
+    names.join("; ")
 }
 
 /// Greedy selection of independent rows (modified Gram–Schmidt with a relative tolerance).

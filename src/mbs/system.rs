@@ -852,6 +852,11 @@ impl System {
         &self.rows[i].label
     }
 
+    /// Whether row `i` is an Euler-parameter normalization.
+    pub(crate) fn row_is_normalization(&self, i: usize) -> bool {
+        matches!(self.rows[i].owner, RowOwner::Normalization(_))
+    }
+
     /// Whether row `i` belongs to a driver (it prescribes a motion).
     pub(crate) fn row_is_driver(&self, i: usize) -> bool {
         matches!(self.rows[i].owner, RowOwner::Driver(_))
