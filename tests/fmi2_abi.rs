@@ -1531,15 +1531,7 @@ fn stick_state_travels_with_the_serialized_fmu_state() {
         .unwrap()
         .replace("value = 0.5\n", "value = 0.4\n")
         .replace("value = 0.7\n", "value = 0.5\n");
-    let dir = TempDir::new("stick");
-    let res = dir.0.join("resources");
-    std::fs::create_dir_all(&res).unwrap();
-    let model = res.join("model.toml");
-    std::fs::write(&model, text).unwrap();
-    let packed = mbsfmu::mbs::load_model(&model).unwrap();
-    let token = mbsfmu::description::token::model_token_of(&model, &packed.source_files).unwrap();
-    let uri = format!("file://{}/", res.display());
-    let table = mbsfmu::description::VariableTable::from_spec(&packed);
+    let (_dir, uri, token, table) = packed_text("stick", &text);
     let vr_of = |n: &str| table.by_name(n).unwrap().value_reference;
     let (travel, speed) = (vr_of("travel"), vr_of("speed"));
     let start = |name: &str| {
@@ -1597,15 +1589,7 @@ fn contact_stick_state_travels_with_the_serialized_fmu_state() {
         .unwrap()
         .replace("value = 0.5\n", "value = 0.4\n")
         .replace("value = 0.7\n", "value = 0.5\n");
-    let dir = TempDir::new("cstick");
-    let res = dir.0.join("resources");
-    std::fs::create_dir_all(&res).unwrap();
-    let model = res.join("model.toml");
-    std::fs::write(&model, text).unwrap();
-    let packed = mbsfmu::mbs::load_model(&model).unwrap();
-    let token = mbsfmu::description::token::model_token_of(&model, &packed.source_files).unwrap();
-    let uri = format!("file://{}/", res.display());
-    let table = mbsfmu::description::VariableTable::from_spec(&packed);
+    let (_dir, uri, token, table) = packed_text("cstick", &text);
     let vr_of = |n: &str| table.by_name(n).unwrap().value_reference;
     let (vx, vy, stick) = (vr_of("vx"), vr_of("vy"), vr_of("stick"));
     let th = 30f64.to_radians();
@@ -1714,6 +1698,25 @@ fn the_resolved_model_file_is_read_and_a_damaged_one_is_ignored() {
         diff > 1e-4,
         "the resolved model is not what the FMU read (max difference {diff})"
     );
+}
+
+/// A model text packed as the exporter packs a model file (`resources/model.toml`): the
+/// directory (kept while it lives), the resource URI, the instantiation token and the
+/// variable table.
+fn packed_text(
+    tag: &str,
+    text: &str,
+) -> (TempDir, String, String, mbsfmu::description::VariableTable) {
+    let dir = TempDir::new(tag);
+    let res = dir.0.join("resources");
+    std::fs::create_dir_all(&res).unwrap();
+    let model = res.join("model.toml");
+    std::fs::write(&model, text).unwrap();
+    let packed = mbsfmu::mbs::load_model(&model).unwrap();
+    let token = mbsfmu::description::token::model_token_of(&model, &packed.source_files).unwrap();
+    let uri = format!("file://{}/", res.display());
+    let table = mbsfmu::description::VariableTable::from_spec(&packed);
+    (dir, uri, token, table)
 }
 
 /// A gallery model packed as the exporter does (model file and data files under
@@ -2247,15 +2250,7 @@ fn a_state_saved_after_an_input_jump_is_restored() {
             "name = \"susp_x\"\nreconstruction = \"hold\"\n",
         );
     assert!(text.contains("reconstruction = \"hold\""));
-    let dir = TempDir::new("jumpstate");
-    let res = dir.0.join("resources");
-    std::fs::create_dir_all(&res).unwrap();
-    let model = res.join("model.toml");
-    std::fs::write(&model, text).unwrap();
-    let packed = mbsfmu::mbs::load_model(&model).unwrap();
-    let token = mbsfmu::description::token::model_token_of(&model, &packed.source_files).unwrap();
-    let uri = format!("file://{}/", res.display());
-    let table = mbsfmu::description::VariableTable::from_spec(&packed);
+    let (_dir, uri, token, table) = packed_text("jumpstate", &text);
     let vr_of = |n: &str| table.by_name(n).unwrap().value_reference;
     let (susp_x, tip_x) = (vr_of("susp_x"), vr_of("tip_x"));
     let inst = Inst::try_new(&f, &uri, &token, "a").unwrap_or_else(|e| panic!("{e}"));

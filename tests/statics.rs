@@ -385,43 +385,7 @@ fn a_compact_bob_ends_hanging_from_every_start() {
 /// revolute pivot, a torsion spring of rate `k` with its free angle upright, joint angle θ
 /// from upright (`initial_angle` = the start). Gravity −y.
 fn inverted_pendulum(theta0: f64, k: f64) -> String {
-    format!(
-        r#"[model]
-name = "inverted"
-gravity = [0.0, -9.81, 0.0]
-initial = "static"
-
-[[bodies]]
-name = "bob"
-mass = 1.0
-inertia = [0.001, 0.001, 0.001]
-position = [{x}, {y}, 0.0]
-orientation = {{ axis = [0.0, 0.0, 1.0], angle = {theta0} }}
-
-[[joints]]
-name = "pivot"
-type = "revolute"
-body1 = "ground"
-body2 = "bob"
-point = [0.0, 0.0, 0.0]
-axis = [0.0, 0.0, 1.0]
-initial_angle = {theta0}
-
-[[forces]]
-name = "spring"
-type = "rotational_spring_damper"
-joint = "pivot"
-stiffness = {k}
-free_angle = 0.0
-
-[[outputs]]
-name = "theta"
-type = "joint_coordinate"
-joint = "pivot"
-"#,
-        x = -theta0.sin(),
-        y = theta0.cos(),
-    )
+    bob_on_torsion_spring(theta0, k, 0.0, true)
 }
 
 /// Below `m g l` = 9.81 N m/rad the spring cannot hold the bob upright: the stable
@@ -625,9 +589,18 @@ fn a_bistable_slider_crank_settles_on_the_side_it_is_drawn() {
 /// joint angle θ from hanging (`initial_angle` = the start θ0), spring rate `k`, free angle
 /// `free`. Gravity −y.
 fn sprung_pendulum(theta0: f64, k: f64, free: f64) -> String {
+    bob_on_torsion_spring(theta0, k, free, false)
+}
+
+/// A bob 1 kg (inertia 0.001 kg m²) 1 m from a revolute pivot about z on a torsion spring
+/// (rate `k`, free angle `free`), drawn at joint angle `theta0` (`initial_angle`) from
+/// straight above the pivot (`upright`) or straight below it. Gravity −y.
+fn bob_on_torsion_spring(theta0: f64, k: f64, free: f64, upright: bool) -> String {
+    // The bob at angle θ about z from its zero position (0, ±1).
+    let sign = if upright { -1.0 } else { 1.0 };
     format!(
         r#"[model]
-name = "sprung"
+name = "bob"
 gravity = [0.0, -9.81, 0.0]
 initial = "static"
 
@@ -659,8 +632,8 @@ name = "theta"
 type = "joint_coordinate"
 joint = "pivot"
 "#,
-        x = theta0.sin(),
-        y = -theta0.cos(),
+        x = sign * theta0.sin(),
+        y = -sign * theta0.cos(),
     )
 }
 
