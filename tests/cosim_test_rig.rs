@@ -387,25 +387,36 @@ fn shrinking_communication_steps_keep_the_stamp_force() {
         }
         out
     };
-    let shrinking = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7];
-    let mut growing = shrinking;
+    let shrinking = vec![1e-3, 1e-4, 1e-5, 1e-6, 1e-7];
+    let mut growing = shrinking.clone();
     growing.reverse();
-    for tail in [shrinking, growing] {
+    // A switch to sustained 1 µs steps for 2 ms (a multi-rate master): −25 kN 1 ms after the
+    // switch, when the scale carried from the 10 ms steps ran out.
+    // Measured: within 2.5 N over the fine steps; the first 10 ms step after them 21 N off
+    // (3546 against 3568 N): eight samples within 7 µs tell nothing about the next 10 ms
+    // (their trend is dropped for the line through them, which misses ½ ü H² = 44 µm).
+    let sustained = vec![1e-6; 2000];
+    for (tail, bound) in [(shrinking, 20.0), (growing, 20.0), (sustained, 30.0)] {
         let mut grid = vec![0.01; 50];
-        grid.extend(tail);
+        grid.extend(&tail);
         grid.extend([0.01; 5]);
         let (samples, exact) = (run(&grid, false), run(&grid, true));
-        let worst = samples
+        let (at, worst) = samples
             .iter()
             .zip(&exact)
             .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
-        // Measured: 2.1 and 2.2 N (3526–3530 N at the short steps); before, −3.9e4 N with
+            .enumerate()
+            .fold((0, 0.0), |w, (k, d)| if d > w.1 { (k, d) } else { w });
+        // Measured: 1.4 and 1.5 N (3526–3530 N at the short steps); before, −3.9e4 N with
         // samples, and −5.9e8 N with derivatives after the first 1e-7 s step (the last
         // polynomial's truncation error closed within it).
         assert!(
-            worst < 20.0,
-            "{tail:?}: stamp force {samples:?} against {exact:?}"
+            worst < bound,
+            "{:?}: stamp force {} against {} after step {at} of {}",
+            &tail[..5],
+            samples[at],
+            exact[at],
+            samples.len()
         );
     }
 }
