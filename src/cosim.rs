@@ -61,6 +61,43 @@ pub mod shape;
 /// slider-crank's time at 1 ms steps.
 pub const CHECK_STATE_EVERY: u32 = 16;
 
+/// The spacing of doubles at `t` (one unit in the last place of `|t|`).
+pub fn time_spacing(t: f64) -> f64 {
+    let a = t.abs();
+    f64::from_bits(a.to_bits() + 1) - a
+}
+
+/// How far a master's communication point may lie from the instance time before a step of
+/// `h` is refused: rounding, never a part of the step. The FMU ends each step on the master's
+/// `t + h`, so a master that sums its steps passes that time bit for bit, and one that computes
+/// `t0 + k·H` differs from it by an ulp of `t` (measured over 1e6 steps at t0 = 0, 1e3, 1e6);
+/// 64 spacings leave room for other ways of computing the time. At most 1e-3 of the step
+/// (unless the step is that close to the time resolution itself), and never more than the
+/// 1e-9·max(1, |t|) of before, which at t = 1e6 let a master off by 0.9 ms of a 1 ms step pass.
+pub fn communication_point_tolerance(t: f64, h: f64) -> f64 {
+    (1e-9 * t.abs().max(1.0)).min((1e-3 * h).max(64.0 * time_spacing(t)))
+}
+
+/// A step refused as too short that a time near 0 would have allowed: at `|t| > 1` the
+/// methods' minimum step is 16 spacings of doubles at `t` (`16 ε |t|`), against `16 ε` near 0.
+fn step_below_time_resolution(e: &IntegrateError) -> bool {
+    matches!(e, IntegrateError::StepTooSmall { t, h, .. }
+        if t.abs() > 1.0 && *h >= 16.0 * f64::EPSILON)
+}
+
+/// How far a step of `h` may end past the stop time `stop` of a run from `start`: rounding,
+/// not a part of the step (a step ending 0.9 ms past a stop at 1e6 + 1 s was taken until
+/// session 28). A master that sums its steps drifts from the exact sum by up to half a spacing
+/// of doubles per step, the same way in every step (0.41 of a spacing per step summing 1 ms
+/// from 1e6 s: 4.8e-5 s after 1e6 steps), so its last step may end that far past a stop time
+/// computed as `start + n·h`: the bound for `(stop − start)/h` steps of `h`, or 64 spacings,
+/// and never more than the 1e-9·max(1, |stop|) of before.
+pub fn stop_time_tolerance(start: f64, stop: f64, h: f64) -> f64 {
+    let spacing = time_spacing(start.abs().max(stop.abs()));
+    let drift = 0.5 * spacing * ((stop - start) / h).max(1.0);
+    (1e-9 * stop.abs().max(1.0)).min(drift.max(64.0 * spacing))
+}
+
 /// What the co-simulation layer needs from the engine beyond the integrator traits
 /// (implemented by `mbs::system::System`; generic so the layer can be tested with small
 /// systems).
@@ -196,6 +233,8 @@ impl Engine for crate::mbs::system::System {
 pub enum CosimError {
     #[error("unknown value reference {0}")]
     UnknownVr(u32),
+    /// `actual` and `requested` are FMI 3 type names ([`CosimError::in_fmi2_terms`] gives the
+    /// FMI 2 ones).
     #[error("variable `{name}` (value reference {vr}) is of type {actual}, not {requested}")]
     WrongType {
         vr: u32,
@@ -243,7 +282,7 @@ pub enum CosimError {
     TimeMismatch { requested: f64, current: f64 },
     #[error("invalid communication step size {0} (must be finite and positive)")]
     InvalidStepSize(f64),
-    #[error("step to {t_end} goes past the stop time {stop}")]
+    #[error("step to {} goes past the stop time {} (by {:.3e} s, more than rounding)", show_real(*t_end), show_real(*stop), t_end - stop)]
     PastStop { t_end: f64, stop: f64 },
     #[error("output derivatives of order {order} are not available: {reason}")]
     OutputDerivative { order: i64, reason: String },
@@ -260,6 +299,32 @@ impl CosimError {
             CosimError::Integrate(_) | CosimError::Model(_) => true,
             CosimError::Noted { source, .. } => source.is_computation(),
             _ => false,
+        }
+    }
+
+    /// The error as an FMI 2 importer reads it: the types by their FMI 2 names (Real,
+    /// Integer; a tester read "is of type Int64, not Float64" from fmi2GetReal).
+    pub fn in_fmi2_terms(self) -> CosimError {
+        fn fmi2_name(t: &'static str) -> &'static str {
+            match t {
+                "Float64" => "Real",
+                "Int64" => "Integer",
+                other => other,
+            }
+        }
+        match self {
+            CosimError::WrongType {
+                vr,
+                name,
+                actual,
+                requested,
+            } => CosimError::WrongType {
+                vr,
+                name,
+                actual: fmi2_name(actual),
+                requested: fmi2_name(requested),
+            },
+            e => e,
         }
     }
 }
@@ -459,6 +524,14 @@ impl<E: Engine> Simulation<E> {
                 let s = self.effective_settings();
                 let d = Settings::default();
                 let mean = (t - self.st.call_start) / *steps as f64;
+                // Steps at (or within a few percent of) the largest the settings allow: that
+                // setting made them short, whatever the tolerances ask for.
+                let limit = [
+                    ("solver.max_step", s.max_step),
+                    ("[solver] fixed_step", s.fixed_step.unwrap_or(0.0)),
+                ]
+                .into_iter()
+                .find(|&(_, h)| h > 0.0 && mean >= 0.95 * h);
                 let tight: Vec<String> = [
                     ("solver.rtol", s.rtol, d.rtol),
                     ("solver.atol", s.atol, d.atol),
@@ -467,7 +540,15 @@ impl<E: Engine> Simulation<E> {
                 .filter(|(_, v, def)| v < def)
                 .map(|(n, v, def)| format!("{n} = {v:e} (default {def:e})"))
                 .collect();
-                if tight.is_empty() {
+                if let Some((name, h)) = limit {
+                    format!(
+                        "; the internal steps averaged {mean:.3e} s against {name} = {}: \
+                         that setting limits them (not the tolerances), so this communication \
+                         step needs more of them than one call may take: raise {name} or use \
+                         shorter communication steps",
+                        show_real(h)
+                    )
+                } else if tight.is_empty() {
                     format!(
                         "; the internal steps averaged {mean:.3e} s: use shorter communication \
                          steps, or another solver.integrator (bdf for stiff models)"
@@ -482,6 +563,22 @@ impl<E: Engine> Simulation<E> {
                     )
                 }
             }
+            _ => String::new(),
+        };
+        // A minimum step set by the time's resolution, not by the model: at t = 5e5 the
+        // stiff double pendulum's first steps (1.4e-9 s, as from t = 0) are below the 16
+        // spacings of doubles (1.8e-9 s) a step must span.
+        let resolution = match err {
+            IntegrateError::StepTooSmall { t, .. } if step_below_time_resolution(err) => format!(
+                "; that minimum is set by the resolution of doubles at t = {} (they are {:.3e} \
+                 s apart there; at |t| <= 1 the minimum is {:.3e} s), not by the model: the \
+                 model needs shorter steps here than a time this large can resolve; start the \
+                 simulation nearer t = 0 (shift the model's time axis), since shorter \
+                 communication steps or tighter tolerances do not help",
+                show_real(*t),
+                time_spacing(*t),
+                16.0 * f64::EPSILON
+            ),
             _ => String::new(),
         };
         // What to choose instead, for the methods that stall on stiff models.
@@ -509,7 +606,17 @@ impl<E: Engine> Simulation<E> {
             .failure_cause
             .as_ref()
             .map_or(String::new(), |c| format!("; {c}"));
-        Some(format!("{e}{budget}{cause}{hint}"))
+        Some(format!("{e}{budget}{resolution}{cause}{hint}"))
+    }
+
+    /// Whether the last Discard came from a step size below the minimum that the resolution
+    /// of the time sets at large `|t|` (a start time nearer 0 helps, a shorter communication
+    /// step does not).
+    pub fn last_failure_is_time_resolution(&self) -> bool {
+        self.st
+            .events
+            .last_error()
+            .is_some_and(step_below_time_resolution)
     }
 
     /// Whether the last Discard came from the work budget of one call running out (not from
@@ -532,7 +639,10 @@ impl<E: Engine> Simulation<E> {
             ("solver.max_step", s.max_step, true),
             ("[solver] fixed_step", s.fixed_step.unwrap_or(0.0), false),
         ] {
-            if h > 0.0 && h.is_finite() && span / h > MAX_STEPS_PER_CALL as f64 {
+            // The steps counted as BDF plans them, ⌈span/h − 1e-6⌉, so that rounding does not
+            // add one: 1 ms from t = 8e-3 s is 1.0000000000000009e-3 s, 5000.0000000004 steps
+            // of 2e-7 s, which refused the 9th step of a run set up for exactly 5000.
+            if h > 0.0 && h.is_finite() && span / h - 1e-6 > MAX_STEPS_PER_CALL as f64 {
                 let reason = format!(
                     "a communication step of {} s would need {:.3e} internal steps, more than \
                      the work budget of {MAX_STEPS_PER_CALL} per call; raise {name} or use \
@@ -845,7 +955,7 @@ impl<E: Engine> Simulation<E> {
                     vr,
                     name: v.name,
                     actual: "Float64",
-                    requested: "Integer",
+                    requested: "Int64",
                 });
             }
             return Err(CosimError::NotSettable {
@@ -969,7 +1079,7 @@ impl<E: Engine> Simulation<E> {
                 vr,
                 name: v.name.clone(),
                 actual: "Float64",
-                requested: "Integer",
+                requested: "Int64",
             });
         }
         let s = self.stats();
@@ -1244,7 +1354,7 @@ impl<E: Engine> Simulation<E> {
             return Err(CosimError::InvalidStepSize(t_end - t0));
         }
         if let Some(stop) = self.st.stop {
-            if t_end > stop + 1e-9 * stop.abs().max(1.0) {
+            if t_end > stop + stop_time_tolerance(self.st.start, stop, t_end - t0) {
                 return Err(CosimError::PastStop { t_end, stop });
             }
         }

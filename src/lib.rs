@@ -1,6 +1,7 @@
 //! mbsfmu: multibody models as FMI 2.0 / FMI 3.0 Co-Simulation FMUs.
 //!
 //! Layers (each knows only the ones above it in this list):
+//! - [`show`]: numbers in messages.
 //! - [`dense`]: small dense kernels (`L D Lᵀ`) shared by the engine and the integrators.
 //! - [`mbs`]: the multibody problem (model file, kinematics, forces, constraints).
 //! - [`integrate`]: time integration; sees the problem only through the traits in
@@ -16,3 +17,4 @@ pub mod description;
 pub mod fmi;
 pub mod integrate;
 pub mod mbs;
+pub mod show;

@@ -542,6 +542,31 @@ mod with_model {
             ERROR,
             "Integer variable through GetReal"
         );
+        // In FMI 2's type names (until session 28: "is of type Int64, not Float64").
+        assert_eq!(inst.set(vr("stats.steps"), 1.0), ERROR);
+        assert_eq!(inst.seti(vr("k"), 3), ERROR);
+        for said in [
+            format!("`x` (value reference {x}) is of type Real, not Integer"),
+            format!(
+                "`stats.steps` (value reference {}) is of type Integer, not Real",
+                vr("stats.steps")
+            ),
+            format!(
+                "`k` (value reference {}) is of type Real, not Integer",
+                vr("k")
+            ),
+        ] {
+            assert!(
+                inst.sink.contains(ERROR, &said),
+                "{said}: {}",
+                inst.sink.dump()
+            );
+        }
+        assert!(
+            !inst.sink.dump().contains("Float64") && !inst.sink.dump().contains("Int64"),
+            "{}",
+            inst.sink.dump()
+        );
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             assert_eq!(inst.set(vr("u"), bad), ERROR);
             assert_eq!(inst.set(vr("k"), bad), ERROR);
@@ -853,6 +878,9 @@ mod with_model {
     /// A communication point within the tolerance of the instance time is taken as it, and the
     /// step runs to exactly `t + h`; one that would end before the instance time is refused
     /// saying so (until session 25: "invalid communication step size -5e-10", for h = 5e-10).
+    /// Since session 28 the tolerance is rounding, at most 1e-3 of the step, unless the step is
+    /// within 64 spacings of doubles itself: 8e-10 off for a step of 5e-10 is a mismatch, and a
+    /// step that ends before the instance time needs one near the resolution.
     #[test]
     fn a_step_that_ends_before_the_instance_time_is_refused_saying_so() {
         let f = lib();
@@ -861,6 +889,13 @@ mod with_model {
         inst.init(None);
         assert_eq!(inst.step(0.0, 1.0), OK);
         assert_eq!(inst.step(1.0 - 8e-10, 5e-10), ERROR);
+        assert!(
+            inst.sink
+                .contains(ERROR, "differs from the instance time 1 by -8.000e-10 s"),
+            "{}",
+            inst.sink.dump()
+        );
+        assert_eq!(inst.step(1.0 - 1e-14, 5e-15), ERROR);
         assert!(
             inst.sink.contains(ERROR, "not after the instance time 1 "),
             "{}",
@@ -1175,6 +1210,58 @@ mod with_model {
             "{}",
             inst.sink.dump()
         );
+    }
+
+    /// `fmi2SetDebugLogging` is all or none: an unknown category among known ones switches
+    /// none of them (until session 28 `logEvents` came on, and `loggingOn` with it, in either
+    /// order). `nCategories = 0` applies `loggingOn` to all categories (FMI 2.0 §2.1.5): off
+    /// silences status messages too (until session 28 they stayed on), on brings back all.
+    #[test]
+    fn set_debug_logging_is_all_or_none_and_zero_categories_means_all() {
+        let f = lib();
+        let r = Resources::oscillator("");
+        let events = |inst: &Inst| {
+            inst.sink
+                .messages
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(s, _, _)| *s == OK)
+        };
+        for names in [["logEvents", "nosuch"], ["nosuch", "logEvents"]] {
+            let inst = Inst::new(&f, &r);
+            let cats: Vec<_> = names.iter().map(|n| cstr(n)).collect();
+            let ptrs: Vec<_> = cats.iter().map(|c| c.as_ptr()).collect();
+            assert_eq!(
+                unsafe { f.fmi2SetDebugLogging(inst.c, 1, 2, ptrs.as_ptr()) },
+                ERROR
+            );
+            assert!(
+                inst.sink.contains(ERROR, "unknown log category `nosuch`")
+                    && inst.sink.contains(ERROR, "no category was switched"),
+                "{}",
+                inst.sink.dump()
+            );
+            inst.init(None);
+            assert!(!events(&inst), "{names:?}: {}", inst.sink.dump());
+        }
+        let inst = Inst::new(&f, &r);
+        inst.init(None);
+        assert_eq!(unsafe { f.fmi2SetDebugLogging(inst.c, 0, 0, null()) }, OK);
+        inst.sink.clear();
+        assert_eq!(inst.get(9999).0, ERROR);
+        assert_eq!(inst.step(0.5, 0.1), ERROR);
+        assert!(
+            inst.sink.messages.lock().unwrap().is_empty(),
+            "{}",
+            inst.sink.dump()
+        );
+        assert_eq!(unsafe { f.fmi2SetDebugLogging(inst.c, 1, 0, null()) }, OK);
+        assert_eq!(inst.get(9999).0, ERROR);
+        assert!(inst.sink.contains(ERROR, "unknown value reference 9999"));
+        assert_eq!(unsafe { f.fmi2Reset(inst.c) }, OK);
+        inst.init(None);
+        assert!(events(&inst), "{}", inst.sink.dump());
     }
 }
 

@@ -2863,3 +2863,34 @@ fn cli_export_set_prints_the_fixed_step() {
     assert!(!line.contains("fixed_step"), "{line}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `mbsfmu simulate` of the stiff double pendulum from t0 = 1e6: its first internal steps are
+/// below the smallest step doubles resolve there (16 spacings, 3.7e-9 s). The error says the
+/// time's resolution sets that minimum and advises a start nearer 0 (until session 28 it
+/// advised a smaller --step or tighter tolerances, which cannot help).
+#[test]
+fn cli_simulate_at_a_large_start_time_names_the_time_resolution() {
+    let dir = temp_dir("bigstart");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/double_pendulum_stiff.toml");
+    let out = dir.join("dp.csv");
+    let (code, _, err) = mbsfmu(&[
+        "simulate",
+        model.to_str().unwrap(),
+        "--start",
+        "1000000",
+        "--stop",
+        "1000000.01",
+        "--step",
+        "0.001",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("set by the resolution of doubles at t = 1000000")
+            && err.contains("try a --start nearer 0")
+            && !err.contains("try a smaller --step"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

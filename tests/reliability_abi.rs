@@ -333,6 +333,13 @@ fn huge_communication_steps_stop_at_the_work_budget() {
             "{model}: {}",
             inst.sink.dump()
         );
+        // Times in short form (until session 28 the end of the step was 201 digits).
+        assert!(
+            inst.said(DISCARD, "could not reach t = 1e200")
+                && !inst.sink.dump().contains("0000000000000000"),
+            "{model}: {}",
+            inst.sink.dump()
+        );
         // A fresh budget in the next call: the importer continues from lastSuccessfulTime
         // (with a step that is not below the time resolution there).
         let (s, lst2) = within_1s(model, || inst.step(lst, 1e-3 * lst.max(1.0)));
@@ -393,6 +400,194 @@ fn a_step_below_the_time_resolution_is_refused_naming_it() {
     );
     let (s, _) = within_1s("doStep", || inst.step(1e13, 10.0));
     assert_eq!(s, OK, "{}", inst.sink.dump());
+}
+
+/// Communication points at t = 1e6 (FMI 3; `do_step` is shared with FMI 2): a master off by
+/// 0.9 ms, 0.5 ms or 2 µs of a 1 ms step is refused with Error naming the difference (until
+/// session 28 the tolerance was 1e-9·|t| = 1 ms there: 0.9 ms was accepted with OK and the FMU
+/// advanced 1.9 ms), one off by rounding (1 and 32 spacings of doubles) is taken, and masters
+/// that compute `t0 + k·H` or sum `t += H` run 300 steps. The stop time: a step ending 0.9 ms
+/// past a stop at 1e6 + 1 s is refused (it was taken until session 28), and a summing master
+/// of 2e-5 s steps, whose last step ends 308 spacings (3.6e-8 s) past its stop at 1e6 + 0.02 s
+/// (more than 64 spacings: the drift of 1000 sums), is not.
+#[test]
+fn communication_points_are_checked_to_rounding_at_large_times() {
+    let _serial = serial();
+    let f = lib();
+    let r = Res::new(OSCILLATOR);
+    let (t0, h) = (1e6, 1e-3);
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.enter(None, t0, None), OK);
+    assert_eq!(inst.exit(), OK, "{}", inst.sink.dump());
+    let (s, mut t) = inst.step(t0, h);
+    assert_eq!(s, OK);
+    for d in [0.9e-3, -0.9e-3, 0.5e-3, 2e-6] {
+        let (s, _) = inst.step(t + d, h);
+        assert_eq!(s, ERROR, "offset {d}: {}", inst.sink.dump());
+        assert_eq!(inst.get(r.vr("time")).1, t, "refused: the time stays");
+    }
+    assert!(
+        inst.said(
+            ERROR,
+            "differs from the instance time 1000000.001 by 9.000e-4 s, more than rounding \
+             allows (1.000e-6 s for a step of 0.001 s)"
+        ),
+        "{}",
+        inst.sink.dump()
+    );
+    let spacing = mbsfmu::cosim::time_spacing(t);
+    for n in [1.0, -1.0, 32.0, -32.0] {
+        let tc = t + n * spacing;
+        let (s, lst) = inst.step(tc, h);
+        assert_eq!(s, OK, "{n} spacings: {}", inst.sink.dump());
+        assert_eq!(lst, tc + h, "the step ends on the master's t + h");
+        t = lst;
+    }
+    // Masters that multiply and that sum, from where the instance is.
+    let start = t;
+    for k in 1..=300 {
+        let tc = start + (k - 1) as f64 * h;
+        let (s, lst) = inst.step(tc, h);
+        assert_eq!(s, OK, "k = {k}: {}", inst.sink.dump());
+        t = lst;
+    }
+    for _ in 0..300 {
+        let (s, lst) = inst.step(t, h);
+        assert_eq!(s, OK, "{}", inst.sink.dump());
+        t += h;
+        assert_eq!(lst, t);
+    }
+    // The stop time.
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.enter(None, t0, Some(t0 + 1.0)), OK);
+    assert_eq!(inst.exit(), OK);
+    assert_eq!(inst.step(t0, 1.0 + 9e-4).0, ERROR);
+    assert!(
+        inst.said(ERROR, "goes past the stop time 1000001 (by 9.000e-4 s"),
+        "{}",
+        inst.sink.dump()
+    );
+    let spacing = mbsfmu::cosim::time_spacing(t0 + 1.0);
+    assert_eq!(
+        inst.step(t0, 1.0 + 2.0 * spacing).0,
+        OK,
+        "{}",
+        inst.sink.dump()
+    );
+    let (h, n) = (2e-5, 1000);
+    let stop = t0 + n as f64 * h;
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.enter(None, t0, Some(stop)), OK);
+    assert_eq!(inst.exit(), OK);
+    let mut t = t0;
+    for _ in 0..n {
+        assert_eq!(inst.step(t, h).0, OK, "t = {t}: {}", inst.sink.dump());
+        t += h;
+    }
+    assert!(
+        t - stop > 300.0 * mbsfmu::cosim::time_spacing(stop),
+        "the summed time ends {:e} past the stop",
+        t - stop
+    );
+}
+
+/// The tolerances against masters over 10⁶ steps, in arithmetic (the FMU ends each step on
+/// the master's `t + h`): `t0 + k·H` is within [`communication_point_tolerance`] of the
+/// previous point plus `H` at every step, a summing master's last step ends within
+/// [`stop_time_tolerance`] of `t0 + N·H`, and an offset of 0.1 of the step is refused.
+#[test]
+fn the_tolerances_pass_summing_and_multiplying_masters_over_a_million_steps() {
+    use mbsfmu::cosim::{communication_point_tolerance, stop_time_tolerance};
+    for t0 in [0.0, 1e3, 1e5, 1e6, -1e6] {
+        for h in [1e-3, 1e-4, 2e-5] {
+            let n = 1_000_000;
+            let (mut prev, mut sum) = (t0, t0);
+            for k in 1..=n {
+                let tc = t0 + k as f64 * h;
+                let fmu = prev + h;
+                let tol = communication_point_tolerance(fmu, h);
+                assert!(
+                    (tc - fmu).abs() <= tol,
+                    "t0 = {t0}, h = {h}, k = {k}: {:e} > {tol:e}",
+                    tc - fmu
+                );
+                assert!(0.1 * h > tol, "t0 = {t0}, h = {h}: tolerance {tol:e}");
+                prev = tc;
+                sum += h;
+            }
+            let stop = t0 + n as f64 * h;
+            let tol = stop_time_tolerance(t0, stop, h);
+            assert!(
+                sum - stop <= tol,
+                "t0 = {t0}, h = {h}: the sum ends {:e} past the stop, tolerance {tol:e}",
+                sum - stop
+            );
+        }
+    }
+}
+
+/// The stiff double pendulum from t0 = 5e5: its first internal steps (1.4e-9 s, as from
+/// t = 0) are below the 16 spacings of doubles a step must span there (1.8e-9 s). The Discard
+/// says that the time's resolution sets that minimum and advises a start nearer 0 (until session
+/// 28 it gave the step sizes only, and `mbsfmu simulate` advised a smaller --step).
+#[test]
+fn a_stiff_start_at_a_large_time_names_the_time_resolution() {
+    let _serial = serial();
+    let f = lib();
+    let r = Res::new(&gallery("double_pendulum_stiff"));
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.enter(None, 5e5, None), OK);
+    assert_eq!(inst.exit(), OK, "{}", inst.sink.dump());
+    let (s, _) = within_1s("doStep", || inst.step(5e5, 1e-3));
+    assert_eq!(s, DISCARD, "{}", inst.sink.dump());
+    assert!(
+        inst.said(DISCARD, "fell below the minimum")
+            && inst.said(
+                DISCARD,
+                "that minimum is set by the resolution of doubles at t = 500000"
+            )
+            && inst.said(DISCARD, "start the simulation nearer t = 0"),
+        "{}",
+        inst.sink.dump()
+    );
+}
+
+/// `solver.max_step` of exactly a 5000th of the communication step: every step runs (until
+/// session 28 the 9th of 1 ms was refused with Error, its span 1.0000000000000009e-3 s being
+/// 5000.0000000004 internal steps), and when the budget runs out at the start-up of the
+/// quarter car (max_step 2e-6 s, H = 10 ms) the Discard names max_step, not the tolerances.
+#[test]
+fn a_max_step_of_a_5000th_of_the_step_runs_and_is_named_when_it_limits() {
+    let _serial = serial();
+    let f = lib();
+    let r = Res::new(OSCILLATOR);
+    let inst = Inst::new(&f, &r);
+    assert_eq!(
+        inst.seti(r.vr("solver.integrator"), method_value("bdf")),
+        OK
+    );
+    assert_eq!(inst.set(r.vr("solver.max_step"), 2e-7), OK);
+    inst.init();
+    let (h, mut t) = (1e-3, 0.0);
+    for k in 0..12 {
+        let (s, _) = inst.step(t, h);
+        assert_eq!(s, OK, "step {k} at t = {t}: {}", inst.sink.dump());
+        t += h;
+    }
+    let r = Res::new(&gallery("quarter_car_rig"));
+    let inst = Inst::new(&f, &r);
+    assert_eq!(inst.set(r.vr("solver.max_step"), 2e-6), OK);
+    inst.init();
+    let (s, _) = within_1s("doStep", || inst.step(0.0, 0.01));
+    assert_eq!(s, DISCARD, "{}", inst.sink.dump());
+    assert!(
+        inst.said(
+            DISCARD,
+            "against solver.max_step = 2e-6: that setting limits them"
+        ) && !inst.said(DISCARD, "which the tolerances"),
+        "{}",
+        inst.sink.dump()
+    );
 }
 
 /// `k_susp = k_tire = 1e308` before ExitInitializationMode (static equilibrium): Error with

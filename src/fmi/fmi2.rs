@@ -4,7 +4,8 @@
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 use super::*;
-use crate::cosim::{Advance, SetPhase};
+use crate::cosim::{communication_point_tolerance, time_spacing, Advance, SetPhase};
+use crate::mbs::error::show_number as show_real;
 use fmi_sys::fmi2::*;
 use std::ptr::null_mut;
 
@@ -285,7 +286,7 @@ pub unsafe extern "C" fn fmi2GetReal(
             let vrs = in_slice(vr, nvr, "vr")?;
             let out = out_slice(value, nvr, "value")?;
             for (o, &r) in out.iter_mut().zip(vrs) {
-                *o = core.sim.get_real(r)?;
+                *o = core.sim.get_real(r).map_err(CosimError::in_fmi2_terms)?;
             }
             Ok(Status::Ok)
         })
@@ -308,7 +309,8 @@ pub unsafe extern "C" fn fmi2GetInteger(
                 // Counters saturate at the 32-bit limit of fmi2Integer.
                 *o = core
                     .sim
-                    .get_integer(r)?
+                    .get_integer(r)
+                    .map_err(CosimError::in_fmi2_terms)?
                     .clamp(i32::MIN as i64, i32::MAX as i64) as i32;
             }
             Ok(Status::Ok)
@@ -363,7 +365,11 @@ pub unsafe extern "C" fn fmi2SetReal(
             let vrs = in_slice(vr, nvr, "vr")?;
             let vals = in_slice(value, nvr, "value")?;
             let p = phase(core);
-            match core.sim.set_reals(vrs, vals, p)? {
+            match core
+                .sim
+                .set_reals(vrs, vals, p)
+                .map_err(CosimError::in_fmi2_terms)?
+            {
                 Some(w) => {
                     inst.log(Status::Warning, &format!("fmi2SetReal: {w}"));
                     Ok(Status::Warning)
@@ -388,7 +394,9 @@ pub unsafe extern "C" fn fmi2SetInteger(
             let vals = in_slice(value, nvr, "value")?;
             let p = phase(core);
             let vals: Vec<i64> = vals.iter().map(|&v| v as i64).collect();
-            core.sim.set_integers(vrs, &vals, p)?;
+            core.sim
+                .set_integers(vrs, &vals, p)
+                .map_err(CosimError::in_fmi2_terms)?;
             Ok(Status::Ok)
         })
     }
@@ -612,7 +620,7 @@ pub unsafe extern "C" fn fmi2DoStep(
                     core.last_successful_time = last_successful_time;
                     inst.log(
                     Status::Discard,
-                    &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time} ({}); restore a saved state (fmi2SetFMUstate) and retry with a smaller step", currentCommunicationPoint + communicationStepSize, core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
+                    &format!("fmi2DoStep: the integrator could not reach t = {} and stopped at t = {} ({}); restore a saved state (fmi2SetFMUstate) and retry with a smaller step", show_real(currentCommunicationPoint + communicationStepSize), show_real(last_successful_time), core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
                 );
                     Ok(Status::Discard)
                 }
@@ -643,26 +651,35 @@ pub(crate) fn do_step(
         return Err(Fail::arg(format!("communication point {tc} is not finite")));
     }
     let t = core.sim.time();
-    if (tc - t).abs() > 1e-9 * t.abs().max(1.0) {
+    let tol = communication_point_tolerance(t, h);
+    if (tc - t).abs() > tol {
         return Err(Fail::arg(format!(
-            "communication point {tc} differs from the instance time {t}"
+            "communication point {} differs from the instance time {} by {:.3e} s, more than \
+             rounding allows ({tol:.3e} s for a step of {} s): continue from the instance time",
+            show_real(tc),
+            show_real(t),
+            tc - t,
+            show_real(h)
         )));
     }
     // Within the tolerance the step runs from the instance time to `tc + h`; a step that
     // would end there or before it cannot.
     if tc + h <= t {
         return Err(Fail::arg(format!(
-            "the step from {tc} of size {h} ends at {}, not after the instance time {t} (the \
-             communication point is taken as the instance time within 1e-9·max(1, |t|), and the \
-             step runs from there to t + h)",
-            tc + h
+            "the step from {} of size {} ends at {}, not after the instance time {} (the \
+             communication point is taken as the instance time within rounding, and the step \
+             runs from there to t + h)",
+            show_real(tc),
+            show_real(h),
+            show_real(tc + h),
+            show_real(t)
         )));
     }
     // A step below the time resolution at `tc` (the spacing of doubles there) would not
     // advance the time, or advance it by another amount than asked.
     let advanced = (tc + h) - tc;
     if (advanced - h).abs() > 1e-3 * h {
-        let ulp = f64::from_bits(tc.abs().to_bits() + 1) - tc.abs();
+        let ulp = time_spacing(tc);
         return Err(Fail::arg(format!(
             "communication step size {h} is below the time resolution at t = {tc}: doubles there are {ulp:e} s apart, so t + h = {}; use a step of at least {:e} s (1000 times the resolution) or a start time nearer 0",
             tc + h,

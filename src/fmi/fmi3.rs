@@ -6,6 +6,7 @@
 use super::fmi2::do_step;
 use super::*;
 use crate::cosim::{Advance, InputRequest, SetPhase};
+use crate::mbs::error::show_number as show_real;
 use fmi_sys::fmi3::*;
 use std::ptr::null_mut;
 
@@ -1436,7 +1437,7 @@ pub unsafe extern "C" fn fmi3DoStep(
                 } => {
                     inst.log(
                         Status::Discard,
-                        &format!("fmi3DoStep: the integrator could not reach t = {} and stopped at t = {last_successful_time} ({}); continue from there with a smaller step, or restore a saved state", tc + h, core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
+                        &format!("fmi3DoStep: the integrator could not reach t = {} and stopped at t = {} ({}); continue from there with a smaller step, or restore a saved state", show_real(tc + h), show_real(last_successful_time), core.sim.last_failure().unwrap_or_else(|| "no reason given".into())),
                     );
                     Ok(Status::Discard)
                 }
@@ -1446,10 +1447,10 @@ pub unsafe extern "C" fn fmi3DoStep(
                     *early = true;
                     inst.log_event(&format!(
                         "fmi3DoStep: early return at t = {} (contact {} {}) before the communication point {}",
-                        event.t,
+                        show_real(event.t),
                         event.index,
                         if event.begins { "closes" } else { "opens" },
-                        tc + h
+                        show_real(tc + h)
                     ));
                     Ok(Status::Ok)
                 }

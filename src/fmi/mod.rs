@@ -403,7 +403,10 @@ impl Instance {
         }
     }
 
-    /// `SetDebugLogging`.
+    /// `SetDebugLogging`. All or none: every category is checked before any is switched (an
+    /// unknown one among known ones used to leave the known ones switched). `nCategories = 0`
+    /// applies `loggingOn` to all categories, as FMI 2.0 and 3.0 say: `false` silences every
+    /// message, status messages included.
     ///
     /// # Safety
     /// `categories` must point to `n` C strings (checked for NULL).
@@ -413,11 +416,10 @@ impl Instance {
         n: usize,
         categories: *const *const c_char,
     ) -> Status {
-        self.logging_on.store(on, Ordering::Relaxed);
         if n == 0 {
-            if on {
-                self.categories.store(CAT_ALL, Ordering::Relaxed);
-            }
+            self.logging_on.store(on, Ordering::Relaxed);
+            self.categories
+                .store(if on { CAT_ALL } else { 0 }, Ordering::Relaxed);
             return Status::Ok;
         }
         // SAFETY: forwarded contract.
@@ -428,20 +430,23 @@ impl Instance {
                 return Status::Error;
             }
         };
-        let mut bits = self.categories.load(Ordering::Relaxed);
-        for &c in cats {
+        let mut named = 0;
+        for (i, &c) in cats.iter().enumerate() {
             // SAFETY: forwarded contract (NULL checked inside).
             let name = match unsafe { c_str(c) } {
                 Some(s) => s,
                 None => {
                     self.log(
                         Status::Error,
-                        "SetDebugLogging: a category is NULL or not UTF-8",
+                        &format!(
+                            "SetDebugLogging: category {i} of {n} is NULL or not UTF-8; no \
+                             category was switched"
+                        ),
                     );
                     return Status::Error;
                 }
             };
-            let b = match name {
+            named |= match name {
                 "logEvents" => CAT_EVENTS,
                 "logStatusWarning" => CAT_WARNING,
                 "logStatusDiscard" => CAT_DISCARD,
@@ -451,18 +456,24 @@ impl Instance {
                 other => {
                     self.log(
                         Status::Error,
-                        &format!("SetDebugLogging: unknown log category `{other}`"),
+                        &format!(
+                            "SetDebugLogging: unknown log category `{other}` (category {i} of \
+                             {n}); no category was switched"
+                        ),
                     );
                     return Status::Error;
                 }
             };
-            if on {
-                bits |= b;
-            } else {
-                bits &= !b;
-            }
         }
-        self.categories.store(bits, Ordering::Relaxed);
+        let bits = self.categories.load(Ordering::Relaxed);
+        self.categories.store(
+            if on { bits | named } else { bits & !named },
+            Ordering::Relaxed,
+        );
+        // `loggingOn` gates the debug category only: switching status categories leaves it.
+        if named & CAT_EVENTS != 0 {
+            self.logging_on.store(on, Ordering::Relaxed);
+        }
         Status::Ok
     }
 }

@@ -24,6 +24,7 @@ pub mod step_control;
 pub mod system;
 pub mod test_systems;
 
+use crate::show::show_number;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -223,29 +224,29 @@ impl Stats {
 /// unusable until re-initialised (Error).
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum IntegrateError {
-    #[error("step size {h:e} at t = {t} fell below the minimum {h_min:e} ({reason})")]
+    #[error("step size {h:e} at t = {} fell below the minimum {h_min:e} ({reason})", show_number(*t))]
     StepTooSmall {
         t: f64,
         h: f64,
         h_min: f64,
         reason: String,
     },
-    #[error("Newton iteration failed to converge at t = {t} after {failures} step reductions")]
+    #[error("Newton iteration failed to converge at t = {} after {failures} step reductions", show_number(*t))]
     NewtonFailed { t: f64, failures: u32 },
-    #[error("singular matrix at t = {t}: {what}")]
+    #[error("singular matrix at t = {}: {what}", show_number(*t))]
     Singular { t: f64, what: String },
-    #[error("non-finite value in {what} at t = {t}")]
+    #[error("non-finite value in {what} at t = {}", show_number(*t))]
     NonFinite { t: f64, what: String },
-    #[error("inconsistent initial values at t = {t}: {what}")]
+    #[error("inconsistent initial values at t = {}: {what}", show_number(*t))]
     Inconsistent { t: f64, what: String },
     /// The restart of the method at an event or a switch of a force law, inside a
     /// communication step, failed (its state could not be made consistent): recoverable, a
     /// retry from the step's start with another step may locate the event elsewhere.
-    #[error("restart at the event at t = {t} failed: {what}")]
+    #[error("restart at the event at t = {} failed: {what}", show_number(*t))]
     Restart { t: f64, what: String },
     #[error("invalid setting: {0}")]
     Settings(String),
-    #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {t} of {t_limit} (limits: {} steps, {} s CPU per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, events::MAX_STEPS_PER_CALL, events::MAX_CPU_SECONDS_PER_CALL)]
+    #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {} of {} (limits: {} steps, {} s CPU per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, show_number(*t), show_number(*t_limit), events::MAX_STEPS_PER_CALL, events::MAX_CPU_SECONDS_PER_CALL)]
     WorkBudget {
         t: f64,
         t_limit: f64,

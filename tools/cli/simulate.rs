@@ -141,6 +141,9 @@ impl CoSimulation for InProcess {
                 if self.sim.last_failure_is_work_budget() {
                     "a shorter communication step is a smaller --step; tolerances and the \
                      integrator are --set solver.rtol=…, solver.atol=…, solver.integrator=…"
+                } else if self.sim.last_failure_is_time_resolution() {
+                    // A smaller --step or tighter tolerances cannot help there.
+                    "try a --start nearer 0"
                 } else {
                     "try a smaller --step, another solver.integrator, or tighter tolerances"
                 }
