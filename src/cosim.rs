@@ -121,6 +121,10 @@ pub trait Engine:
     fn resolve_parameters(&mut self) -> Result<(), ModelError> {
         Ok(())
     }
+    /// After a state was restored: take what the engine keeps of the model's files and a
+    /// serialized state leaves out (the table files' contents) from `spec`, the model of the
+    /// simulation.
+    fn adopt_model_files(&mut self, _spec: &ModelSpec) {}
     fn inputs_mut(&mut self) -> &mut InputSignals;
     /// Built-in motions (not inputs) with rate or acceleration jumps: evaluate them by their
     /// right limits at `t` (where the state continues from).
@@ -181,6 +185,9 @@ impl Engine for crate::mbs::system::System {
     }
     fn resolve_parameters(&mut self) -> Result<(), ModelError> {
         crate::mbs::system::System::resolve_parameters(self)
+    }
+    fn adopt_model_files(&mut self, spec: &ModelSpec) {
+        crate::mbs::system::System::adopt_source_contents(self, spec)
     }
     fn inputs_mut(&mut self) -> &mut InputSignals {
         crate::mbs::system::System::inputs_mut(self)
@@ -2125,6 +2132,7 @@ impl<E: Engine> Simulation<E> {
     pub fn restore(&mut self, s: &SimState<E>) -> Result<(), CosimError> {
         self.validate_state(s)?;
         self.st = s.clone();
+        self.st.engine.adopt_model_files(&self.spec);
         self.st.rules_pending |= !self.st.initialized;
         Ok(())
     }
@@ -2133,8 +2141,17 @@ impl<E: Engine> Simulation<E> {
     pub fn restore_owned(&mut self, s: SimState<E>) -> Result<(), CosimError> {
         self.validate_state(&s)?;
         self.st = s;
+        self.st.engine.adopt_model_files(&self.spec);
         self.st.rules_pending |= !self.st.initialized;
         Ok(())
+    }
+
+    /// A state decoded from bytes lacks what the engine keeps of the model's files (the table
+    /// files' contents, not serialized): give it this simulation's (the same files, read at
+    /// instantiation). [`Simulation::restore`] does it too; doing it once at decoding spares
+    /// every restore of the state a copy.
+    pub fn adopt_model_files(&self, s: &mut SimState<E>) {
+        s.engine.adopt_model_files(&self.spec);
     }
 
     /// Whether a saved state fits this model (dimensions, consistency).

@@ -402,6 +402,7 @@ fn kitchen_sink() -> ModelSpec {
         source_files: vec![],
         warnings: vec![],
         source_text: None,
+        source_contents: Default::default(),
     }
 }
 

@@ -93,6 +93,7 @@ pub fn chain_spec(n: usize) -> ModelSpec {
         source_files: vec![],
         warnings: vec![],
         source_text: None,
+        source_contents: Default::default(),
     }
 }
 

@@ -1806,16 +1806,15 @@ fn packed_text(
     (dir, uri, token, table)
 }
 
-/// A gallery model packed as the exporter does (model file and data files under
-/// `resources/`), instantiated through the C ABI and initialized with `tolerance`; with its
-/// variable table and spec. The directory lives as long as the returned `TempDir`.
-fn gallery_instance<'a>(
-    f: &'a Fmi2Binding,
+/// A gallery model packed as the exporter packs it (model file and data files under
+/// `resources/`): the directory (kept while it lives), the resource URI, the instantiation
+/// token, the variable table and the packed model.
+fn gallery_packed(
     name: &str,
-    tolerance: f64,
 ) -> (
     TempDir,
-    Inst<'a>,
+    String,
+    String,
     mbsfmu::description::VariableTable,
     mbsfmu::mbs::ModelSpec,
 ) {
@@ -1844,6 +1843,24 @@ fn gallery_instance<'a>(
         mbsfmu::description::token::model_token_of(&res.join("model.toml"), &packed.source_files)
             .unwrap();
     let uri = format!("file://{}/", res.display());
+    let table = mbsfmu::description::VariableTable::from_spec(&packed);
+    (dir, uri, token, table, packed)
+}
+
+/// A gallery model packed as the exporter does ([`gallery_packed`]), instantiated through the
+/// C ABI and initialized with `tolerance`; with its variable table and spec. The directory
+/// lives as long as the returned `TempDir`.
+fn gallery_instance<'a>(
+    f: &'a Fmi2Binding,
+    name: &str,
+    tolerance: f64,
+) -> (
+    TempDir,
+    Inst<'a>,
+    mbsfmu::description::VariableTable,
+    mbsfmu::mbs::ModelSpec,
+) {
+    let (dir, uri, token, table, packed) = gallery_packed(name);
     let inst = Inst::try_new(f, &uri, &token, name).unwrap();
     unsafe {
         assert_eq!(
@@ -1858,8 +1875,133 @@ fn gallery_instance<'a>(
             inst.sink.dump()
         );
     }
-    let table = mbsfmu::description::VariableTable::from_spec(&packed);
     (dir, inst, table, packed)
+}
+
+/// What one instance of quarter_car_tire (road profile `cleat.csv`) does in these tests:
+/// `k_tire` set in Initialization Mode, 700 steps of 1 ms over the cleat (reached at
+/// t = 0.5 s) with `mu` set in Step Mode after 300 of them; every output at every point.
+fn cleat_run(inst: &Inst, table: &mbsfmu::description::VariableTable) -> Vec<f64> {
+    let vr = |n: &str| table.by_name(n).unwrap().value_reference;
+    let outputs: Vec<u32> = table
+        .variables
+        .iter()
+        .filter(|v| v.causality == mbsfmu::description::Causality::Output)
+        .map(|v| v.value_reference)
+        .collect();
+    let f = inst.f;
+    let mut out = Vec::new();
+    unsafe {
+        assert_eq!(f.fmi2SetupExperiment(inst.c, 0, 0.0, 0.0, 0, 0.0), OK);
+        assert_eq!(f.fmi2EnterInitializationMode(inst.c), OK);
+        assert_eq!(inst.set(vr("k_tire"), 200000.5), OK, "{}", inst.sink.dump());
+        assert_eq!(
+            f.fmi2ExitInitializationMode(inst.c),
+            OK,
+            "{}",
+            inst.sink.dump()
+        );
+    }
+    for k in 0..700 {
+        if k == 300 {
+            assert_eq!(inst.set(vr("mu"), 0.8), OK, "{}", inst.sink.dump());
+        }
+        assert_eq!(inst.step(k as f64 * 1e-3, 1e-3), OK, "{}", inst.sink.dump());
+        out.extend(read_all(inst, &outputs));
+    }
+    out
+}
+
+/// An instance reads its model and table files once, at instantiation, where the token is
+/// checked against them: a parameter set before initialization resolves the model again from
+/// those contents, never from disk. quarter_car_tire's road profile overwritten on disk after
+/// instantiation (the cleat 2.5 times as high) changed nothing without a parameter set, but
+/// with one (k_tire) the run read the new file, status OK (peak tire load 22 013 N instead of
+/// 10 806 N); with the resources folder gone the parameter set before initialization drew a
+/// Warning and ExitInitializationMode an Error ("cannot read the table file"). Now the run
+/// is the untouched instance's, to the bit, also after Reset.
+#[test]
+fn a_table_file_changed_on_disk_after_instantiation_is_not_read_again() {
+    let f = lib();
+    let (_keep, uri, token, table, _) = gallery_packed("quarter_car_tire");
+    let reference = cleat_run(
+        &Inst::try_new(&f, &uri, &token, "untouched").unwrap(),
+        &table,
+    );
+    let fz = table.by_name("tire_fz").unwrap().value_reference;
+    let n_out = reference.len() / 700;
+    let fz_col = table
+        .variables
+        .iter()
+        .filter(|v| v.causality == mbsfmu::description::Causality::Output)
+        .position(|v| v.value_reference == fz)
+        .unwrap();
+    let peak = |run: &[f64]| {
+        run.chunks(n_out)
+            .map(|y| y[fz_col])
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    assert!(
+        (9e3..1.3e4).contains(&peak(&reference)),
+        "the cleat's peak tire load: {}",
+        peak(&reference)
+    );
+
+    let (dir, uri, token, _, _) = gallery_packed("quarter_car_tire");
+    let inst = Inst::try_new(&f, &uri, &token, "changed").unwrap();
+    let cleat = dir.0.join("resources").join("cleat.csv");
+    let higher: String = std::fs::read_to_string(&cleat)
+        .unwrap()
+        .lines()
+        .map(|l| match l.split_once(',') {
+            Some((x, h)) if l.starts_with(|c: char| c.is_ascii_digit()) => {
+                format!("{x},{:?}\n", 2.5 * h.trim().parse::<f64>().unwrap())
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&cleat, higher).unwrap();
+    let changed = cleat_run(&inst, &table);
+    assert!(
+        changed == reference,
+        "the run read the changed table file: peak tire load {} N against {} N",
+        peak(&changed),
+        peak(&reference)
+    );
+    unsafe { assert_eq!(f.fmi2Reset(inst.c), OK) };
+    assert!(cleat_run(&inst, &table) == reference, "after Reset");
+}
+
+/// With the resources folder removed after instantiation, parameters set before
+/// initialization and in Step Mode still act (from the files read at instantiation), also
+/// on a state that went through serialization (which leaves the table files out): the
+/// untouched instance's run, to the bit.
+#[test]
+fn parameters_act_with_the_resources_folder_removed_after_instantiation() {
+    let f = lib();
+    let (_keep, uri, token, table, _) = gallery_packed("quarter_car_tire");
+    let reference = cleat_run(
+        &Inst::try_new(&f, &uri, &token, "untouched").unwrap(),
+        &table,
+    );
+
+    let (dir, uri, token, _, _) = gallery_packed("quarter_car_tire");
+    let inst = Inst::try_new(&f, &uri, &token, "removed").unwrap();
+    let fresh = inst.serialize(inst.get_state());
+    std::fs::remove_dir_all(dir.0.join("resources")).unwrap();
+    assert!(cleat_run(&inst, &table) == reference);
+
+    // A state from bytes, taken before initialization: the parameters set after it is
+    // restored resolve the model again with the instance's files.
+    unsafe { assert_eq!(f.fmi2Reset(inst.c), OK) };
+    let (s, state) = inst.deserialize(&fresh);
+    assert_eq!(s, OK, "{}", inst.sink.dump());
+    assert_eq!(unsafe { f.fmi2SetFMUstate(inst.c, state) }, OK);
+    inst.free_state(state);
+    assert!(
+        cleat_run(&inst, &table) == reference,
+        "from a deserialized state"
+    );
 }
 
 /// Directional derivatives at every communication point of a sampled sine, including its

@@ -215,6 +215,7 @@ pub fn revolute_chain_spec(n: usize, j: f64) -> ModelSpec {
         source_files: vec![],
         warnings: vec![],
         source_text: None,
+        source_contents: Default::default(),
     }
 }
 

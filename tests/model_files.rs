@@ -967,8 +967,16 @@ fn the_packed_resolved_model_is_the_model_resolved_where_the_fmu_is_unpacked() {
             .find(|(p, _)| p == resolved::FILE_NAME)
             .unwrap_or_else(|| panic!("{}: no resolved model packed", path.display()))
             .1;
-        let (read, read_token) = resolved::decode(bin, &model)
+        let (mut read, read_token) = resolved::decode(bin, &model)
             .unwrap_or_else(|| panic!("{}: the resolved model does not read", path.display()));
+        // The file leaves the table files' contents out: the FMU reads them at instantiation
+        // (and its token from those bytes).
+        assert!(
+            read.source_contents.is_empty(),
+            "{}: contents in the file",
+            path.display()
+        );
+        read.read_source_contents().unwrap();
         assert!(
             read == direct,
             "{}: the resolved model differs",
@@ -980,6 +988,12 @@ fn the_packed_resolved_model_is_the_model_resolved_where_the_fmu_is_unpacked() {
             now,
             token,
             "{}: token of the unpacked files",
+            path.display()
+        );
+        assert_eq!(
+            mbsfmu::description::token::model_token_of_spec(text.as_bytes(), &read),
+            Ok(token.clone()),
+            "{}: token of the contents read",
             path.display()
         );
         packed += 1;

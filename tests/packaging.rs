@@ -134,6 +134,7 @@ fn small_model(source_files: Vec<PathBuf>) -> ModelSpec {
         source_files,
         warnings: vec![],
         source_text: None,
+        source_contents: Default::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! `modelDescription.xml`; the runtime recomputes it from `resources/` at instantiation and
 //! refuses a mismatch (a model description that does not belong to the packed model).
 
+use crate::mbs::ModelSpec;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -73,6 +74,20 @@ pub fn model_token_of_read(
     Ok(model_token(
         std::iter::once(model_bytes).chain(contents.iter().map(|c| c.as_slice())),
     ))
+}
+
+/// [`model_token`] of the model file's bytes and the contents of the files it references as
+/// the model holds them ([`ModelSpec::source_contents`]: what the loader read, or what
+/// [`ModelSpec::read_source_contents`] read), in the order of [`model_token_of_read`]: the
+/// token of exactly the bytes the model is (and will be re-)resolved from, with no file read
+/// again. `Err` names a referenced file whose contents the model lacks.
+pub fn model_token_of_spec(model_bytes: &[u8], spec: &ModelSpec) -> Result<String, PathBuf> {
+    let model_file = spec.source_files.first();
+    let mut contents = Vec::with_capacity(spec.source_files.len());
+    for p in spec.source_files.iter().filter(|p| Some(*p) != model_file) {
+        contents.push(spec.source_contents.get(p).ok_or_else(|| p.clone())?);
+    }
+    Ok(model_token(std::iter::once(model_bytes).chain(contents)))
 }
 
 /// Convenience for callers holding paths: the model file first, then `others`.

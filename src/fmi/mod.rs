@@ -227,16 +227,15 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
         }
         .to_string()
     })?;
-    let (spec, token) = match read_resolved(resource_dir, &model_file, &text) {
+    // Every file is read once, here: the token is computed from the bytes the model keeps
+    // (`ModelSpec::source_contents`), and parameters set later resolve the model again from
+    // them, never from disk (docs/fmi-runtime.md, *Variables*).
+    let (spec, token) = match read_resolved(resource_dir, &text) {
         Some(st) => st,
         None => {
             let spec = crate::mbs::load_model_str(&text, &model_file).map_err(|e| e.to_string())?;
-            let token = crate::description::token::model_token_of_read(
-                &model_file,
-                text.as_bytes(),
-                &spec.source_files,
-            )
-            .map_err(|(p, e)| format!("cannot read {}: {e}", p.display()))?;
+            let token = crate::description::token::model_token_of_spec(text.as_bytes(), &spec)
+                .map_err(|p| format!("cannot read {}", p.display()))?;
             (spec, token)
         }
     };
@@ -261,20 +260,14 @@ pub(crate) fn load_model(resource_dir: &Path) -> Result<LoadedModel, String> {
 
 /// The model from `resources/resolved_model.bin` with its token, when that file was written
 /// by this build for exactly the files in `resources/` (src/mbs/resolved.rs); `None` sends
-/// the caller to `model.toml`.
-fn read_resolved(
-    resource_dir: &Path,
-    model_file: &Path,
-    text: &str,
-) -> Option<(ModelSpec, String)> {
+/// the caller to `model.toml`. `text` is `model.toml` as read; the files it references are read
+/// here, once, into the model, and the token computed from those bytes.
+fn read_resolved(resource_dir: &Path, text: &str) -> Option<(ModelSpec, String)> {
+    let model_file = resource_dir.join("model.toml");
     let bytes = std::fs::read(resource_dir.join(crate::mbs::resolved::FILE_NAME)).ok()?;
-    let (spec, token) = crate::mbs::resolved::decode(&bytes, model_file)?;
-    let now = crate::description::token::model_token_of_read(
-        model_file,
-        text.as_bytes(),
-        &spec.source_files,
-    )
-    .ok()?;
+    let (mut spec, token) = crate::mbs::resolved::decode(&bytes, &model_file)?;
+    spec.read_source_contents().ok()?;
+    let now = crate::description::token::model_token_of_spec(text.as_bytes(), &spec).ok()?;
     (now == token).then_some((spec, token))
 }
 
@@ -1012,10 +1005,11 @@ pub(crate) mod fmu_state {
         let data = unsafe { in_slice(bytes, size, "serializedState") }?;
         // SAFETY: forwarded.
         let slot = unsafe { out_ref(s, "FMUState") }?;
-        let snap = state_bytes::decode(&inst.token, data).map_err(Fail::arg)?;
+        let mut snap = state_bytes::decode(&inst.token, data).map_err(Fail::arg)?;
         snap.check_version(inst.version)?;
         // Validate against this model before handing it out.
         core.sim.validate_state(&snap.sim)?;
+        core.sim.adopt_model_files(&mut snap.sim);
         // SAFETY: forwarded.
         unsafe { store(core, slot, snap) }
     }

@@ -35,7 +35,8 @@ mod joint_elements;
 mod sensors;
 mod tire;
 
-/// Read and validate a model file.
+/// Read and validate a model file (and the table files it references: see
+/// [`ModelSpec::source_contents`]).
 pub fn load_model(path: &Path) -> Result<ModelSpec, ModelError> {
     let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
         file: path.to_path_buf(),
@@ -50,7 +51,9 @@ pub fn load_model_str(text: &str, path: &Path) -> Result<ModelSpec, ModelError> 
 }
 
 /// Resolve model text with parameter values in place of the file's (`values[i]` for parameter
-/// `i`; missing entries keep the file's value). Calculated parameters (a `value` that is an
+/// `i`; missing entries keep the file's value). Table files are read from disk, once, and kept
+/// in the model ([`ModelSpec::source_contents`]); resolving it again with other values
+/// ([`resolve_again`]) reads them from there. Calculated parameters (a `value` that is an
 /// expression of other parameters) are always re-evaluated. Every geometry field, mass and
 /// expression is evaluated with these values: this is how parameters set before
 /// initialization act on everything (the engine re-resolves at initialization).
@@ -68,9 +71,30 @@ pub fn load_model_with_parameters(
     path: &Path,
     values: &[f64],
 ) -> Result<ModelSpec, ModelError> {
+    load_with(text, path, values, None)
+}
+
+/// The model `spec` (loaded from its text) resolved again from that text with other parameter
+/// values, with the table files' contents it holds ([`ModelSpec::source_contents`]): nothing
+/// is read from disk. This is how parameters set before initialization act on everything
+/// (and how a changed value is checked against the file's rules), so an instance simulates the
+/// files it was loaded from, whatever happened to them on disk since. `None` for a model
+/// without its text (built in code).
+pub fn resolve_again(spec: &ModelSpec, values: &[f64]) -> Option<Result<ModelSpec, ModelError>> {
+    let text = spec.source_text.as_deref()?;
+    let path = spec.source_files.first().cloned().unwrap_or_default();
+    Some(load_with(text, &path, values, Some(&spec.source_contents)))
+}
+
+fn load_with(
+    text: &str,
+    path: &Path,
+    values: &[f64],
+    files: Option<&SourceContents>,
+) -> Result<ModelSpec, ModelError> {
     match toml_fast::from_str::<RawFile>(text) {
-        Ok(raw) => resolve(&raw, text, path, values),
-        Err(_) => load_model_general(text, path, values),
+        Ok(raw) => resolve(&raw, text, path, values, files),
+        Err(_) => general(text, path, values, files),
     }
 }
 
@@ -82,21 +106,38 @@ pub fn load_model_general(
     path: &Path,
     values: &[f64],
 ) -> Result<ModelSpec, ModelError> {
-    let raw: RawFile = toml::from_str(text).map_err(|e| Source::new(text, path).serde_error(&e))?;
-    resolve(&raw, text, path, values)
+    general(text, path, values, None)
 }
 
+fn general(
+    text: &str,
+    path: &Path,
+    values: &[f64],
+    files: Option<&SourceContents>,
+) -> Result<ModelSpec, ModelError> {
+    let raw: RawFile = toml::from_str(text).map_err(|e| Source::new(text, path).serde_error(&e))?;
+    resolve(&raw, text, path, values, files)
+}
+
+/// `files`: the table files' contents to read tables from (resolving a loaded model again);
+/// `None` reads them from disk and keeps them in the model.
 fn resolve(
     raw: &RawFile,
     text: &str,
     path: &Path,
     values: &[f64],
+    files: Option<&SourceContents>,
 ) -> Result<ModelSpec, ModelError> {
     let src = Source::new(text, path);
     let mut r = Resolver::new(&src);
     r.overrides = values.to_vec();
+    r.given = files.cloned();
     let mut spec = r.resolve(raw)?;
     spec.source_text = Some(text.to_string());
+    spec.source_contents = match files {
+        Some(f) => f.clone(),
+        None => SourceContents::new(std::mem::take(&mut r.read)),
+    };
     Ok(spec)
 }
 
@@ -253,6 +294,11 @@ struct Resolver<'a> {
     points: Vec<(Range<usize>, String, Vector3<f64>)>,
     /// Parameter values that replace the file's (see [`load_model_with_parameters`]).
     overrides: Vec<f64>,
+    /// Where table files are read from when the model is resolved again ([`resolve_again`]);
+    /// `None`: from disk, into `read`.
+    given: Option<SourceContents>,
+    /// The table files read from disk, by path, in the order read.
+    read: Vec<(PathBuf, Vec<u8>)>,
     /// Plausibility warnings an element's own reading finds (a contact sphere that starts
     /// behind its plane).
     element_warnings: Vec<String>,
@@ -297,6 +343,8 @@ impl<'a> Resolver<'a> {
             points: Vec::new(),
             element_warnings: Vec::new(),
             overrides: Vec::new(),
+            given: None,
+            read: Vec::new(),
         }
     }
 
@@ -981,7 +1029,29 @@ impl<'a> Resolver<'a> {
     fn table_file(&mut self, file: &S<String>, el: &str) -> Res<(PathBuf, Vec<f64>, Vec<f64>)> {
         let rel = PathBuf::from(file.get_ref());
         let full = self.dir.join(&rel);
-        let (x, y) = table::read_table_file(&full).map_err(|e| {
+        let parsed = match &self.given {
+            // Resolving a loaded model again: its files as read then (a table that is the
+            // model file itself is its text).
+            Some(files) => match files
+                .get(&full)
+                .or_else(|| (full == self.src.file).then_some(self.src.text.as_bytes()))
+            {
+                Some(bytes) => table::parse_table_bytes(bytes),
+                None => Err(table::TableError {
+                    line: 0,
+                    message: "not among the files read when the model was loaded".into(),
+                }),
+            },
+            None => match self.read.iter().find(|(p, _)| *p == full) {
+                Some((_, bytes)) => table::parse_table_bytes(bytes),
+                None => table::read_table_bytes(&full).and_then(|bytes| {
+                    let parsed = table::parse_table_bytes(&bytes);
+                    self.read.push((full.clone(), bytes));
+                    parsed
+                }),
+            },
+        };
+        let (x, y) = parsed.map_err(|e| {
             self.err(
                 file.span(),
                 el,
@@ -1436,6 +1506,7 @@ impl<'a> Resolver<'a> {
             forces: std::mem::take(&mut self.force_specs),
             warnings,
             source_text: None,
+            source_contents: SourceContents::default(),
             outputs,
             source_files: std::mem::take(&mut self.source_files),
         };

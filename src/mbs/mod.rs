@@ -25,5 +25,7 @@ pub mod table;
 pub mod tire;
 
 pub use error::ModelError;
-pub use loader::{load_model, load_model_general, load_model_str, load_model_with_parameters};
+pub use loader::{
+    load_model, load_model_general, load_model_str, load_model_with_parameters, resolve_again,
+};
 pub use spec::ModelSpec;

@@ -807,11 +807,64 @@ pub struct ModelSpec {
     /// ([`crate::mbs::load_model_with_parameters`]).
     #[serde(default)]
     pub source_text: Option<String>,
+    /// The contents of the files the model references (table files), as the loader read them
+    /// (or, for a model read from `resolved_model.bin`, as the FMU read them at instantiation
+    /// to check its token): resolving the model again with other parameter values reads the
+    /// tables from here, never from disk again. Not serialized (not in `resolved_model.bin`,
+    /// not in an FMU state: a restored state takes the instance's, the same files).
+    #[serde(skip)]
+    pub source_contents: SourceContents,
+}
+
+/// The bytes of the files a model references, by the path the loader records in
+/// [`ModelSpec::source_files`] (the model file itself is [`ModelSpec::source_text`]). Shared:
+/// a clone (of the spec, of an engine, of an FMU state) copies a pointer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceContents(std::sync::Arc<Vec<(PathBuf, Vec<u8>)>>);
+
+impl SourceContents {
+    pub fn new(files: Vec<(PathBuf, Vec<u8>)>) -> Self {
+        SourceContents(std::sync::Arc::new(files))
+    }
+
+    /// The contents of `path` (compared as paths: `dir/./a.csv` is `dir/a.csv`).
+    pub fn get(&self, path: &std::path::Path) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, b)| b.as_slice())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether both hold the same allocation (a clone of one another).
+    pub fn ptr_eq(&self, other: &SourceContents) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl ModelSpec {
     /// Default parameter values, in [`ModelSpec::parameters`] order.
     pub fn default_parameters(&self) -> Vec<f64> {
         self.parameters.iter().map(|p| p.value).collect()
+    }
+
+    /// Read the files the model references (its [`ModelSpec::source_files`] but the model
+    /// file) from disk into [`ModelSpec::source_contents`], once: for a model that comes
+    /// without them (decoded from `resolved_model.bin`). The caller computes the model token
+    /// from these very bytes (`description::token::model_token_of_spec`).
+    pub fn read_source_contents(&mut self) -> Result<(), (PathBuf, std::io::Error)> {
+        let model_file = self.source_files.first();
+        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::with_capacity(self.source_files.len());
+        for p in self.source_files.iter().filter(|p| Some(*p) != model_file) {
+            if files.iter().any(|(q, _)| q == p) {
+                continue;
+            }
+            files.push((p.clone(), std::fs::read(p).map_err(|e| (p.clone(), e))?));
+        }
+        self.source_contents = SourceContents::new(files);
+        Ok(())
     }
 }

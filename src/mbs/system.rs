@@ -479,15 +479,26 @@ impl System {
         self.set_parameters_with(changes, true)
     }
 
+    /// After a deserialized FMU state: the table files' contents (not part of a serialized
+    /// state) from `spec`, the model the state belongs to (the same files), so that resolving
+    /// the model again reads no file. A no-op where the engine has them.
+    pub fn adopt_source_contents(&mut self, spec: &ModelSpec) {
+        let have = &self.spec.source_contents;
+        if have.ptr_eq(&spec.source_contents) || !have.is_empty() || spec.source_contents.is_empty()
+        {
+            return;
+        }
+        Arc::make_mut(&mut self.spec).source_contents = spec.source_contents.clone();
+    }
+
     /// Every rule of the model file on the current parameter values (the loader run on them).
     pub fn check_parameters(&self) -> Result<(), ModelError> {
         self.check_parameter_values(&self.params)
     }
 
     fn check_parameter_values(&self, values: &[f64]) -> Result<(), ModelError> {
-        if let Some(text) = &self.spec.source_text {
-            let path = self.spec.source_files.first().cloned().unwrap_or_default();
-            super::loader::load_model_with_parameters(text, &path, values)?;
+        if let Some(checked) = super::loader::resolve_again(&self.spec, values) {
+            checked?;
         }
         Ok(())
     }
@@ -731,7 +742,8 @@ impl System {
 
     /// Parameters set before initialization act on everything they are used in (geometry,
     /// masses, expressions, calculated parameters): when they differ from the values the
-    /// model was resolved with, the model text is resolved again with them and the system
+    /// model was resolved with, the model text is resolved again with them (with the table
+    /// files read when the model was loaded: [`super::loader::resolve_again`]) and the system
     /// rebuilt (inputs kept). Without the text (a model built in code) only the fields that
     /// name a parameter follow (as during stepping).
     fn re_resolve(&mut self) -> Result<(), ModelError> {
@@ -742,9 +754,9 @@ impl System {
     /// parameters set so far, before initialization ([`System::re_resolve`]); a no-op when
     /// the model was resolved with them.
     pub fn resolve_parameters(&mut self) -> Result<(), ModelError> {
-        let Some(text) = self.spec.source_text.clone() else {
+        if self.spec.source_text.is_none() {
             return Ok(());
-        };
+        }
         let same = self
             .spec
             .parameters
@@ -754,8 +766,11 @@ impl System {
         if same {
             return Ok(());
         }
-        let path = self.spec.source_files.first().cloned().unwrap_or_default();
-        let mut spec = super::loader::load_model_with_parameters(&text, &path, &self.params)?;
+        // From the text and table files read when the model was loaded (never from disk).
+        let Some(resolved) = super::loader::resolve_again(&self.spec, &self.params) else {
+            return Ok(());
+        };
+        let mut spec = resolved?;
         // Parameters do not choose the formulation; keep the one this system was built in
         // (a caller may have set it on the resolved model).
         spec.formulation = self.spec.formulation;

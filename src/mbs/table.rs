@@ -18,11 +18,24 @@ pub struct TableError {
 
 /// Read a table file.
 pub fn read_table_file(path: &Path) -> Result<(Vec<f64>, Vec<f64>), TableError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TableError {
+    parse_table_bytes(&read_table_bytes(path)?)
+}
+
+/// A table file's bytes (the loader keeps them: a model resolved again reads no file).
+pub fn read_table_bytes(path: &Path) -> Result<Vec<u8>, TableError> {
+    std::fs::read(path).map_err(|e| TableError {
         line: 0,
         message: format!("cannot read the table file: {e}"),
+    })
+}
+
+/// Parse a table file's bytes (UTF-8 text, as [`parse_table`]).
+pub fn parse_table_bytes(bytes: &[u8]) -> Result<(Vec<f64>, Vec<f64>), TableError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| TableError {
+        line: 0,
+        message: "cannot read the table file: stream did not contain valid UTF-8".into(),
     })?;
-    parse_table(&text)
+    parse_table(text)
 }
 
 /// Parse table text.

@@ -35,6 +35,7 @@ fn empty_spec(name: &str) -> ModelSpec {
         source_files: vec![],
         warnings: vec![],
         source_text: None,
+        source_contents: Default::default(),
     }
 }
 
