@@ -1214,8 +1214,8 @@ mod with_model {
 
     /// `fmi2SetDebugLogging` is all or none: an unknown category among known ones switches
     /// none of them (until session 28 `logEvents` came on, and `loggingOn` with it, in either
-    /// order). `nCategories = 0` applies `loggingOn` to all categories (FMI 2.0 §2.1.5): off
-    /// silences status messages too (until session 28 they stayed on), on brings back all.
+    /// order). `nCategories = 0` with off switches debug logging off and keeps the status
+    /// messages (why a call failed); naming `logAll` silences them too; on brings back all.
     #[test]
     fn set_debug_logging_is_all_or_none_and_zero_categories_means_all() {
         let f = lib();
@@ -1248,6 +1248,14 @@ mod with_model {
         let inst = Inst::new(&f, &r);
         inst.init(None);
         assert_eq!(unsafe { f.fmi2SetDebugLogging(inst.c, 0, 0, null()) }, OK);
+        inst.sink.clear();
+        assert_eq!(inst.get(9999).0, ERROR);
+        assert!(inst.sink.contains(ERROR, "unknown value reference 9999"));
+        let all = cstr("logAll");
+        assert_eq!(
+            unsafe { f.fmi2SetDebugLogging(inst.c, 0, 1, &all.as_ptr()) },
+            OK
+        );
         inst.sink.clear();
         assert_eq!(inst.get(9999).0, ERROR);
         assert_eq!(inst.step(0.5, 0.1), ERROR);

@@ -397,9 +397,9 @@ impl Instance {
     }
 
     /// `SetDebugLogging`. All or none: every category is checked before any is switched (an
-    /// unknown one among known ones used to leave the known ones switched). `nCategories = 0`
-    /// applies `loggingOn` to all categories, as FMI 2.0 and 3.0 say: `false` silences every
-    /// message, status messages included.
+    /// unknown one among known ones used to leave the known ones switched). `nCategories = 0`:
+    /// `true` switches every category on; `false` switches debug logging (`logEvents`) off and
+    /// leaves the status categories as they are (docs/fmi-runtime.md, *Logging*).
     ///
     /// # Safety
     /// `categories` must point to `n` C strings (checked for NULL).
@@ -410,9 +410,13 @@ impl Instance {
         categories: *const *const c_char,
     ) -> Status {
         if n == 0 {
+            // Off switches the debug logging off; the status categories stay as they are
+            // (the deviation in `log_cat`: an importer that turns debug logging off by
+            // default must still hear why a call failed). On switches everything on.
             self.logging_on.store(on, Ordering::Relaxed);
-            self.categories
-                .store(if on { CAT_ALL } else { 0 }, Ordering::Relaxed);
+            if on {
+                self.categories.store(CAT_ALL, Ordering::Relaxed);
+            }
             return Status::Ok;
         }
         // SAFETY: forwarded contract.
