@@ -1219,6 +1219,28 @@ impl<E: Engine> Simulation<E> {
     /// `at_sample`: the segments for outputs read at `t` itself, before the step
     /// ([`InputState::segment_at_sample`]: under `smooth` the value and slope carried over
     /// even where the new segment kinks); `doStep` rebuilds the step's own segments.
+    /// Where the formulation eliminates driven motions (joint coordinates: they enter the
+    /// equations through their jets, not as constraints): every excitation's jet at `t` as
+    /// the committed segments (the ones the state was integrated with) give it, to tell the
+    /// rate jumps of the new segments by ([`input_jump`]). `None` otherwise.
+    fn committed_jets(&mut self, t: f64) -> Option<Vec<[f64; 3]>> {
+        let e = &mut self.st.engine;
+        if e.excitation_orders() < 3 || e.n_excitations() == 0 {
+            return None;
+        }
+        let installed = e.inputs_mut().segments.clone();
+        for (seg, inp) in e.inputs_mut().segments.iter_mut().zip(&self.st.inputs) {
+            if let Some(c) = inp.committed {
+                *seg = c;
+            }
+        }
+        let jets = (0..e.n_excitations())
+            .map(|i| e.excitation_jet(t, i))
+            .collect();
+        e.inputs_mut().segments = installed;
+        Some(jets)
+    }
+
     fn prepare_inputs(&mut self, t: f64, h: f64, at_sample: bool) {
         self.st.inputs_dirty = false;
         let signals = self.st.engine.inputs_mut();
@@ -1365,6 +1387,7 @@ impl<E: Engine> Simulation<E> {
                 return Err(CosimError::PastStop { t_end, stop });
             }
         }
+        let jets_before = self.committed_jets(t0);
         self.prepare_inputs(t0, t_end - t0, false);
         for inp in &mut self.st.inputs {
             inp.last_d1 = inp.derivs[0].map(|d| (t0, d));
@@ -1422,7 +1445,7 @@ impl<E: Engine> Simulation<E> {
         let at_breakpoint = self.st.engine.has_motion_breakpoint_at(t0);
         let jumped = match &self.st.x {
             Some(x) if !self.st.reinit && (!continued || at_breakpoint) => {
-                input_jump(&mut self.st.engine, &settings, x)
+                input_jump(&mut self.st.engine, &settings, x, jets_before.as_deref())
             }
             _ => None,
         };
@@ -1619,6 +1642,7 @@ impl<E: Engine> Simulation<E> {
                             &mut self.st.stats_base,
                             &mut self.st.events,
                             kink,
+                            None,
                         );
                         if let Err(e) = r {
                             break Err(CosimError::Integrate(e));
@@ -1658,6 +1682,7 @@ impl<E: Engine> Simulation<E> {
                                 &mut self.st.engine,
                                 &settings,
                                 &mut self.st.stats_base,
+                                None,
                             );
                             match r {
                                 Ok(true) => {
@@ -2608,11 +2633,45 @@ fn kink_between(mut kink: InputKink, old: &InputSegment, new: &InputSegment, t: 
 /// change in the mass metric, velocities take the impulsive response `Δv = M⁻¹ Φ_qᵀ Λ` that
 /// makes `Φ_q v + Φ_t = 0` (momentum changes only through the constraints), so a driven
 /// velocity jump acts on the rest of the mechanism like a blow through the joints.
-fn input_jump<E: Engine>(e: &mut E, s: &Settings, x: &MechState) -> Option<MechState> {
+///
+/// Where the formulation eliminates the driven motions (joint coordinates), a rate jump of
+/// theirs (`before`: their jets before the change) is no constraint violation: the free
+/// coordinates take the impulsive response first ([`eliminated_impulse`]). Without it a
+/// chain hanging from a frame driven by a `linear` or `hold` input moved with the frame as
+/// one rigid body (tip 3.6e-4 m off the frame where the smooth mode and absolute coordinates
+/// swing it 0.08 m), with status OK.
+fn input_jump<E: Engine>(
+    e: &mut E,
+    s: &Settings,
+    x: &MechState,
+    before: Option<&[[f64; 3]]>,
+) -> Option<MechState> {
     let t0 = x.t;
     let (nq, nc) = (e.n_q(), e.n_c());
+    let weight = |a: f64, b: f64| s.atol + s.rtol * a.abs().max(b.abs());
+    let kicked = before.and_then(|b| eliminated_impulse(e, t0, &x.q, &x.v, b));
+    let kicked = kicked.filter(|(q, v)| {
+        x.q.iter()
+            .zip(q)
+            .chain(x.v.iter().zip(v))
+            .any(|(&a, &b)| (a - b).abs() > weight(a, b))
+    });
+    let x = &match &kicked {
+        Some((q, v)) => MechState {
+            q: q.clone(),
+            v: v.clone(),
+            ..x.clone()
+        },
+        None => x.clone(),
+    };
+    let restart = |x: &MechState| MechState {
+        t: t0,
+        q: x.q.clone(),
+        v: x.v.clone(),
+        lambda: x.lambda.clone(),
+    };
     if nc == 0 {
-        return None;
+        return kicked.is_some().then(|| restart(x));
     }
     let mut phi = vec![0.0; nc];
     let mut phi_t = vec![0.0; nc];
@@ -2625,22 +2684,83 @@ fn input_jump<E: Engine>(e: &mut E, s: &Settings, x: &MechState) -> Option<MechS
     // Cheap test first: residuals far below the tolerance need no projection.
     let small = 1e-3 * s.atol;
     if phi.iter().all(|p| p.abs() <= small) && vel.amax() <= small {
-        return None;
+        return kicked.is_some().then(|| restart(x));
     }
+    // (Where the projection fails, no restart: the state as it was, not kicked.)
     let (q, v) = project_state(e, t0, &x.q, &x.v)?;
-    let weight = |a: f64, b: f64| s.atol + s.rtol * a.abs().max(b.abs());
     let jump =
         x.q.iter()
             .zip(&q)
             .chain(x.v.iter().zip(&v))
             .map(|(&a, &b)| (a - b).abs() / weight(a, b))
             .fold(0.0f64, f64::max);
-    (jump > 1.0).then(|| MechState {
+    // A kicked state restarts projected, however small the projection.
+    (jump > 1.0 || kicked.is_some()).then(|| MechState {
         t: t0,
         q,
         v,
         lambda: x.lambda.clone(),
     })
+}
+
+/// The free coordinates' positions and velocities after the eliminated driven motions jumped
+/// from their jets `before` to what the installed segments give at `t` (a `linear` input's new
+/// slope, a `hold` input's step, a built-in ramp starting). Momentum changes only through the
+/// driven motions: a rate jump gives `M Δṗ = −B Δu̇` (with the loop rows' impulses), and
+/// `−M⁻¹ B Δu̇` is the response of the accelerations to an input acceleration `Δu̇` at rest
+/// (`Ψ` is linear in `ü`, every other term cancels in the difference). A value jump is the
+/// limit of a move ever faster, a blow and its opposite: the free coordinates move by
+/// `−M⁻¹ B Δu`, as absolute coordinates' projection in the mass metric moves the bodies.
+/// `None` when nothing jumped beyond rounding.
+fn eliminated_impulse<E: Engine>(
+    e: &mut E,
+    t: f64,
+    q: &[f64],
+    v: &[f64],
+    before: &[[f64; 3]],
+) -> Option<(Vec<f64>, Vec<f64>)> {
+    let n = e.n_excitations();
+    if before.len() != n {
+        return None;
+    }
+    let jump = |a: f64, b: f64| {
+        let d = b - a;
+        if d.abs() > 64.0 * f64::EPSILON * (a.abs() + b.abs()) {
+            d
+        } else {
+            0.0
+        }
+    };
+    let now: Vec<[f64; 3]> = (0..n).map(|i| e.excitation_jet(t, i)).collect();
+    let dvalue: Vec<f64> = (0..n).map(|i| jump(before[i][0], now[i][0])).collect();
+    let drate: Vec<f64> = (0..n).map(|i| jump(before[i][1], now[i][1])).collect();
+    if dvalue.iter().chain(&drate).all(|&d| d == 0.0) {
+        return None;
+    }
+    let rest = vec![0.0; v.len()];
+    let (a0, _) = e.accelerations(t, q, &rest).ok()?;
+    // The response to an input acceleration `d` per excitation, at rest.
+    let mut response = |d: &[f64]| -> Option<Vec<f64>> {
+        if d.iter().all(|&x| x == 0.0) {
+            return Some(vec![0.0; a0.len()]);
+        }
+        for (i, &x) in d.iter().enumerate() {
+            e.set_excitation_jet_offset(i, [0.0, 0.0, x]);
+        }
+        let r = e.accelerations(t, q, &rest);
+        for i in 0..n {
+            e.set_excitation_jet_offset(i, [0.0; 3]);
+        }
+        let (a1, _) = r.ok()?;
+        Some(a1.iter().zip(&a0).map(|(p, m)| p - m).collect())
+    };
+    let (dq, dv) = (response(&dvalue)?, response(&drate)?);
+    let q1: Vec<f64> = q.iter().zip(&dq).map(|(a, b)| a + b).collect();
+    let v1: Vec<f64> = v.iter().zip(&dv).map(|(a, b)| a + b).collect();
+    q1.iter()
+        .chain(&v1)
+        .all(|z| z.is_finite())
+        .then_some((q1, v1))
 }
 
 /// Restart `integ` if the segments now installed make its state jump ([`input_jump`]);
@@ -2650,9 +2770,10 @@ fn restart_on_jump<E: Engine>(
     e: &mut E,
     s: &Settings,
     base: &mut Stats,
+    before: Option<&[[f64; 3]]>,
 ) -> Result<bool, IntegrateError> {
     let x = Integrator::<E>::state(integ).clone();
-    match input_jump(e, s, &x) {
+    match input_jump(e, s, &x, before) {
         Some(xn) => restart_after_jump(integ, e, s, &xn, base).map(|()| true),
         None => Ok(false),
     }
@@ -2670,9 +2791,10 @@ fn continue_after_change<E: Engine>(
     base: &mut Stats,
     events: &mut EventLocator,
     kink: InputKink,
+    before: Option<&[[f64; 3]]>,
 ) -> Result<(), IntegrateError> {
     <AnyIntegrator as Integrator<E>>::rhs_changed(integ);
-    if restart_on_jump(integ, e, s, base)? {
+    if restart_on_jump(integ, e, s, base, before)? {
         events.reset();
     } else if kink.any() {
         <AnyIntegrator as Integrator<E>>::inputs_changed(integ, e, kink)?;
@@ -2690,8 +2812,22 @@ fn continue_at_breakpoint<E: Engine>(
     events: &mut EventLocator,
     t: f64,
 ) -> Result<(), IntegrateError> {
+    // The eliminated motions' jets by their left limits, for the impulse of a rate jump.
+    let before = (e.excitation_orders() >= 3 && e.n_excitations() > 0).then(|| {
+        (0..e.n_excitations())
+            .map(|i| e.excitation_jet(t, i))
+            .collect::<Vec<_>>()
+    });
     e.set_motion_right_limit_at(t);
-    continue_after_change(integ, e, s, base, events, InputKink::NONE)
+    continue_after_change(
+        integ,
+        e,
+        s,
+        base,
+        events,
+        InputKink::NONE,
+        before.as_deref(),
+    )
 }
 
 /// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the
