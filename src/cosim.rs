@@ -1628,6 +1628,7 @@ impl<E: Engine> Simulation<E> {
                         // the accelerations jump); the kinks in `ü` between the importer's
                         // segments were never re-anchored on this path.
                         let kink = InputKink {
+                            rate: 0.0,
                             accel: 0.0,
                             jerk: 0.0,
                             ..kink
@@ -2617,6 +2618,10 @@ fn kink_between(mut kink: InputKink, old: &InputSegment, new: &InputSegment, t: 
     let dv = (a[0] - b[0]).abs();
     if dv > 64.0 * f64::EPSILON * (a[0].abs() + b[0].abs()) {
         kink.value = kink.value.max(dv);
+    }
+    let dr = (a[1] - b[1]).abs();
+    if dr > 64.0 * f64::EPSILON * (a[1].abs() + b[1].abs()) {
+        kink.rate = kink.rate.max(dr);
     }
     kink.accel = kink.accel.max((a[2] - b[2]).abs());
     kink.jerk = kink.jerk.max(6.0 * (old.coeffs[3] - new.coeffs[3]).abs());

@@ -46,6 +46,10 @@ pub struct InputKink {
     /// state (a force or torque input, or a driven coordinate the joint formulation
     /// eliminates), the accelerations jump by an `O(1)` amount.
     pub value: f64,
+    /// A jump of the slope `u̇` that moved no state (a `linear` input's new slope on a force,
+    /// or on a position that reaches the bodies through a damper): the accelerations jump, or
+    /// their rates, by an amount not known here.
+    pub rate: f64,
     pub accel: f64,
     pub jerk: f64,
 }
@@ -54,6 +58,7 @@ impl InputKink {
     /// Size unknown: treat as large.
     pub const UNKNOWN: InputKink = InputKink {
         value: f64::INFINITY,
+        rate: f64::INFINITY,
         accel: f64::INFINITY,
         jerk: f64::INFINITY,
     };
@@ -61,13 +66,14 @@ impl InputKink {
     /// No jump at all.
     pub const NONE: InputKink = InputKink {
         value: 0.0,
+        rate: 0.0,
         accel: 0.0,
         jerk: 0.0,
     };
 
     /// Whether anything jumped.
     pub fn any(&self) -> bool {
-        self.value > 0.0 || self.accel > 0.0 || self.jerk > 0.0
+        self.value > 0.0 || self.rate > 0.0 || self.accel > 0.0 || self.jerk > 0.0
     }
 
     /// Whether the kink can matter for steps of size `h` at the velocities' error weight
@@ -84,8 +90,13 @@ impl InputKink {
     /// mass, a lever, a tire's stiffness) is not known here, and a force jump `ΔF` makes the
     /// history's velocity error `0.3 h ΔF / m`, on a 1 kg slider at `h` = 1 ms 3e-4 per
     /// newton, far above any tolerance for ordinary forces.
+    ///
+    /// So does a jump of its slope, for the same reason: a `linear` input's slope changes at
+    /// every sample of a noisy signal, and a post that reaches the wheel through the tire's
+    /// damper makes the wheel's acceleration jump with it. Without re-anchoring there the BDF
+    /// took 42 000 steps (18 400 rejected) for the corner's 2 s under 0.1 mm of noise.
     pub fn matters(&self, h: f64, weight: f64) -> bool {
-        if self.value > 0.0 {
+        if self.value > 0.0 || self.rate > 0.0 {
             return true;
         }
         let effect = 0.3 * self.size(h);
