@@ -1234,11 +1234,9 @@ impl<E: Engine> Simulation<E> {
                 *seg = c;
             }
         }
-        let jets = (0..e.n_excitations())
-            .map(|i| e.excitation_jet(t, i))
-            .collect();
+        let jets = eliminated_jets(e, t);
         e.inputs_mut().segments = installed;
-        Some(jets)
+        jets
     }
 
     fn prepare_inputs(&mut self, t: f64, h: f64, at_sample: bool) {
@@ -2818,11 +2816,7 @@ fn continue_at_breakpoint<E: Engine>(
     t: f64,
 ) -> Result<(), IntegrateError> {
     // The eliminated motions' jets by their left limits, for the impulse of a rate jump.
-    let before = (e.excitation_orders() >= 3 && e.n_excitations() > 0).then(|| {
-        (0..e.n_excitations())
-            .map(|i| e.excitation_jet(t, i))
-            .collect::<Vec<_>>()
-    });
+    let before = eliminated_jets(e, t);
     e.set_motion_right_limit_at(t);
     continue_after_change(
         integ,
@@ -2833,6 +2827,13 @@ fn continue_at_breakpoint<E: Engine>(
         InputKink::NONE,
         before.as_deref(),
     )
+}
+
+/// Every excitation's jet at `t` where the formulation eliminates the driven motions (joint
+/// coordinates), for [`eliminated_impulse`]; `None` otherwise.
+fn eliminated_jets<E: Engine>(e: &mut E, t: f64) -> Option<Vec<[f64; 3]>> {
+    let n = e.n_excitations();
+    (e.excitation_orders() >= 3 && n > 0).then(|| (0..n).map(|i| e.excitation_jet(t, i)).collect())
 }
 
 /// Restart `integ` from `x` after an input jump, keeping the statistics in `base` when the
