@@ -40,7 +40,7 @@ use crate::description::{
 use crate::integrate::any::AnyIntegrator;
 use crate::integrate::clock::CallClock;
 use crate::integrate::events::{
-    Event, EventFunctions, EventLocator, StepOutcome, MAX_STEPS_PER_CALL,
+    Event, EventFunctions, EventLocator, StepOutcome, MAX_CPU_SECONDS_PER_CALL, MAX_STEPS_PER_CALL,
 };
 use crate::integrate::{
     rtol_in_range, InputKink, IntegrateError, Integrator, JacobianStrategy, MechState, Method,
@@ -430,6 +430,8 @@ pub struct Simulation<E: Engine> {
     st: SimState<E>,
     /// Stop a communication step at the first contact event (FMI 3 early return).
     early_return: bool,
+    /// CPU seconds one communication step may take ([`MAX_CPU_SECONDS_PER_CALL`] unless set).
+    cpu_budget: f64,
 }
 
 fn causality_name(c: Causality) -> &'static str {
@@ -489,6 +491,7 @@ impl<E: Engine> Simulation<E> {
             spec,
             table,
             early_return: false,
+            cpu_budget: MAX_CPU_SECONDS_PER_CALL,
         }
     }
 
@@ -514,6 +517,15 @@ impl<E: Engine> Simulation<E> {
     /// Whether early return is on.
     pub fn early_return(&self) -> bool {
         self.early_return
+    }
+    /// The CPU seconds one communication step may take (default
+    /// [`MAX_CPU_SECONDS_PER_CALL`]; `f64::INFINITY`: no CPU limit). The limit keeps an
+    /// importer's thread from being blocked for long, but where it ends a step depends on the
+    /// machine's speed and load; a caller that has no host thread to protect (`mbsfmu
+    /// simulate`, tests) lifts it so that its results do not. The step limit
+    /// ([`MAX_STEPS_PER_CALL`]) stays.
+    pub fn set_cpu_budget_per_call(&mut self, seconds: f64) {
+        self.cpu_budget = seconds;
     }
     /// Counters of the contact event location (located events, re-steps, discarded work).
     pub fn event_stats(&self) -> crate::integrate::events::EventStats {
@@ -1354,6 +1366,7 @@ impl<E: Engine> Simulation<E> {
         }
         self.st.call_start = self.time();
         // The work budget counts from here, on the clock `stats.cpu_time` reads.
+        self.st.events.max_cpu_per_call = self.cpu_budget;
         self.st.events.begin_call(t_end, CallClock::start());
         let r = self.advance(t_end, intermediate);
         self.st.failure_cause = match (&r, &self.st.x) {
@@ -2052,6 +2065,7 @@ impl<E: Engine> Simulation<E> {
             table: self.table.clone(),
             st: self.st.clone(),
             early_return: self.early_return,
+            cpu_budget: self.cpu_budget,
         };
         scratch.st.inputs[j].value = u;
         scratch.st.inputs_dirty = true;
@@ -3092,7 +3106,14 @@ mod tests {
                     sim.set_real(v, u0 + 0.002 * (k * k) as f64, SetPhase::Stepping)
                         .unwrap();
                 }
-                sim.advance_to(t, None).unwrap();
+                sim.set_cpu_budget_per_call(f64::INFINITY);
+                let r = sim.advance_to(t, None).unwrap();
+                assert_eq!(
+                    r,
+                    Advance::Completed,
+                    "{}",
+                    sim.last_failure().unwrap_or_default()
+                );
             }
             let an = sim.output_input_jacobian(&outs, &ins).unwrap();
             let fd = sim.output_input_jacobian_differenced(&outs, &ins).unwrap();

@@ -5,6 +5,8 @@
 //! equation `m z̈ = −m g + k (l − l₀) + f_d(l̇)`, `l = 0.5 − z`, for every integrator in both
 //! formulations (the implicit ones use the curve's analytic slope in their Jacobians).
 
+mod common;
+
 use mbsfmu::cosim::{SetPhase, Simulation};
 use mbsfmu::description::VariableTable;
 use mbsfmu::integrate::Method;
@@ -136,8 +138,19 @@ fn table_damper_equals_the_closed_form_curve_for_every_integrator_and_formulatio
             sim.setup_experiment(Some(1e-7), 0.0, None).unwrap();
             sim.initialize().unwrap();
             let mut worst = 0.0f64;
+            // Local linearization needs some 12 000 steps in the first 10 ms at these
+            // tolerances (its error estimate is of second order), more than one call may
+            // take: it is driven at 1 ms.
+            let parts = if method == Method::LocalLinearization {
+                10
+            } else {
+                1
+            };
             for (k, &(z_ref, _)) in reference.iter().enumerate().skip(1) {
-                sim.advance_to(0.01 * k as f64, None).unwrap();
+                for j in 1..=parts {
+                    let t = 0.01 * (k - 1) as f64 + 0.01 * j as f64 / parts as f64;
+                    common::cosim::advance(&mut sim, t);
+                }
                 let o = sim.outputs().unwrap().to_vec();
                 let (z, vz, tension, length) = (o[0], o[1], o[2], o[3]);
                 // The element's force is the closed-form law at its own state, to rounding.
@@ -153,16 +166,10 @@ fn table_damper_equals_the_closed_form_curve_for_every_integrator_and_formulatio
                 "{formulation} {}: max |z − z_ref| = {worst:.2e} m",
                 method.name()
             );
-            // Amplitude ~0.06 m; rtol 1e-7, atol 1e-9. Local linearization (finite-difference
-            // Jacobians, not this curve's slope) is exact with a linear damper table here but
-            // drifts by 3.6e-3 m (absolute) and 5.7e-3 m (joint) with the cubic one: a
-            // finding about the method on velocity-nonlinear forces, not the curve; bounded
-            // loosely until it is understood.
-            let bound = if method == Method::LocalLinearization {
-                1e-2
-            } else {
-                2e-5
-            };
+            // Amplitude ~0.06 m; rtol 1e-7, atol 1e-9. (Until session 29 the test ignored a
+            // Discard at the work budget and compared local linearization's output at an
+            // earlier time, which read as a drift of 3.6e-3 m: it is within 2e-10 m.)
+            let bound = 2e-5;
             assert!(worst < bound, "{formulation} {method:?}: {worst}");
         }
     }
@@ -281,7 +288,7 @@ axis = [0.0, 0.0, 1.0]
         sim.initialize().unwrap();
         let mut max_dz = 0.0f64;
         for k in 1..=200 {
-            sim.advance_to(0.01 * k as f64, None).unwrap();
+            common::cosim::advance(&mut sim, 0.01 * k as f64);
             max_dz = max_dz.max(sim.outputs().unwrap()[0].abs());
         }
         let o = sim.outputs().unwrap().to_vec();
@@ -391,7 +398,7 @@ fn table_spring_sampled_from_a_cubic_is_the_closed_form_law_in_force_and_slope()
         sim.initialize().unwrap();
         let mut x_range = (0.0f64, 0.0f64);
         for k in 1..=100 {
-            sim.advance_to(0.01 * k as f64, None).unwrap();
+            common::cosim::advance(&mut sim, 0.01 * k as f64);
             let o = sim.outputs().unwrap().to_vec();
             let x = o[3] - 0.5;
             x_range = (x_range.0.min(x), x_range.1.max(x));
@@ -522,7 +529,7 @@ fn table_pendulum_torque_and_energy_are_the_closed_form() {
         .collect();
     let mut last = f64::INFINITY;
     for (k, r) in reference.iter().enumerate().take(101).skip(1) {
-        sim.advance_to(0.01 * k as f64, None).unwrap();
+        common::cosim::advance(&mut sim, 0.01 * k as f64);
         let o = sim.outputs().unwrap().to_vec();
         let (th, om, torque, energy) = (o[0], o[1], o[2], o[3]);
         let fd = -torque - spring(th);
@@ -592,7 +599,7 @@ fn bushing_with_table_axes_deflects_to_the_tables_inverse() {
                 assert!((o[6] - 0.2).abs() < 1e-9, "{what}: sin θ {}", o[6]);
                 assert!(o[7].abs() < 1e-7, "{what}: torque {}", o[7]);
             }
-            sim.advance_to(3.0, None).unwrap();
+            common::cosim::advance(&mut sim, 3.0);
             let o = sim.outputs().unwrap().to_vec();
             assert!(
                 (o[0] - z_ref).abs() < 1e-7,
@@ -629,7 +636,7 @@ fn bushing_damper_table_is_the_closed_form_curve() {
         let (mut worst, mut vmax) = (0.0f64, 0.0f64);
         for k in 0..=200 {
             if k > 0 {
-                sim.advance_to(k as f64 * 1e-3, None).unwrap();
+                common::cosim::advance(&mut sim, k as f64 * 1e-3);
             }
             let o = sim.outputs().unwrap().to_vec();
             let (fx, dx, v) = (o[8], o[9], o[10]);

@@ -360,7 +360,7 @@ force = "f"
         for k in 0..=4 {
             let t = 0.05 * k as f64;
             if k > 0 {
-                sim.advance_to(t, None).unwrap();
+                common::cosim::advance(&mut sim, t);
             }
             let o = sim.outputs().unwrap().to_vec();
             let (v, f) = (2.0 - 0.3 * G * t, -0.3 * 2.0 * G);

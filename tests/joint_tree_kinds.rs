@@ -489,7 +489,7 @@ axis = [0.0, 0.0, 1.0]
             let (mut sim, _) = common::cosim::started(&spec, Method::Bdf, Some(1e-8));
             for k in 1..=20 {
                 let t = 0.05 * k as f64;
-                sim.advance_to(t, None).unwrap();
+                common::cosim::advance(&mut sim, t);
                 let o = sim.outputs().unwrap().to_vec();
                 let zf = if moving {
                     0.01 * (2.0 * std::f64::consts::PI * t).sin()

@@ -6,6 +6,8 @@
 //! - computed from others (`value` is an expression of parameters): follows them, read-only;
 //! - used by nothing: a load-time warning, not exposed.
 
+mod common;
+
 use mbsfmu::cosim::{SetPhase, Simulation};
 use mbsfmu::description::{Causality, VarKind, Variability, VariableTable};
 use mbsfmu::mbs::system::System;
@@ -164,7 +166,7 @@ fn parameters_set_before_initialization_act() {
     // Fixed parameters cannot change during stepping; tunable ones can, and act.
     assert!(s.set_real(vr(&t, "h"), 2.0, SetPhase::Stepping).is_err());
     s.set_real(vr(&t, "l0"), 0.35, SetPhase::Stepping).unwrap();
-    s.advance_to(20.0, None).unwrap();
+    common::cosim::advance(&mut s, 20.0);
     let z = s.get_real(vr(&t, "z")).unwrap();
     // The damped bob (ζ ≈ 0.09) settles to the new free length's equilibrium.
     assert!(
@@ -322,7 +324,7 @@ fn a_value_the_file_refuses_is_refused_when_set_and_changes_nothing() {
     assert_eq!(s.get_real(vr(t, "e")).unwrap(), 0.7);
     // The stop kept its restitution: the sled comes back at 0.7 m/s.
     for k in 1..=30 {
-        s.advance_to(0.01 * k as f64, None).unwrap();
+        common::cosim::advance(&mut s, 0.01 * k as f64);
     }
     let v = s.get_real(vr(t, "speed")).unwrap();
     assert!((v + 0.7).abs() < 1e-3, "rebound speed {v}");
@@ -359,14 +361,14 @@ fn a_set_of_several_values_is_all_or_none() {
     }
     // Setting values they already have (a master that sets every tunable parameter before
     // each step) changes nothing: no restart of the integrator.
-    s.advance_to(0.01, None).unwrap();
+    common::cosim::advance(&mut s, 0.01);
     let restarts = s.stats().restarts;
     s.set_reals(&[ks, e], &[old[0], old[1]], SetPhase::Stepping)
         .unwrap();
-    s.advance_to(0.02, None).unwrap();
+    common::cosim::advance(&mut s, 0.02);
     assert_eq!(s.stats().restarts, restarts);
     s.set_real(e, 0.6, SetPhase::Stepping).unwrap();
-    s.advance_to(0.03, None).unwrap();
+    common::cosim::advance(&mut s, 0.03);
     assert_eq!(s.stats().restarts, restarts + 1);
     s.set_real(e, 0.7, SetPhase::Stepping).unwrap();
     // Both limits past the old upper one while stepping: refused one at a time, taken

@@ -105,6 +105,33 @@ fn the_cpu_budget_is_read_after_the_first_step() {
     );
 }
 
+/// The CPU limit of a communication step is the caller's (`set_cpu_budget_per_call`): a
+/// limit no step can meet stops the step after its first internal step and the Discard names
+/// that limit; lifted (as `mbsfmu simulate` and the tests lift it, so that where a step ends
+/// does not depend on the machine), the same step completes, and a budget message would name
+/// the step limit alone.
+#[test]
+fn the_cpu_limit_per_call_is_the_callers() {
+    use mbsfmu::cosim::Advance;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/double_pendulum_stiff.toml");
+    let mut tight = sim(&path, Method::Bdf);
+    tight.setup_experiment(None, 0.0, None).unwrap();
+    tight.initialize().unwrap();
+    tight.set_cpu_budget_per_call(1e-12);
+    let r = tight.advance_to(0.01, None).unwrap();
+    assert!(matches!(r, Advance::Discard { .. }), "{r:?}");
+    let msg = tight.last_failure().unwrap();
+    assert!(
+        msg.contains("after 1 internal steps") && msg.contains("limits: 5000 steps, 1e-12 s CPU"),
+        "{msg}"
+    );
+    let mut free = sim(&path, Method::Bdf);
+    free.setup_experiment(None, 0.0, None).unwrap();
+    free.initialize().unwrap();
+    free.set_cpu_budget_per_call(f64::INFINITY);
+    assert_eq!(free.advance_to(0.01, None).unwrap(), Advance::Completed);
+}
+
 /// An input beyond the limit is named in the message in exponent form (`1e101`), not as its
 /// 102 digits.
 #[test]
@@ -140,8 +167,7 @@ fn a_tiny_communication_step_does_not_stop_the_corner() {
         for &h in grid {
             s.set_real(post, 0.01, SetPhase::Stepping).unwrap();
             t += h;
-            s.advance_to(t, None)
-                .unwrap_or_else(|e| panic!("step to {t}: {e}"));
+            common::cosim::advance(&mut s, t);
         }
         let outs: Vec<f64> = spec
             .outputs

@@ -190,7 +190,7 @@ fn relative_kinematics_on_the_corner_match_hand_calculation() {
         let mut moved = 0.0f64;
         let mut camber_moved = 0.0f64;
         for k in 1..=40 {
-            sim.advance_to(0.005 * k as f64, None).unwrap();
+            common::cosim::advance(&mut sim, 0.005 * k as f64);
             let y = sim.outputs().unwrap().to_vec();
             let o = |n: &str| y[idx(n)];
             let (phi, w) = (o("phi"), o("phi_dot"));
@@ -348,7 +348,7 @@ fn joint_reactions_in_frame_1_frame_2_and_body_axes_against_hand_calculation() {
         let mut swing = 0.0f64;
         for k in 0..=200 {
             if k > 0 {
-                sim.advance_to(0.01 * k as f64, None).unwrap();
+                common::cosim::advance(&mut sim, 0.01 * k as f64);
             }
             let o = sim.outputs().unwrap().to_vec();
             let (th, om) = (at(&o, "theta"), at(&o, "omega"));
@@ -532,7 +532,7 @@ component = "axial"
             "{formulation}: {start}"
         );
         for k in 1..=200 {
-            sim.advance_to(0.01 * k as f64, None).unwrap();
+            common::cosim::advance(&mut sim, 0.01 * k as f64);
             let o = sim.outputs().unwrap().to_vec();
             let (r, v) = (&o[1..4], &o[4..7]);
             let v2 = v.iter().map(|x| x * x).sum::<f64>();
@@ -581,7 +581,7 @@ fn relative_outputs_along_joint_frames() {
         let names: Vec<String> = spec.outputs.iter().map(|o| o.name.clone()).collect();
         let at = |o: &[f64], n: &str| o[names.iter().position(|x| x == n).unwrap()];
         for k in 1..=100 {
-            sim.advance_to(0.01 * k as f64, None).unwrap();
+            common::cosim::advance(&mut sim, 0.01 * k as f64);
             let o = sim.outputs().unwrap().to_vec();
             let (th, om) = (at(&o, "theta"), at(&o, "omega"));
             for (n, want) in [
@@ -663,7 +663,7 @@ component = "z"
         for k in 0..=4 {
             let t = 0.25 * k as f64;
             if k > 0 {
-                sim.advance_to(t, None).unwrap();
+                common::cosim::advance(&mut sim, t);
             }
             let o = sim.outputs().unwrap().to_vec();
             // On ground: the block pushes down with m g.

@@ -441,6 +441,8 @@ impl EventLocator {
                 t_limit,
                 steps: self.call.steps,
                 cpu,
+                step_limit: self.max_steps_per_call,
+                cpu_limit: self.max_cpu_per_call,
             });
         }
         self.call.steps += 1;

@@ -246,12 +246,15 @@ pub enum IntegrateError {
     Restart { t: f64, what: String },
     #[error("invalid setting: {0}")]
     Settings(String),
-    #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {} of {} (limits: {} steps, {} s CPU per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, show_number(*t), show_number(*t_limit), events::MAX_STEPS_PER_CALL, events::MAX_CPU_SECONDS_PER_CALL)]
+    #[error("work budget of one communication step exhausted after {steps} internal steps{}: reached t = {} of {} (limits: {step_limit} steps{} per call); use shorter communication steps", if *cpu > 0.0 { format!(" and {cpu:.2} s CPU") } else { String::new() }, show_number(*t), show_number(*t_limit), if cpu_limit.is_finite() { format!(", {} s CPU", show_number(*cpu_limit)) } else { String::new() })]
     WorkBudget {
         t: f64,
         t_limit: f64,
         steps: u64,
         cpu: f64,
+        /// The limits of the call that ran out: steps, CPU seconds (infinite: none).
+        step_limit: u64,
+        cpu_limit: f64,
     },
 }
 

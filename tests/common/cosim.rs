@@ -1,6 +1,6 @@
 //! The co-simulation layer as the FMU drives it, set up for a test.
 
-use mbsfmu::cosim::{SetPhase, Simulation};
+use mbsfmu::cosim::{Advance, SetPhase, Simulation};
 use mbsfmu::description::VariableTable;
 use mbsfmu::integrate::Method;
 use mbsfmu::mbs::system::System;
@@ -23,6 +23,21 @@ pub fn simulation(
     let vr = table.by_name("solver.integrator").unwrap().value_reference;
     sim.set_integer(vr, item, SetPhase::Setup).unwrap();
     (sim, table)
+}
+
+/// Advance to `t`, which must complete: a Discard (which `advance_to` returns as `Ok`) fails
+/// the test with its reason, where ignoring it would compare outputs at an earlier time. The
+/// CPU limit per call is lifted so that where a step ends does not depend on the machine's
+/// speed or load (a debug build is some 30× slower); the step limit stays.
+pub fn advance(sim: &mut Simulation<System>, t: f64) {
+    sim.set_cpu_budget_per_call(f64::INFINITY);
+    match sim.advance_to(t, None).unwrap() {
+        Advance::Completed => {}
+        other => panic!(
+            "advance to t = {t}: {other:?}: {}",
+            sim.last_failure().unwrap_or_default()
+        ),
+    }
 }
 
 /// Set a Float64 variable by name in setup.

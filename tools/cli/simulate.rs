@@ -192,6 +192,11 @@ pub fn instantiate(
     let table = Arc::new(VariableTable::from_spec(&spec));
     let engine = System::new(spec.clone()).map_err(|e| CliError::User(e.to_string()))?;
     let mut sim = Simulation::new(spec.clone(), table.clone(), engine);
+    // No host thread to keep responsive here (Ctrl-C is seen between communication steps,
+    // a second one ends the process at once): without the
+    // CPU limit per communication step the run's results do not depend on the machine's
+    // speed or load. The step limit of a call stays.
+    sim.set_cpu_budget_per_call(f64::INFINITY);
     let user = |e: mbsfmu::cosim::CosimError| CliError::User(e.to_string());
     sim.setup_experiment(tol, start, None).map_err(user)?;
     for (v, value) in table.variables.iter().filter_map(|v| match v.kind {
