@@ -234,8 +234,27 @@ fn binary_format(platform: &str) -> Option<BinaryFormat> {
 /// The content of an `--extra-binary` for the platform folder `platform`, refused (with
 /// what was expected) when it is not a shared library of that platform's kind: an empty or
 /// misnamed file would only fail in the importer.
-pub fn read_extra_binary(platform: &str, path: &Path) -> Result<Vec<u8>, String> {
+fn read_extra_binary(platform: &str, path: &Path) -> Result<Vec<u8>, String> {
     let content = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    check_binary_header(platform, path, &content)?;
+    Ok(content)
+}
+
+/// [`read_extra_binary`]'s check on the file's first bytes only, without reading the rest
+/// (`export` checks every `--extra-binary` before it writes anything, then each FMU reads it).
+pub fn check_extra_binary(platform: &str, path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(HEADER_BYTES);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(HEADER_BYTES as u64).read_to_end(&mut head))
+        .map_err(|e| format!("cannot read: {e}"))?;
+    check_binary_header(platform, path, &head)
+}
+
+/// More than any header test of [`binary_format`] reads.
+const HEADER_BYTES: usize = 16;
+
+fn check_binary_header(platform: &str, path: &Path, content: &[u8]) -> Result<(), String> {
     if let Some((expected, ok)) = binary_format(platform) {
         if !ok(&content) {
             let found = if content.is_empty() {
@@ -249,7 +268,7 @@ pub fn read_extra_binary(platform: &str, path: &Path) -> Result<Vec<u8>, String>
             ));
         }
     }
-    Ok(content)
+    Ok(())
 }
 
 fn extension_of(p: &Path) -> String {

@@ -3,7 +3,7 @@
 use super::{CliError, CliResult};
 use clap::Args;
 use mbsfmu::description::bake::{bake_solver, parse_solver_sets};
-use mbsfmu::description::package::{read_extra_binary, write_fmu, PackageOptions};
+use mbsfmu::description::package::{check_extra_binary, write_fmu, PackageOptions};
 use mbsfmu::description::platform::platform_folder;
 use mbsfmu::description::xml::{model_identifier, now_utc, FmiVersion};
 use mbsfmu::description::Capabilities;
@@ -96,8 +96,9 @@ pub fn run(a: &ExportArgs) -> CliResult {
                     v.number()
                 )));
             }
-            // The file's kind is checked here too, so that nothing is written for a bad one.
-            read_extra_binary(folder, Path::new(path))
+            // The file's kind is checked here too (its header: each FMU reads the file once
+            // when it is written), so that nothing is written for a bad one.
+            check_extra_binary(folder, Path::new(path))
                 .map_err(|m| CliError::User(format!("--extra-binary {e}: {m}")))?;
             extra[k].push((folder.to_string(), PathBuf::from(path)));
         }
