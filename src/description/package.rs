@@ -256,7 +256,7 @@ const HEADER_BYTES: usize = 16;
 
 fn check_binary_header(platform: &str, path: &Path, content: &[u8]) -> Result<(), String> {
     if let Some((expected, ok)) = binary_format(platform) {
-        if !ok(&content) {
+        if !ok(content) {
             let found = if content.is_empty() {
                 "an empty file".to_string()
             } else {
