@@ -1625,24 +1625,56 @@ impl<E: Engine> Simulation<E> {
                     }
                     if let Some(cb) = intermediate.as_mut() {
                         let values = cb(t, InputRequest::AcceptedStep);
+                        self.st.engine.inputs_mut().segments.copy_from_slice(&base);
+                        // A step shorter than the stage-time resolution ran on the accepted
+                        // segments (`StageSampled::prepare`); their jets at `t` are where the
+                        // eliminated motions were when a value stepped there.
+                        let on_base = ran_on_accepted_segments(&stage_samples, t_n, t_end, t);
+                        let path_jets = eliminated_jets(&mut self.st.engine, t);
                         let signals = self.st.engine.inputs_mut();
-                        signals.segments.copy_from_slice(&base);
                         let mut kink = InputKink::NONE;
+                        let mut stepped = false;
                         for (i, u) in values {
                             if let Some(inp) = self.st.inputs.get_mut(i) {
                                 if u.is_finite() {
+                                    // After such a step, a value that jumps from the accepted
+                                    // segment is a step of the signal, where that segment
+                                    // carries the samples' trend (at least two of them: the
+                                    // first after a step holds it): held from `t`, as at a
+                                    // communication point (a quadratic through the samples
+                                    // across it has a slope of jump / step). A trend leaves
+                                    // the segment by its error over less than 1e-5 s only.
+                                    let b = base[i].eval(t)[0];
+                                    let trend = inp.history.iter().filter(|s| s.0 < t).count() >= 2;
+                                    let jumps =
+                                        on_base && trend && (u - b).abs() > 1e-6 * (1.0 + b.abs());
+                                    if jumps {
+                                        inp.history.retain(|&(th, _)| th >= t);
+                                    }
                                     inp.value = u;
                                     inp.intermediate = true;
                                     inp.record(t, u);
-                                    signals.segments[i] = inp.segment(
-                                        self.spec.inputs[i].reconstruction,
-                                        t,
-                                        t_end - t,
-                                    );
+                                    signals.segments[i] = if jumps {
+                                        InputSegment::constant(t, u)
+                                    } else {
+                                        inp.segment(
+                                            self.spec.inputs[i].reconstruction,
+                                            t,
+                                            t_end - t,
+                                        )
+                                    };
+                                    stepped |= jumps;
                                     kink = kink_between(kink, &base[i], &signals.segments[i], t);
                                 }
                             }
                         }
+                        // The impulse of that step on the free coordinates (joint coordinates
+                        // eliminate the driven motion: without it the bob of a pendulum under
+                        // a frame that stepped went with the frame). Not otherwise: the stage
+                        // segments end where the new ones start, and an impulse for their
+                        // slopes' interpolation error restarted the method at almost every
+                        // step of smooth answers (slider-crank: 281 restarts in 1 s).
+                        let before = path_jets.filter(|_| stepped);
                         base.copy_from_slice(&signals.segments);
                         // Only a jump of a value re-anchors here (a held force's new sample:
                         // the accelerations jump); the kinks in `ü` between the importer's
@@ -1663,7 +1695,7 @@ impl<E: Engine> Simulation<E> {
                             &mut self.st.stats_base,
                             &mut self.st.events,
                             kink,
-                            None,
+                            before.as_deref(),
                         );
                         if let Err(e) = r {
                             break Err(CosimError::Integrate(e));
@@ -2398,6 +2430,26 @@ fn stage_resolution(t: f64) -> f64 {
     1e-5 * t.abs().max(1.0)
 }
 
+/// The stage answer an evaluation at `ta` (inside the step, at most `t_end`) uses: one
+/// within [`stage_resolution`] of it.
+fn stage_sample_index(samples: &[(f64, Vec<(usize, f64)>)], ta: f64) -> Option<usize> {
+    let sigma = stage_resolution(ta);
+    samples.iter().position(|&(ts, _)| (ta - ts).abs() <= sigma)
+}
+
+/// Whether the evaluations at `t`, in a step from the accepted time `t_n`, used the accepted
+/// segments ([`StageSampled::prepare`]): `t` within the resolution of `t_n`, or no answer
+/// for it.
+fn ran_on_accepted_segments(
+    samples: &[(f64, Vec<(usize, f64)>)],
+    t_n: f64,
+    t_end: f64,
+    t: f64,
+) -> bool {
+    let sigma = stage_resolution(t);
+    !(t > t_n + sigma && t <= t_end + sigma) || stage_sample_index(samples, t.min(t_end)).is_none()
+}
+
 /// At most this many stage answers are kept (a step's stages plus a few from rejected tries).
 const STAGE_SAMPLES_KEPT: usize = 16;
 
@@ -2418,11 +2470,7 @@ impl<E: Engine> StageSampled<'_, E> {
         // Evaluations just past the communication point (finite differences in time at its
         // end) use the segment of t_end: the importer is never asked beyond it.
         let ta = t.min(self.t_end);
-        let k = match self
-            .samples
-            .iter()
-            .position(|&(ts, _)| (ta - ts).abs() <= sigma)
-        {
+        let k = match stage_sample_index(self.samples, ta) {
             Some(k) => k,
             None if may_ask => {
                 let values = (self.ask)(ta, InputRequest::Stage);
