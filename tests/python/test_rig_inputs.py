@@ -11,7 +11,9 @@ communication step"):
   the noise (default mode);
 - held, ramped, stepped and stopped inputs on every gallery model with inputs, FMI 2 and 3,
   plain and (FMI 3) intermediate-update paths: no Discard at the gallery's default settings;
-- smooth inputs: stats.restarts = 0 on every gallery model with inputs, FMI 2 and 3.
+- smooth inputs: stats.restarts = 0 on every gallery model with inputs, FMI 2 and 3;
+- FMI 3 intermediate update answering with a frame's position step inside a communication
+  step: the pendulum under it against scipy's minimal-coordinate swing, both formulations.
 
 Uses the `mbsfmu` binary and `libmbsfmu.so` from $CARGO_TARGET_DIR (default target/).
 Printed figures (pytest -s) are the ones quoted in docs/fmi-runtime.md.
@@ -287,3 +289,86 @@ def test_smooth_inputs_never_restart(tools, tmp_path, model, version, path):
         # segment of the last accepted time, and the importer's sample at their end is a
         # small jump. Measured: 0 to 4 restarts in this second.
         assert restarts <= 5
+
+
+# A pendulum hanging from a frame whose sideways position is the input (tests/moving_pivot.rs).
+PIVOT = """
+[model]
+name = "pivot"
+formulation = "FORMULATION"
+gravity = [0.0, -9.81, 0.0]
+[experiment]
+stop = 1.3
+step = 0.001
+[solver]
+rtol = 1e-7
+atol = 1e-9
+[[inputs]]
+name = "top_x"
+unit = "m"
+reconstruction = "hold"
+[[frames]]
+name = "top"
+position = [{ input = "top_x" }, 0.0, 0.0]
+[[bodies]]
+name = "bob"
+mass = 1.0
+inertia = [0.001, 0.001, 0.001]
+position = [0.0, -1.0, 0.0]
+[[joints]]
+name = "pivot"
+type = "revolute"
+body1 = "top"
+body2 = "bob"
+point = [0.0, 0.0, 0.0]
+axis = [0.0, 0.0, 1.0]
+[[outputs]]
+name = "tip_x"
+type = "position"
+body = "bob"
+component = "x"
+"""
+
+
+@pytest.mark.parametrize("formulation", ["joint", "absolute"])
+def test_a_pivot_step_inside_a_communication_step_through_intermediate_update(tools, tmp_path, formulation):
+    """The importer answers the FMI 3 intermediate-update requests with a frame that steps 1 cm
+    at t = 0.3004 s, inside the 1 ms communication step from 0.300 s. A position step is the
+    limit of a move ever faster: the bob keeps its place and the pendulum starts from
+    theta0 = -m L dx / (I + m L^2) at rest and swings (scipy on the minimal-coordinate equation
+    (I + m L^2) theta'' = -m g L sin theta). Until session 30 the joint formulation let the bob
+    go with the frame (0.34 m off after 1 s, status OK)."""
+    from scipy.integrate import solve_ivp
+
+    t_s, dx, m, length, inertia, g = 0.3004, 0.01, 1.0, 1.0, 0.001, 9.81
+    j = inertia + m * length**2
+    h, t_end = 0.001, 1.3
+
+    def x_of(t):
+        return dx if t >= t_s else 0.0
+
+    model = tmp_path / f"pivot_{formulation}.toml"
+    model.write_text(PIVOT.replace("FORMULATION", formulation))
+    fmu = export(tools, model, 3, tmp_path)
+    s = Slave(fmu, 3, intermediate=lambda t: [x_of(t)])
+    rows = run_rig(s, lambda t: [x_of(t)], h, t_end, ["tip_x"])
+    restarts = s.stat("stats.restarts")
+    s.close()
+    t = rows[:, 0]
+    after = t >= t_s
+    swing = solve_ivp(
+        lambda _, y: [y[1], -m * g * length * math.sin(y[0]) / j],
+        (t_s, t_end),
+        [-m * length * dx / j, 0.0],
+        t_eval=t[after],
+        rtol=1e-12,
+        atol=1e-14,
+    )
+    want = np.zeros_like(t)
+    want[after] = dx + length * np.sin(swing.y[0])
+    err = np.abs(rows[:, 1] - want).max()
+    amplitude = np.abs(want[after] - dx).max()
+    print(f"\npivot step inside a step, {formulation}: tip_x off by {err:.2e} m "
+          f"(swing {amplitude:.2e} m), restarts {restarts}")
+    assert amplitude > 9e-3
+    assert err < 1e-3 * amplitude
