@@ -160,18 +160,27 @@ fn a_pendulum_on_a_sampled_moving_pivot_swings_in_every_mode_and_formulation() {
     }
 }
 
-/// FMI 3 intermediate update: the importer answers inside the communication steps with a
-/// signal that steps the frame by 1 cm at t = 0.3004 s, with the pendulum at rest. A position
-/// step of the pivot is the limit of a move ever faster: the bob keeps its place and the
-/// pendulum starts from `θ₀ = −m L Δx / (I + m L²)` (the impulse rule) and swings (RK4).
-fn intermediate_step_error(formulation: &str) -> (f64, f64) {
+/// FMI 3 intermediate update: the importer answers inside the communication steps (1 ms) with
+/// `x_of(t)`, which is 0 until `t_s` and then moves the frame uniformly or not at all
+/// (`rate`): a step of `dx` and a ramp of `rate` starting at `t_s`. The pendulum starts at rest
+/// and, from `t_s`, swings freely from `(θ₀, θ̇₀)` given by the impulse rule:
+/// `θ₀ = −m L dx / (I + m L²)` (a position step is the limit of a move ever faster: the bob
+/// keeps its place) and `θ̇₀ = −m L rate / (I + m L²)` (the bob keeps its velocity). The bob's x
+/// is `x_of(t) + L sin θ` (RK4). `reconstruction` is the input's mode, which the intermediate
+/// path must not depend on. The largest error at the communication points, the reference's
+/// largest swing about the frame, and the restarts.
+fn intermediate_path_error(
+    formulation: &str,
+    reconstruction: &str,
+    (t_s, dx, rate): (f64, f64, f64),
+) -> (f64, f64, u64) {
     use mbsfmu::cosim::InputRequest;
-    let (t_s, dx) = (0.3004, 0.01);
-    let x_of = |t: f64| if t >= t_s { dx } else { 0.0 };
+    let x_of = move |t: f64| if t >= t_s { dx + rate * (t - t_s) } else { 0.0 };
     let (m, l) = (BOB_MASS, ARM);
     let j = BOB_INERTIA + m * l * l;
     // The reference at the communication points from the jump on (nothing moves before it).
-    let mut state = (-m * l * dx / j, 0.0);
+    let mut state = (-m * l * dx / j, -m * l * rate / j);
+    let mut swing = 0.0f64;
     let reference: Vec<f64> = (1..=1300)
         .map(|k| {
             let (t0, t1) = ((k - 1) as f64 * H, k as f64 * H);
@@ -180,11 +189,11 @@ fn intermediate_step_error(formulation: &str) -> (f64, f64) {
             }
             let span = t1 - t0.max(t_s);
             state = free_swing(state.0, state.1, span, 100);
-            dx + l * state.0.sin()
+            swing = swing.max((l * state.0.sin()).abs());
+            x_of(t1) + l * state.0.sin()
         })
         .collect();
-    let swing = reference.iter().map(|x| (x - dx).abs()).fold(0.0, f64::max);
-    let text = PIVOT.replace("RECONSTRUCTION", "hold");
+    let text = PIVOT.replace("RECONSTRUCTION", reconstruction);
     let spec = common::cosim::spec_in(&text, formulation, "pivot");
     let table = Arc::new(VariableTable::from_spec(&spec));
     let mut sim = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
@@ -205,7 +214,7 @@ fn intermediate_step_error(formulation: &str) -> (f64, f64) {
         let got = sim.get_real(tip).unwrap();
         worst = worst.max((got - want).abs());
     }
-    (worst, swing)
+    (worst, swing, sim.stats().restarts)
 }
 
 /// Until session 30 the joint formulation, which eliminates the frame's motion, let the bob go
@@ -214,7 +223,7 @@ fn intermediate_step_error(formulation: &str) -> (f64, f64) {
 #[test]
 fn a_pivot_step_inside_a_step_on_the_intermediate_path() {
     for formulation in ["absolute", "joint"] {
-        let (worst, swing) = intermediate_step_error(formulation);
+        let (worst, swing, _) = intermediate_path_error(formulation, "hold", (0.3004, 0.01, 0.0));
         assert!(swing > 9e-3, "the reference swings {swing} m");
         // Measured: absolute 3.7e-7 m, joint 1.5e-7 m.
         eprintln!("{formulation}: {worst:.3e} m");
@@ -222,5 +231,35 @@ fn a_pivot_step_inside_a_step_on_the_intermediate_path() {
             worst < 1e-3 * swing,
             "{formulation}: off by up to {worst} m (swing {swing} m)"
         );
+    }
+}
+
+/// The frame starts to move at 0.1 m/s at t = 0.3004 s, inside a communication step, on the
+/// intermediate path. After it most communication steps are one internal step, which asks the
+/// importer at stage times only; until session 30 the input then continued at the next
+/// communication point by its mode's own segment (`linear` one step late, `hold` held) instead
+/// of the answers, a jump against the path just integrated: 672 restarts in 1 s in absolute
+/// coordinates, and in joint coordinates an impulse each time, the pendulum sent off at 0.9 m/s
+/// (1.03 m off). Now the answers carry over in every mode.
+///
+/// Known limitation, joint coordinates: the ramp's start (a velocity jump of the frame inside an
+/// internal step) reaches the free coordinates as no impulse, so the bob goes with the frame
+/// instead of swinging (the reference's swing, 0.032 m, is the error; docs/fmi-runtime.md).
+/// Checked here: that the error stays that of the missing swing (no runaway), and the restarts.
+#[test]
+fn a_frame_ramping_from_inside_a_step_on_the_intermediate_path() {
+    for mode in ["hold", "linear", "smooth"] {
+        let (worst, swing, restarts) =
+            intermediate_path_error("absolute", mode, (0.3004, 0.0, 0.1));
+        eprintln!("absolute, {mode}: {worst:.3e} m (swing {swing:.3e} m), restarts {restarts}");
+        assert!(swing > 0.03, "the reference swings {swing} m");
+        // Measured: 1.2e-9 m, 2 restarts, in every mode.
+        assert!(worst < 1e-3 * swing, "absolute, {mode}: off by {worst} m");
+        assert!(restarts <= 5, "absolute, {mode}: {restarts} restarts");
+        let (joint, _, restarts) = intermediate_path_error("joint", mode, (0.3004, 0.0, 0.1));
+        eprintln!("joint, {mode}: {joint:.3e} m, restarts {restarts}");
+        // Measured: 0.0315 m (the missing swing), no restarts, in every mode.
+        assert!(joint < 1.1 * swing, "joint, {mode}: off by {joint} m");
+        assert!(restarts <= 5, "joint, {mode}: {restarts} restarts");
     }
 }
