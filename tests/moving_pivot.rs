@@ -17,41 +17,9 @@ use mbsfmu::mbs::system::System;
 use std::f64::consts::PI;
 use std::sync::Arc;
 
-const PIVOT: &str = r#"
-[model]
-name = "pivot"
-gravity = [0.0, -9.81, 0.0]
-[experiment]
-stop = 2.0
-step = 0.001
-[solver]
-rtol = 1e-7
-atol = 1e-9
-[[inputs]]
-name = "top_x"
-unit = "m"
-reconstruction = "RECONSTRUCTION"
-[[frames]]
-name = "top"
-position = [{ input = "top_x" }, 0.0, 0.0]
-[[bodies]]
-name = "bob"
-mass = 1.0
-inertia = [0.001, 0.001, 0.001]
-position = [0.0, -1.0, 0.0]
-[[joints]]
-name = "pivot"
-type = "revolute"
-body1 = "top"
-body2 = "bob"
-point = [0.0, 0.0, 0.0]
-axis = [0.0, 0.0, 1.0]
-[[outputs]]
-name = "tip_x"
-type = "position"
-body = "bob"
-component = "x"
-"#;
+/// The model, shared with `tests/python/test_rig_inputs.py` (`RECONSTRUCTION` is the input's
+/// mode).
+const PIVOT: &str = include_str!("data/moving_pivot.toml");
 
 const H: f64 = 1e-3;
 const STEPS: usize = 1500;

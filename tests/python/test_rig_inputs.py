@@ -292,42 +292,7 @@ def test_smooth_inputs_never_restart(tools, tmp_path, model, version, path):
 
 
 # A pendulum hanging from a frame whose sideways position is the input (tests/moving_pivot.rs).
-PIVOT = """
-[model]
-name = "pivot"
-formulation = "FORMULATION"
-gravity = [0.0, -9.81, 0.0]
-[experiment]
-stop = 1.3
-step = 0.001
-[solver]
-rtol = 1e-7
-atol = 1e-9
-[[inputs]]
-name = "top_x"
-unit = "m"
-reconstruction = "hold"
-[[frames]]
-name = "top"
-position = [{ input = "top_x" }, 0.0, 0.0]
-[[bodies]]
-name = "bob"
-mass = 1.0
-inertia = [0.001, 0.001, 0.001]
-position = [0.0, -1.0, 0.0]
-[[joints]]
-name = "pivot"
-type = "revolute"
-body1 = "top"
-body2 = "bob"
-point = [0.0, 0.0, 0.0]
-axis = [0.0, 0.0, 1.0]
-[[outputs]]
-name = "tip_x"
-type = "position"
-body = "bob"
-component = "x"
-"""
+PIVOT = (ROOT / "tests" / "data" / "moving_pivot.toml").read_text()
 
 
 @pytest.mark.parametrize("formulation", ["joint", "absolute"])
@@ -348,7 +313,8 @@ def test_a_pivot_step_inside_a_communication_step_through_intermediate_update(to
         return dx if t >= t_s else 0.0
 
     model = tmp_path / f"pivot_{formulation}.toml"
-    model.write_text(PIVOT.replace("FORMULATION", formulation))
+    text = PIVOT.replace("RECONSTRUCTION", "hold")
+    model.write_text(text.replace("[model]\n", f'[model]\nformulation = "{formulation}"\n', 1))
     fmu = export(tools, model, 3, tmp_path)
     s = Slave(fmu, 3, intermediate=lambda t: [x_of(t)])
     rows = run_rig(s, lambda t: [x_of(t)], h, t_end, ["tip_x"])
