@@ -1636,27 +1636,42 @@ impl<E: Engine> Simulation<E> {
                         let values = cb(t, InputRequest::AcceptedStep);
                         self.st.engine.inputs_mut().segments.copy_from_slice(&base);
                         // A step shorter than the stage-time resolution ran on the accepted
-                        // segments (`StageSampled::prepare`); their jets at `t` are where the
-                        // eliminated motions were when a value stepped there.
+                        // segments (`StageSampled::prepare`). After it, a value that jumps from
+                        // the accepted segment is a step of the signal, where that segment
+                        // carries the samples' trend (at least two of them: the first after a
+                        // step holds it): held from `t`, as at a communication point (a
+                        // quadratic through the samples across it has a slope of jump / step),
+                        // with the accepted segments' jets at `t` as where the eliminated
+                        // motions were. A trend leaves the segment by its error over less than
+                        // 1e-5 s only.
                         let on_base = ran_on_accepted_segments(&stage_samples, t_n, t_end, t);
-                        let path_jets = eliminated_jets(&mut self.st.engine, t);
+                        let inputs = &self.st.inputs;
+                        let steps_at = |i: usize, u: f64| {
+                            let (Some(inp), Some(seg)) = (inputs.get(i), base.get(i)) else {
+                                return false;
+                            };
+                            let b = seg.eval(t)[0];
+                            on_base
+                                && inp.history.iter().filter(|s| s.0 < t).count() >= 2
+                                && (u - b).abs() > 1e-6 * (1.0 + b.abs())
+                        };
+                        let stepped = values.iter().any(|&(i, u)| steps_at(i, u));
+                        let path_jets = if stepped {
+                            eliminated_jets(&mut self.st.engine, t)
+                        } else {
+                            None
+                        };
+                        let jumped: Vec<bool> = if stepped {
+                            values.iter().map(|&(i, u)| steps_at(i, u)).collect()
+                        } else {
+                            Vec::new()
+                        };
                         let signals = self.st.engine.inputs_mut();
                         let mut kink = InputKink::NONE;
-                        let mut stepped = false;
-                        for (i, u) in values {
+                        for (k, (i, u)) in values.into_iter().enumerate() {
                             if let Some(inp) = self.st.inputs.get_mut(i) {
                                 if u.is_finite() {
-                                    // After such a step, a value that jumps from the accepted
-                                    // segment is a step of the signal, where that segment
-                                    // carries the samples' trend (at least two of them: the
-                                    // first after a step holds it): held from `t`, as at a
-                                    // communication point (a quadratic through the samples
-                                    // across it has a slope of jump / step). A trend leaves
-                                    // the segment by its error over less than 1e-5 s only.
-                                    let b = base[i].eval(t)[0];
-                                    let trend = inp.history.iter().filter(|s| s.0 < t).count() >= 2;
-                                    let jumps =
-                                        on_base && trend && (u - b).abs() > 1e-6 * (1.0 + b.abs());
+                                    let jumps = jumped.get(k).copied().unwrap_or(false);
                                     if jumps {
                                         inp.history.retain(|&(th, _)| th >= t);
                                     }
@@ -1672,7 +1687,6 @@ impl<E: Engine> Simulation<E> {
                                             t_end - t,
                                         )
                                     };
-                                    stepped |= jumps;
                                     kink = kink_between(kink, &base[i], &signals.segments[i], t);
                                 }
                             }
@@ -1683,7 +1697,7 @@ impl<E: Engine> Simulation<E> {
                         // segments end where the new ones start, and an impulse for their
                         // slopes' interpolation error restarted the method at almost every
                         // step of smooth answers (slider-crank: 281 restarts in 1 s).
-                        let before = path_jets.filter(|_| stepped);
+                        let before = path_jets;
                         base.copy_from_slice(&signals.segments);
                         // Only a jump of a value re-anchors here (a held force's new sample:
                         // the accelerations jump); the kinks in `ü` between the importer's
