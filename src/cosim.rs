@@ -1656,7 +1656,7 @@ impl<E: Engine> Simulation<E> {
                                 && (u - b).abs() > 1e-6 * (1.0 + b.abs())
                         };
                         let stepped = values.iter().any(|&(i, u)| steps_at(i, u));
-                        let path_jets = if stepped {
+                        let path_jets = if on_base {
                             eliminated_jets(&mut self.st.engine, t)
                         } else {
                             None
@@ -1691,12 +1691,17 @@ impl<E: Engine> Simulation<E> {
                                 }
                             }
                         }
-                        // The impulse of that step on the free coordinates (joint coordinates
-                        // eliminate the driven motion: without it the bob of a pendulum under
-                        // a frame that stepped went with the frame). Not otherwise: the stage
-                        // segments end where the new ones start, and an impulse for their
-                        // slopes' interpolation error restarted the method at almost every
-                        // step of smooth answers (slider-crank: 281 restarts in 1 s).
+                        // After a step on the accepted segments, what the driven motion did
+                        // in it (a step of the signal, a ramp's start: the new segment's value
+                        // and slope against the accepted one's at `t`) is an impulse on the
+                        // free coordinates, where joint coordinates eliminate that motion
+                        // (applied beyond the tolerance only, `input_jump`): without it the
+                        // bob of a pendulum under a frame that stepped, or started to ramp,
+                        // went with the frame. Not after a step on stage segments: their `ü`
+                        // carried the slope's change (`stage_segment`) and they end where the
+                        // new ones start; an impulse for the interpolation error between them
+                        // restarted the method at almost every step of smooth answers
+                        // (slider-crank: 281 restarts in 1 s).
                         let before = path_jets;
                         base.copy_from_slice(&signals.segments);
                         // Only a jump of a value re-anchors here (a held force's new sample:
@@ -2517,8 +2522,11 @@ impl<E: Engine> StageSampled<'_, E> {
         let segments = &mut self.engine.inputs_mut().segments;
         let (ts, values) = &self.samples[k];
         for &(i, u) in values {
-            if let (Some(inp), true) = (self.inputs.get(i), u.is_finite()) {
-                segments[i] = stage_segment(&inp.history, *ts, u);
+            if let (Some(inp), Some(b), true) =
+                (self.inputs.get(i), self.base.get(i), u.is_finite())
+            {
+                let d = b.eval(self.t_n)[1];
+                segments[i] = stage_segment(&inp.history, *ts, u, Some((self.t_n, d)));
             }
         }
     }

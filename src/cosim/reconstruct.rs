@@ -619,9 +619,23 @@ fn hermite(t: f64, h: f64, p: f64, d: f64, target: f64, slope: f64) -> InputSegm
 }
 
 /// The segment at a stage time `ts` with the importer's value `u` there (FMI 3 intermediate
-/// update): the quadratic through the last two accepted samples before `ts` and `(ts, u)`
-/// (linear with one sample).
-pub fn stage_segment(history: &[(f64, f64)], ts: f64, u: f64) -> InputSegment {
+/// update): the value and slope of the quadratic through the last two accepted samples before
+/// `ts` and `(ts, u)` (linear with one sample), and, given the accepted segment's slope
+/// `start = (t_n, d)` at the step's start `t_n`, the second derivative that takes the slope
+/// from `d` to that slope over the step, `(slope − d) / (ts − t_n)`. A one-stage method (BDF)
+/// evaluates `ü` at the stage only, and a formulation that eliminates the driven motion
+/// (joint coordinates) gives its free coordinates the input's rate change through `ü` alone:
+/// the quadratic's own `ü` left out the slope jump between the accepted segment and the
+/// quadratic at `t_n`, and a frame starting to ramp inside a step took the pendulum under it
+/// along (its whole swing off, status OK). The next accepted step installs the quadratic
+/// through the same samples, so the slopes chain without a jump. Without `start` (or with
+/// `ts` not after `t_n`), the quadratic itself.
+pub fn stage_segment(
+    history: &[(f64, f64)],
+    ts: f64,
+    u: f64,
+    start: Option<(f64, f64)>,
+) -> InputSegment {
     let mut pts = [(0.0, 0.0); 3];
     let mut n = 0;
     for &p in history.iter().filter(|&&(th, _)| th < ts).rev().take(2) {
@@ -630,7 +644,16 @@ pub fn stage_segment(history: &[(f64, f64)], ts: f64, u: f64) -> InputSegment {
     }
     // pts[2 - n..2] now holds the samples in increasing time.
     pts[2] = (ts, u);
-    through_samples(&pts[2 - n..], ts, u)
+    let quadratic = through_samples(&pts[2 - n..], ts, u);
+    let Some((t_n, d)) = start.filter(|&(t_n, d)| ts > t_n && d.is_finite()) else {
+        return quadratic;
+    };
+    let slope = quadratic.eval(ts)[1];
+    // A Taylor segment at `ts` (only evaluations near the stage time use it).
+    InputSegment {
+        t0: ts,
+        coeffs: [u, slope, 0.5 * (slope - d) / (ts - t_n), 0.0],
+    }
 }
 
 /// The four samples the smooth trend goes through: the newest, and back from it the samples
@@ -1302,7 +1325,7 @@ mod tests {
         let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
         // Three accepted samples; the stage uses the last two and its own value.
         let history = vec![(0.0, 5.0), (0.1, p(0.1)), (0.25, p(0.25))];
-        let seg = stage_segment(&history, 0.3, p(0.3));
+        let seg = stage_segment(&history, 0.3, p(0.3), None);
         assert_eq!(seg.t0, 0.3);
         for &t in &[0.25, 0.3, 0.32] {
             let [u, du, ddu] = seg.eval(t);
@@ -1310,9 +1333,12 @@ mod tests {
             assert!((du - (-1.2 + 1.4 * t)).abs() < 1e-12);
             assert!((ddu - 1.4).abs() < 1e-11);
         }
-        let seg = stage_segment(&[(0.1, 1.0), (0.4, 9.0)], 0.3, 2.0);
+        let seg = stage_segment(&[(0.1, 1.0), (0.4, 9.0)], 0.3, 2.0, None);
         assert_eq!(seg.eval(0.3), [2.0, 5.0, 0.0]);
-        assert_eq!(stage_segment(&[], 0.3, 2.0).eval(0.5), [2.0, 0.0, 0.0]);
+        assert_eq!(
+            stage_segment(&[], 0.3, 2.0, None).eval(0.5),
+            [2.0, 0.0, 0.0]
+        );
     }
 
     /// An importer that sets `u̇` only (FMI 2 derivatives of order 1): the segment's `ü` at
