@@ -1656,7 +1656,11 @@ impl<E: Engine> Simulation<E> {
                                 && (u - b).abs() > 1e-6 * (1.0 + b.abs())
                         };
                         let stepped = values.iter().any(|&(i, u)| steps_at(i, u));
-                        let path_jets = if on_base {
+                        // A step shorter than the resolution ran on the accepted segments
+                        // throughout (`on_base` also holds after a method whose stages missed
+                        // `t`, where the stage segments moved the driven motion).
+                        let short = t <= t_n + stage_resolution(t);
+                        let path_jets = if stepped || short {
                             eliminated_jets(&mut self.st.engine, t)
                         } else {
                             None
@@ -1691,7 +1695,7 @@ impl<E: Engine> Simulation<E> {
                                 }
                             }
                         }
-                        // After a step on the accepted segments, what the driven motion did
+                        // After a step on the accepted segments only, what the driven motion did
                         // in it (a step of the signal, a ramp's start: the new segment's value
                         // and slope against the accepted one's at `t`) is an impulse on the
                         // free coordinates, where joint coordinates eliminate that motion
