@@ -1170,6 +1170,24 @@ impl<E: Engine> Simulation<E> {
         out
     }
 
+    /// Advisories for a run whose importer answers the inputs between communication points
+    /// (FMI 3 intermediate update), as [`Simulation::advisories`].
+    pub fn intermediate_advisories(&self) -> Vec<String> {
+        let m = self.effective_settings().method;
+        if self.spec.inputs.is_empty() || !matches!(m, Method::RosenbrockNystrom | Method::Dopri5) {
+            return Vec::new();
+        }
+        vec![format!(
+            "solver.integrator = {} with inputs answered between communication points \
+             (intermediate update): a step of an input, or the start of a ramp, late in an \
+             internal step can be accepted without its jump, and the results are then wrong \
+             with status OK (known limitation, docs/fmi-runtime.md). For inputs that step or \
+             start to ramp between communication points use solver.integrator = bdf (or \
+             sdirk, trapezoidal, hht).",
+            m.name()
+        )]
+    }
+
     /// Statistics cumulative since initialization.
     pub fn stats(&self) -> Stats {
         let mut s = self.st.stats_base;

@@ -138,6 +138,7 @@ fn a_pendulum_on_a_sampled_moving_pivot_swings_in_every_mode_and_formulation() {
 /// path must not depend on. The largest error at the communication points, the reference's
 /// largest swing about the frame, and the restarts.
 fn intermediate_path_error(
+    integrator: &str,
     formulation: &str,
     reconstruction: &str,
     (t_s, dx, rate): (f64, f64, f64),
@@ -161,7 +162,10 @@ fn intermediate_path_error(
             x_of(t1) + l * state.0.sin()
         })
         .collect();
-    let text = PIVOT.replace("RECONSTRUCTION", reconstruction);
+    let text = PIVOT.replace("RECONSTRUCTION", reconstruction).replace(
+        "[solver]\n",
+        &format!("[solver]\nintegrator = \"{integrator}\"\n"),
+    );
     let spec = common::cosim::spec_in(&text, formulation, "pivot");
     let table = Arc::new(VariableTable::from_spec(&spec));
     let mut sim = Simulation::new(spec.clone(), table.clone(), System::new(spec).unwrap());
@@ -178,7 +182,11 @@ fn intermediate_path_error(
         let r = sim
             .advance_to((k + 1) as f64 * H, Some(&mut answer))
             .unwrap();
-        assert_eq!(r, Advance::Completed, "{formulation}: step {k}");
+        assert_eq!(
+            r,
+            Advance::Completed,
+            "{integrator}, {formulation}: step {k}"
+        );
         let got = sim.get_real(tip).unwrap();
         worst = worst.max((got - want).abs());
     }
@@ -191,7 +199,8 @@ fn intermediate_path_error(
 #[test]
 fn a_pivot_step_inside_a_step_on_the_intermediate_path() {
     for formulation in ["absolute", "joint"] {
-        let (worst, swing, _) = intermediate_path_error(formulation, "hold", (0.3004, 0.01, 0.0));
+        let (worst, swing, _) =
+            intermediate_path_error("bdf", formulation, "hold", (0.3004, 0.01, 0.0));
         assert!(swing > 9e-3, "the reference swings {swing} m");
         // Measured: absolute 3.7e-7 m, joint 1.5e-7 m.
         eprintln!("{formulation}: {worst:.3e} m");
@@ -221,7 +230,7 @@ fn a_frame_ramping_from_inside_a_step_on_the_intermediate_path() {
     for mode in ["hold", "linear", "smooth"] {
         for formulation in ["absolute", "joint"] {
             let (worst, swing, restarts) =
-                intermediate_path_error(formulation, mode, (0.3004, 0.0, 0.1));
+                intermediate_path_error("bdf", formulation, mode, (0.3004, 0.0, 0.1));
             eprintln!(
                 "{formulation}, {mode}: {worst:.3e} m (swing {swing:.3e} m), restarts {restarts}"
             );
@@ -246,7 +255,7 @@ fn a_ramp_starting_anywhere_in_a_step_swings_the_pendulum_in_both_formulations()
         for rate in [0.1, -0.5] {
             for formulation in ["absolute", "joint"] {
                 let (worst, swing, restarts) =
-                    intermediate_path_error(formulation, "smooth", (t_s, 0.0, rate));
+                    intermediate_path_error("bdf", formulation, "smooth", (t_s, 0.0, rate));
                 eprintln!(
                     "{formulation}, t_s {t_s}, rate {rate}: {worst:.3e} m, restarts {restarts}"
                 );
@@ -259,6 +268,51 @@ fn a_ramp_starting_anywhere_in_a_step_swings_the_pendulum_in_both_formulations()
                     restarts <= 5,
                     "{formulation}, t_s {t_s}: {restarts} restarts"
                 );
+            }
+        }
+    }
+}
+
+/// Every integrator on the intermediate path, a 1 cm step of the frame and ramps either way
+/// starting early, in the middle and at the end of a communication step: each method's error
+/// test shrinks the internal steps around the jump until the one that crosses it runs on the
+/// accepted segments, and the jump's impulse is applied at its end.
+///
+/// Left out, known limitations (docs/fmi-runtime.md, *Rosenbrock–Nyström and Dormand–Prince
+/// with a jump inside a step*): rosenbrock_nystrom and dopri5, whose error estimates accept a
+/// step whose last evaluation saw the jump (a step at 0.3007 s sent the pendulum off by 1 m
+/// with rosenbrock_nystrom in joint coordinates, a ramp from 0.30095 s was 13 % of the swing
+/// off with dopri5); half_implicit in absolute coordinates, which stops on this rig from rest
+/// (docs/benchmarks.md, *Why the half-implicit method stops on the rig*).
+#[test]
+fn every_integrator_swings_the_pendulum_after_a_step_or_a_ramp_inside_a_step() {
+    use mbsfmu::integrate::Method;
+    for method in Method::ALL {
+        if matches!(method, Method::RosenbrockNystrom | Method::Dopri5) {
+            continue;
+        }
+        for formulation in ["absolute", "joint"] {
+            if method == Method::HalfImplicit && formulation == "absolute" {
+                continue;
+            }
+            for t_s in [0.30025, 0.3007, 0.30095] {
+                for (dx, rate) in [(0.01, 0.0), (0.0, 0.1), (0.0, -0.5)] {
+                    let name = method.name();
+                    let (worst, swing, restarts) =
+                        intermediate_path_error(name, formulation, "smooth", (t_s, dx, rate));
+                    let what = format!("{name}, {formulation}, t_s {t_s}, jump {dx}, rate {rate}");
+                    eprintln!(
+                        "{what}: {:.1e} of the swing, restarts {restarts}",
+                        worst / swing
+                    );
+                    // Measured: at most 1.2e-3 of the swing (half_implicit, joint, steps),
+                    // 2.9e-4 (newmark), the others below 1e-4; 1 to 3 restarts.
+                    assert!(
+                        worst < 3e-3 * swing,
+                        "{what}: off by {worst} m (swing {swing} m)"
+                    );
+                    assert!(restarts <= 5, "{what}: {restarts} restarts");
+                }
             }
         }
     }
