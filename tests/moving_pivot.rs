@@ -275,27 +275,32 @@ fn a_ramp_starting_anywhere_in_a_step_swings_the_pendulum_in_both_formulations()
 
 /// Every integrator on the intermediate path, a 1 cm step of the frame and ramps either way
 /// starting early, in the middle and at the end of a communication step: each method's error
-/// test shrinks the internal steps around the jump until the one that crosses it runs on the
-/// accepted segments, and the jump's impulse is applied at its end.
+/// test (rosenbrock_nystrom's and dopri5's: the check of the answers against their trend,
+/// `StageSampled::take_redo`) shrinks the internal steps around the jump until the one that
+/// crosses it runs on the accepted segments, and the jump's impulse is applied at its end.
 ///
-/// Left out, known limitations (docs/fmi-runtime.md, *Rosenbrock–Nyström and Dormand–Prince
-/// with a jump inside a step*): rosenbrock_nystrom and dopri5, whose error estimates accept a
-/// step whose last evaluation saw the jump (a step at 0.3007 s sent the pendulum off by 1 m
-/// with rosenbrock_nystrom in joint coordinates, a ramp from 0.30095 s was 13 % of the swing
-/// off with dopri5); half_implicit in absolute coordinates, which stops on this rig from rest
-/// (docs/benchmarks.md, *Why the half-implicit method stops on the rig*).
+/// Until session 33 rosenbrock_nystrom and dopri5 accepted a step whose last evaluation saw
+/// the jump (a step at 0.3007 s sent the pendulum off by 1 m with rosenbrock_nystrom in joint
+/// coordinates, a ramp from 0.30095 s was 13 % of the swing off with dopri5), status OK.
+/// Left out: half_implicit in absolute coordinates, which stops on this rig from rest
+/// (docs/benchmarks.md, *Why the half-implicit method stops on the rig*). `PIVOT_METHODS`
+/// (comma-separated names) narrows the run.
 #[test]
 fn every_integrator_swings_the_pendulum_after_a_step_or_a_ramp_inside_a_step() {
     use mbsfmu::integrate::Method;
+    let only = std::env::var("PIVOT_METHODS").ok();
     for method in Method::ALL {
-        if matches!(method, Method::RosenbrockNystrom | Method::Dopri5) {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|m| m == method.name()))
+        {
             continue;
         }
         for formulation in ["absolute", "joint"] {
             if method == Method::HalfImplicit && formulation == "absolute" {
                 continue;
             }
-            for t_s in [0.30025, 0.3007, 0.30095] {
+            for t_s in [0.3001, 0.30025, 0.30055, 0.3007, 0.30095, 0.30099] {
                 for (dx, rate) in [(0.01, 0.0), (0.0, 0.1), (0.0, -0.5)] {
                     let name = method.name();
                     let (worst, swing, restarts) =
@@ -306,7 +311,8 @@ fn every_integrator_swings_the_pendulum_after_a_step_or_a_ramp_inside_a_step() {
                         worst / swing
                     );
                     // Measured: at most 1.2e-3 of the swing (half_implicit, joint, steps),
-                    // 2.9e-4 (newmark), the others below 1e-4; 1 to 3 restarts.
+                    // 2.9e-4 (newmark), the others below 1e-4 (rosenbrock_nystrom and dopri5
+                    // 3.5e-5); 1 to 5 restarts.
                     assert!(
                         worst < 3e-3 * swing,
                         "{what}: off by {worst} m (swing {swing} m)"

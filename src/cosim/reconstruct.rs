@@ -711,6 +711,26 @@ fn cubic_through(h: &[(f64, f64)]) -> InputSegment {
     }
 }
 
+/// The value at `t` of the polynomial through `points` (distinct times, any order, at most
+/// four used: degree at most three), by Neville's scheme; `None` without points.
+pub fn extrapolate(points: &[(f64, f64)], t: f64) -> Option<f64> {
+    let n = points.len().min(4);
+    if n == 0 {
+        return None;
+    }
+    let mut p = [0.0; 4];
+    for (k, pk) in p.iter_mut().enumerate().take(n) {
+        *pk = points[k].1;
+    }
+    for m in 1..n {
+        for k in 0..n - m {
+            let (tk, tkm) = (points[k].0, points[k + m].0);
+            p[k] = ((t - tkm) * p[k] + (tk - t) * p[k + 1]) / (tk - tkm);
+        }
+    }
+    Some(p[0])
+}
+
 /// The polynomial through the samples (increasing times, the last one `(t, u)`), expanded
 /// at `t`: constant, linear or quadratic.
 pub fn through_samples(h: &[(f64, f64)], t: f64, u: f64) -> InputSegment {
@@ -738,6 +758,27 @@ pub fn through_samples(h: &[(f64, f64)], t: f64, u: f64) -> InputSegment {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn extrapolation_reproduces_cubics_and_uses_at_most_four_points() {
+        let cubic = |t: f64| 0.3 - 1.7 * t + 2.5 * t * t - 0.8 * t * t * t;
+        let pts: Vec<(f64, f64)> = [0.0, 0.31, 0.5, 0.9]
+            .iter()
+            .map(|&t| (t, cubic(t)))
+            .collect();
+        for t in [-0.4, 0.2, 1.0, 1.7] {
+            let p = super::extrapolate(&pts, t).unwrap();
+            assert!((p - cubic(t)).abs() < 1e-12, "{t}: {p} vs {}", cubic(t));
+        }
+        // Order does not matter; a fifth point is ignored; fewer points lower the degree.
+        let mut shuffled = vec![pts[2], pts[0], pts[3], pts[1], (2.0, 99.0)];
+        assert!((super::extrapolate(&shuffled, 1.3).unwrap() - cubic(1.3)).abs() < 1e-12);
+        shuffled.truncate(2);
+        let line = pts[2].1 + (pts[0].1 - pts[2].1) * (1.3 - 0.5) / (0.0 - 0.5);
+        assert!((super::extrapolate(&shuffled, 1.3).unwrap() - line).abs() < 1e-12);
+        assert_eq!(super::extrapolate(&[(0.2, 4.0)], 7.0), Some(4.0));
+        assert_eq!(super::extrapolate(&[], 7.0), None);
+    }
+
     use super::*;
 
     /// Drives one input like a master: a sample at every communication point, the segment

@@ -352,11 +352,7 @@ pub unsafe extern "C" fn fmi3ExitInitializationMode(instance: fmi3Instance) -> f
                     st::STEP
                 };
                 core.last_successful_time = core.sim.time();
-                let mut advisories = core.sim.advisories();
-                if inst.intermediate.is_some() {
-                    advisories.extend(core.sim.intermediate_advisories());
-                }
-                for w in advisories {
+                for w in core.sim.advisories() {
                     inst.log(Status::Warning, &format!("fmi3ExitInitializationMode: {w}"));
                 }
                 inst.log_event(&format!("initialized at t = {}", core.sim.time()));

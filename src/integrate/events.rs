@@ -92,7 +92,8 @@ impl StepOutcome {
 pub struct EventStats {
     /// Located events.
     pub events: u64,
-    /// Steps taken again from the backup (each one a root-finding evaluation).
+    /// Steps taken again from the backup (each one a root-finding evaluation, or a step
+    /// across an input's jump taken shorter, `StepHooks::take_redo`).
     pub redo_steps: u64,
     /// Work not in the integrator's own statistics: steps thrown away (the restore rolls them
     /// back) and, for methods whose `initialize` clears their counters, the work before a
@@ -489,8 +490,13 @@ impl EventLocator {
         I: Integrator<S> + Serialize + DeserializeOwned,
     {
         let n = sys.n_events();
-        if n == 0 {
+        if n == 0 && !sys.may_redo() {
             return integ.step(sys, t_limit).map(StepOutcome::Step);
+        }
+        if n == 0 {
+            self.save(integ)?;
+            sys.checkpoint();
+            return self.vetted_step(integ, sys, t_limit).map(StepOutcome::Step);
         }
         let nq = integ.state().q.len();
         self.size(n, nq);
@@ -508,7 +514,7 @@ impl EventLocator {
         self.save(integ)?;
         sys.checkpoint();
         let stats0 = *integ.stats();
-        let t1 = integ.step(sys, t_limit)?;
+        let t1 = self.vetted_step(integ, sys, t_limit)?;
         {
             let x = integ.state();
             sys.event_functions(t1, &x.q, &mut self.ws.g_new);
@@ -579,7 +585,7 @@ impl EventLocator {
             self.restore(integ)?;
             sys.rollback();
             self.stats.redo_steps += 1;
-            let Ok(t) = integ.step(sys, tau) else {
+            let Ok(t) = self.vetted_step(integ, sys, tau) else {
                 // The method failed on this trial step: fall back to the bracket's far side.
                 at_b = false;
                 break;
@@ -660,7 +666,7 @@ impl EventLocator {
             self.restore(integ)?;
             sys.rollback();
             self.stats.redo_steps += 1;
-            let t = integ.step(sys, b)?;
+            let t = self.vetted_step(integ, sys, b)?;
             sys.event_functions(t, &integ.state().q, &mut self.ws.g_new);
             if !(0..n).any(|i| switched(self.g[i], self.ws.g_new[i])) {
                 // The interpolant's switch was not confirmed by the method: ordinary step.
@@ -674,6 +680,42 @@ impl EventLocator {
             }
         }
         Ok(self.finish(k, b))
+    }
+
+    /// `integ.step` to `t_limit`, taken again from the backup made at its start, to the time
+    /// the system names, as long as it finds that an evaluation inside the accepted step saw
+    /// what the step could not resolve (`StepHooks::take_redo`; a system that never names
+    /// one costs nothing more than the step).
+    fn vetted_step<S, I>(
+        &mut self,
+        integ: &mut I,
+        sys: &mut S,
+        t_limit: f64,
+    ) -> Result<f64, IntegrateError>
+    where
+        S: MultibodySystem + EventFunctions + ?Sized,
+        I: Integrator<S> + Serialize + DeserializeOwned,
+    {
+        let t0 = integ.state().t;
+        let stats0 = *integ.stats();
+        let mut limit = t_limit;
+        for _ in 0..MAX_REDO {
+            let t1 = integ.step(sys, limit)?;
+            match sys.take_redo(t0, t1) {
+                Some(t_redo) if t_redo > t0 && t_redo < t1 => {
+                    add_work(&mut self.stats.discarded, integ.stats(), &stats0);
+                    self.restore(integ)?;
+                    sys.rollback();
+                    self.stats.redo_steps += 1;
+                    limit = t_redo;
+                }
+                _ => return Ok(t1),
+            }
+        }
+        // Not settled within the cap (a pathological system): the last step stands.
+        let t1 = integ.step(sys, limit)?;
+        sys.take_redo(t0, t1);
+        Ok(t1)
     }
 
     /// The accepted step ends at `t` before or without any event (values at `t` in `ws.g_new`).

@@ -216,6 +216,18 @@ pub trait StepHooks: Mechanical {
     fn take_law_switch(&mut self) -> bool {
         false
     }
+    /// Whether [`StepHooks::take_redo`] may ever name a time: the event locator then backs the
+    /// method up before every step (a copy of its state per step, so only where needed).
+    fn may_redo(&self) -> bool {
+        false
+    }
+    /// After a step from `t0` accepted at `t1`: a time in `(t0, t1)` to take the step to
+    /// instead, when an evaluation inside it saw the system leave what the step could resolve
+    /// (an input that jumped or kinked between two stage times, which a method whose error
+    /// estimate is blind to it accepted); `None` when the step stands.
+    fn take_redo(&mut self, _t0: f64, _t1: f64) -> Option<f64> {
+        None
+    }
 }
 
 /// Everything an integrator may use. Blanket-implemented.
