@@ -3338,6 +3338,59 @@ mod tests {
     /// with a default in the integrator's traits must reach the engine, or that path alone
     /// loses the articulated-body solve, the saddle residual and the sparse structure (the
     /// answers are equal either way, so only this comparison shows a missing forward).
+    /// `StageSampled::take_redo` against a signal known in closed form: a sine sampled at the
+    /// accepted steps and answered at RN-like stage times (0.655 h, 1.146 h, the end) lets the
+    /// step stand; a jump between the inner stage and the end brackets the redo between them;
+    /// a jump before the first answer sends it to the middle of the step; an answer that
+    /// jumped beyond the accepted step (a rejected try's) is no reason to redo it.
+    #[test]
+    fn a_step_is_redone_for_a_jump_of_the_answers_and_not_for_a_smooth_signal() {
+        use crate::integrate::system::StepHooks;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/x.toml");
+        let text =
+            "[model]\nname = \"one\"\nformulation = \"joint\"\ngravity = [0.0, -9.81, 0.0]\n\
+                    [[bodies]]\nname = \"b\"\nmass = 1.0\ninertia = [0.01, 0.01, 0.01]\n\
+                    position = [0.5, 0.0, 0.0]\n[[joints]]\nname = \"j\"\ntype = \"revolute\"\n\
+                    body1 = \"ground\"\nbody2 = \"b\"\npoint = [0.0, 0.0, 0.0]\n\
+                    axis = [0.0, 0.0, 1.0]\n";
+        let spec = crate::mbs::load_model_str(text, &path).unwrap();
+        let mut engine = crate::mbs::system::System::new(Arc::new(spec)).unwrap();
+        let u = |t: f64| 0.1 * (5.0 * t).sin();
+        let (t0, h) = (1.0, 0.01);
+        let mut inp = InputState::new(u(t0));
+        for k in (0..4).rev() {
+            let t = t0 - k as f64 * h;
+            inp.record(t, u(t));
+        }
+        let inputs = vec![inp];
+        let base = vec![InputSegment::constant(t0, u(t0))];
+        let mut ask = |_: f64, _: InputRequest| Vec::new();
+        let mut redo = |answers: &[(f64, f64)]| {
+            let mut samples: Vec<(f64, Vec<(usize, f64)>)> =
+                answers.iter().map(|&(t, v)| (t, vec![(0, v)])).collect();
+            let mut sys = StageSampled {
+                engine: &mut engine,
+                ask: &mut ask,
+                inputs: &inputs,
+                base: &base,
+                samples: &mut samples,
+                t_n: t0,
+                t_end: t0 + 10.0 * h,
+                current: f64::NAN,
+                redo_tol: Some((1e-4, 1e-6)),
+            };
+            sys.take_redo(t0, t0 + h)
+        };
+        let (ti, tb, te) = (t0 + 0.655 * h, t0 + 1.146 * h, t0 + h);
+        assert_eq!(redo(&[(ti, u(ti)), (tb, u(tb)), (te, u(te))]), None);
+        let jumped = |t: f64| u(t) + 0.01;
+        let r = redo(&[(ti, u(ti)), (tb, jumped(tb)), (te, jumped(te))]).unwrap();
+        assert!((r - 0.5 * (ti + te)).abs() < 1e-12, "{r}");
+        let r = redo(&[(ti, jumped(ti)), (tb, jumped(tb)), (te, jumped(te))]).unwrap();
+        assert!((r - 0.5 * (t0 + ti)).abs() < 1e-12, "{r}");
+        assert_eq!(redo(&[(ti, u(ti)), (tb, jumped(tb)), (te, u(te))]), None);
+    }
+
     #[test]
     fn the_stage_sampled_engine_keeps_the_engine_fast_paths() {
         use crate::integrate::system::Mechanical;

@@ -1382,6 +1382,37 @@ mod tests {
         );
     }
 
+    /// With the accepted segment's slope `d` at `t_n` (`start`): value and slope at the stage
+    /// time are the quadratic's, `ü` the slope's change over the step. On a quadratic signal
+    /// with its own slope at `t_n` that is its exact `ü`; after a kink at `t_n` (a ramp from
+    /// rest: `d` = 0) it carries the whole rate change, where the quadratic's own `ü` does
+    /// not.
+    #[test]
+    fn stage_segment_with_the_accepted_slope_carries_the_rate_change() {
+        let p = |t: f64| 0.3 - 1.2 * t + 0.7 * t * t;
+        let dp = |t: f64| -1.2 + 1.4 * t;
+        let history = vec![(0.0, 5.0), (0.1, p(0.1)), (0.25, p(0.25))];
+        let seg = stage_segment(&history, 0.3, p(0.3), Some((0.25, dp(0.25))));
+        assert_eq!(seg.t0, 0.3);
+        let [u, du, ddu] = seg.eval(0.3);
+        assert!((u - p(0.3)).abs() < 1e-14, "{u}");
+        assert!((du - dp(0.3)).abs() < 1e-12, "{du}");
+        assert!((ddu - 1.4).abs() < 1e-10, "{ddu}");
+        // At rest until t_n = 0.25, then a ramp of 2 per second: the stage at 0.3 sees 0.1.
+        let rest = vec![(0.1, 0.0), (0.25, 0.0)];
+        let seg = stage_segment(&rest, 0.3, 0.1, Some((0.25, 0.0)));
+        let [u, du, ddu] = seg.eval(0.3);
+        let quadratic = through_samples(&[(0.1, 0.0), (0.25, 0.0), (0.3, 0.1)], 0.3, 0.1);
+        let slope = quadratic.eval(0.3)[1];
+        assert_eq!(u, 0.1);
+        assert!((du - slope).abs() < 1e-12, "{du} vs {slope}");
+        assert!((ddu - slope / 0.05).abs() < 1e-9, "{ddu}");
+        assert!(ddu > 1.5 * quadratic.eval(0.3)[2], "{ddu}");
+        // A start at or after the stage time is ignored: the quadratic itself.
+        let plain = stage_segment(&rest, 0.3, 0.1, Some((0.3, 7.0)));
+        assert_eq!(plain.eval(0.3), quadratic.eval(0.3));
+    }
+
     /// An importer that sets `u̇` only (FMI 2 derivatives of order 1): the segment's `ü` at
     /// each point converges to the signal's (first order, as with `ü` given: the C¹ segment
     /// aims at the Taylor polynomial's value and slope); it was 4× the signal's at every
