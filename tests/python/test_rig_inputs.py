@@ -295,25 +295,42 @@ def test_smooth_inputs_never_restart(tools, tmp_path, model, version, path):
 PIVOT = (ROOT / "tests" / "data" / "moving_pivot.toml").read_text()
 
 
+# (integrator, start of the motion, frame step dx [m], frame rate afterwards [m/s]): steps and
+# ramps late in an internal step, where rosenbrock_nystrom and dopri5 accepted the step without
+# the jump until session 33 (1 m and 13 % of the swing off, status OK; docs/fmi-runtime.md).
+PIVOT_MOTIONS = [
+    ("bdf", 0.3004, 0.01, 0.0),
+    ("rosenbrock_nystrom", 0.3007, 0.01, 0.0),
+    ("rosenbrock_nystrom", 0.30095, 0.0, -0.5),
+    ("dopri5", 0.30095, 0.0, 0.1),
+]
+
+
 @pytest.mark.parametrize("formulation", ["joint", "absolute"])
-def test_a_pivot_step_inside_a_communication_step_through_intermediate_update(tools, tmp_path, formulation):
-    """The importer answers the FMI 3 intermediate-update requests with a frame that steps 1 cm
-    at t = 0.3004 s, inside the 1 ms communication step from 0.300 s. A position step is the
-    limit of a move ever faster: the bob keeps its place and the pendulum starts from
-    theta0 = -m L dx / (I + m L^2) at rest and swings (scipy on the minimal-coordinate equation
-    (I + m L^2) theta'' = -m g L sin theta). Until session 30 the joint formulation let the bob
-    go with the frame (0.34 m off after 1 s, status OK)."""
+@pytest.mark.parametrize("integrator,t_s,dx,rate", PIVOT_MOTIONS)
+def test_a_pivot_step_inside_a_communication_step_through_intermediate_update(
+    tools, tmp_path, formulation, integrator, t_s, dx, rate
+):
+    """The importer answers the FMI 3 intermediate-update requests with a frame that steps by
+    dx, or starts to move at a constant rate, at t_s, inside the 1 ms communication step from
+    0.300 s. A position step is the limit of a move ever faster: the bob keeps its place, and a
+    rate jump is a blow through the pivot, so the pendulum starts from
+    theta0 = -m L dx / (I + m L^2), omega0 = -m L rate / (I + m L^2) and swings freely (scipy
+    on the minimal-coordinate equation (I + m L^2) theta'' = -m g L sin theta). Until session
+    30 the joint formulation let the bob go with a stepping frame (0.34 m off after 1 s, status
+    OK)."""
     from scipy.integrate import solve_ivp
 
-    t_s, dx, m, length, inertia, g = 0.3004, 0.01, 1.0, 1.0, 0.001, 9.81
+    m, length, inertia, g = 1.0, 1.0, 0.001, 9.81
     j = inertia + m * length**2
     h, t_end = 0.001, 1.3
 
     def x_of(t):
-        return dx if t >= t_s else 0.0
+        return dx + rate * (t - t_s) if t >= t_s else 0.0
 
     model = tmp_path / f"pivot_{formulation}.toml"
     text = PIVOT.replace("RECONSTRUCTION", "hold")
+    text = text.replace("[solver]\n", f'[solver]\nintegrator = "{integrator}"\n', 1)
     model.write_text(text.replace("[model]\n", f'[model]\nformulation = "{formulation}"\n', 1))
     fmu = export(tools, model, 3, tmp_path)
     s = Slave(fmu, 3, intermediate=lambda t: [x_of(t)])
@@ -325,16 +342,18 @@ def test_a_pivot_step_inside_a_communication_step_through_intermediate_update(to
     swing = solve_ivp(
         lambda _, y: [y[1], -m * g * length * math.sin(y[0]) / j],
         (t_s, t_end),
-        [-m * length * dx / j, 0.0],
+        [-m * length * dx / j, -m * length * rate / j],
         t_eval=t[after],
         rtol=1e-12,
         atol=1e-14,
     )
-    want = np.zeros_like(t)
-    want[after] = dx + length * np.sin(swing.y[0])
+    frame = np.array([x_of(tk) for tk in t])
+    want = frame.copy()
+    want[after] = frame[after] + length * np.sin(swing.y[0])
     err = np.abs(rows[:, 1] - want).max()
-    amplitude = np.abs(want[after] - dx).max()
-    print(f"\npivot step inside a step, {formulation}: tip_x off by {err:.2e} m "
-          f"(swing {amplitude:.2e} m), restarts {restarts}")
+    amplitude = np.abs(want[after] - frame[after]).max()
+    print(f"\npivot {integrator}, {formulation}, step {dx} m and rate {rate} m/s from {t_s} s: "
+          f"tip_x off by {err:.2e} m (swing {amplitude:.2e} m), restarts {restarts}")
     assert amplitude > 9e-3
+    # Measured (session 33): at most 3.7e-5 of the swing (bdf, absolute), the ramps 1e-9.
     assert err < 1e-3 * amplitude
