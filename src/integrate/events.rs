@@ -39,6 +39,12 @@
 //! are rolled back with the integrator (`StepHooks::checkpoint`/`rollback`); the joint normal
 //! forces are not: a redone step sees those committed by the thrown-away step (they lag one
 //! step by design anyway).
+//!
+//! The same backup serves a system that finds, after an accepted step, that the step could not
+//! resolve what an evaluation inside it saw (`StepHooks::take_redo`: the co-simulation's FMI 3
+//! intermediate-update answers that jumped inside a Rosenbrock–Nyström or Dormand–Prince
+//! step): the step is taken again, shorter, from the backup. Only a system that says it may
+//! ask (`StepHooks::may_redo`) is backed up for that before every step.
 
 use super::clock::CallClock;
 use super::system::{Mechanical, MultibodySystem};
@@ -713,9 +719,7 @@ impl EventLocator {
             }
         }
         // Not settled within the cap (a pathological system): the last step stands.
-        let t1 = integ.step(sys, limit)?;
-        sys.take_redo(t0, t1);
-        Ok(t1)
+        integ.step(sys, limit)
     }
 
     /// The accepted step ends at `t` before or without any event (values at `t` in `ws.g_new`).
