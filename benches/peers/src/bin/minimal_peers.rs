@@ -142,7 +142,7 @@ fn joint_per_call(
     q: &[f64],
     v: &[f64],
     name: &str,
-) -> (f64, f64, f64) {
+) -> ((f64, f64, f64), (f64, f64, f64)) {
     let (a0, l0) = sys.accelerations(t, q, v).unwrap();
     let (mut a, mut l) = (a0, l0);
     let into = per_call(reps, || {
@@ -169,7 +169,7 @@ fn joint_per_call(
          {:.3} ({:.3}–{:.3}) µs",
         into.0, into.1, into.2, alloc.0, alloc.1, alloc.2, fresh.0, fresh.1, fresh.2
     );
-    into
+    (into, fresh)
 }
 
 fn eval_cost(md: &mut String) {
@@ -178,8 +178,10 @@ fn eval_cost(md: &mut String) {
          batches; C: `csrc/minimal.c` at -O2, the whole right-hand side; joint: \
          `System::accelerations_into` of the joint formulation, which also returns λ, into the \
          caller's vectors; before session 10 the allocating `System::accelerations`), at one state (chain: φ_k = 0.4 sin(k + 0.7), φ̇_k = 0.8 cos(1.3 k); \
-         double pendulum: θ1 = 0.3, elbow 0.2, ω = (−1, 2)); both give the same accelerations \
-         (max relative difference in the last column):\n\n\
+         double pendulum: θ1 = 0.3, elbow 0.2, ω = (−1, 2)), and for the double pendulum also at \
+         two states in turn (both joint angles 1e-3 apart, so that the poses are recomputed at \
+         every call, as along a trajectory; the C side at the same two states); both give the \
+         same accelerations (max relative difference in the last column, at the first state):\n\n\
          | model | C right-hand side µs | joint formulation µs | joint / C | max rel. diff. |\n\
          |---|---|---|---|---|\n",
     );
@@ -195,15 +197,33 @@ fn eval_cost(md: &mut String) {
         let c = per_call(200_000, || unsafe {
             minimal::mbs_dp_rhs(0.0, y.as_ptr(), yd.as_mut_ptr())
         });
+        // The C right-hand side at the two alternating states of `joint_per_call` (its
+        // angles 1e-3 apart), so that both sides are also compared along a trajectory.
+        let y2 = [y[0] + 1e-3, y[1] + 2e-3, y[2], y[3]];
+        let mut yd2 = [0.0; 4];
+        let mut flip = false;
+        let c_alt = per_call(200_000, || {
+            flip = !flip;
+            let yy = if flip { &y2 } else { &y };
+            unsafe { minimal::mbs_dp_rhs(0.0, yy.as_ptr(), yd2.as_mut_ptr()) };
+            std::hint::black_box(&yd2);
+        });
         let q = [y[0], y[1] - y[0] - 2.0 * std::f64::consts::PI];
         let v = [y[2], y[3] - y[2]];
         let (a, _) = sys.accelerations(0.0, &q, &v).unwrap();
-        let j = joint_per_call(&mut sys, 50_000, 0.0, &q, &v, "stiff double pendulum");
+        let (j, j_alt) = joint_per_call(&mut sys, 50_000, 0.0, &q, &v, "stiff double pendulum");
         let want = [yd[2], yd[3] - yd[2]];
         let diff = (0..2)
             .map(|i| (a[i] - want[i]).abs() / (1.0 + want[i].abs()))
             .fold(0.0f64, f64::max);
         row(md, "stiff double pendulum", c, j, diff);
+        row(
+            md,
+            "stiff double pendulum, two states in turn",
+            c_alt,
+            j_alt,
+            diff,
+        );
     }
     for n in [16usize, 32] {
         let text = revolute_chain_toml(n, false);
@@ -233,7 +253,7 @@ fn eval_cost(md: &mut String) {
         };
         let (q, v) = (rel(&y[..n]), rel(&y[n..]));
         let (a, _) = sys.accelerations(t, &q, &v).unwrap();
-        let j = joint_per_call(&mut sys, 5_000, t, &q, &v, &format!("chain N = {n}"));
+        let (j, _) = joint_per_call(&mut sys, 5_000, t, &q, &v, &format!("chain N = {n}"));
         let want = rel(&yd[n..]);
         let diff = (0..n)
             .map(|i| (a[i] - want[i]).abs() / (1.0 + want[i].abs()))
