@@ -30,7 +30,9 @@
 //!    one stage time (Newton iterations) ask once.
 
 mod reconstruct;
+mod rough_answers;
 use reconstruct::stage_segment;
+use rough_answers::RoughAnswers;
 
 pub use reconstruct::InputState;
 
@@ -410,6 +412,9 @@ pub struct SimState<E> {
     last_h: f64,
     /// Contact event location inside the communication step (idle without contacts).
     events: EventLocator,
+    /// Whether the importer's answers inside the steps were found rough, and for how many
+    /// steps they are not asked for (`rough_answers.rs`).
+    rough: RoughAnswers,
     /// What the engine saw at the last Discard's state ([`Engine::failure_cause`]); part of
     /// the message only, so not kept in an FMU state.
     #[serde(skip)]
@@ -441,6 +446,8 @@ pub struct Simulation<E: Engine> {
     early_return: bool,
     /// CPU seconds one communication step may take ([`MAX_CPU_SECONDS_PER_CALL`] unless set).
     cpu_budget: f64,
+    /// Messages for the importer's log since the last [`Simulation::take_notes`].
+    notes: Vec<String>,
 }
 
 fn causality_name(c: Causality) -> &'static str {
@@ -491,6 +498,7 @@ impl<E: Engine> Simulation<E> {
                 cpu_time: 0.0,
                 last_h: 0.0,
                 events: EventLocator::default(),
+                rough: RoughAnswers::default(),
                 failure_cause: None,
                 call_start: 0.0,
                 unchecked_points: 0,
@@ -501,6 +509,7 @@ impl<E: Engine> Simulation<E> {
             table,
             early_return: false,
             cpu_budget: MAX_CPU_SECONDS_PER_CALL,
+            notes: Vec::new(),
         }
     }
 
@@ -1170,6 +1179,18 @@ impl<E: Engine> Simulation<E> {
         out
     }
 
+    /// Messages for the importer's log that came up in the calls since the last take (the
+    /// FMI layer logs them as warnings after each step).
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Communication steps that found the importer's answers inside the step rough
+    /// (`rough_answers.rs`), since initialization.
+    pub fn rough_answer_steps(&self) -> u64 {
+        self.st.rough.found
+    }
+
     /// Statistics cumulative since initialization.
     pub fn stats(&self) -> Stats {
         let mut s = self.st.stats_base;
@@ -1518,9 +1539,21 @@ impl<E: Engine> Simulation<E> {
                 <AnyIntegrator as Integrator<E>>::inputs_changed(integ, &mut self.st.engine, kink)?;
             }
         }
+        // Answers found rough (noise at every call) in an earlier step are not asked for
+        // during a pause; this step's reactions to them are counted (`rough_answers.rs`).
+        let asked = intermediate.is_some() && self.st.rough.ask_now();
+        if !asked {
+            intermediate = None;
+        }
+        let (mut reactions, redos_before) = (0u32, self.st.events.stats.input_redos);
+        let (mut rough, mut largest_jump) = (false, 0.0f64);
+        // The inputs whose answers jumped (for the note).
+        let mut jumped_inputs = vec![false; self.st.inputs.len()];
         // Segments at the last accepted time, and the importer's answers at stage times of
         // this communication step.
         let mut base = self.st.engine.inputs_mut().segments.clone();
+        // The communication point's reconstruction, which rough answers fall back to.
+        let start_segments = base.clone();
         let mut stage_samples: Vec<(f64, Vec<(usize, f64)>)> = Vec::new();
         // The inputs the importer answered for at stage times of this step.
         let mut answered = vec![false; self.st.inputs.len()];
@@ -1658,6 +1691,13 @@ impl<E: Engine> Simulation<E> {
                                 && (u - b).abs() > 1e-6 * (1.0 + b.abs())
                         };
                         let stepped = values.iter().any(|&(i, u)| steps_at(i, u));
+                        if stepped {
+                            reactions += 1;
+                            for &(i, u) in values.iter().filter(|&&(i, u)| steps_at(i, u)) {
+                                largest_jump = largest_jump.max((u - base[i].eval(t)[0]).abs());
+                                jumped_inputs[i] = true;
+                            }
+                        }
                         // A step shorter than the resolution ran on the accepted segments
                         // throughout (`on_base` also holds after a method whose stages missed
                         // `t`, where the stage segments moved the driven motion).
@@ -1736,6 +1776,50 @@ impl<E: Engine> Simulation<E> {
                         }
                         t_n = t;
                         stage_samples.retain(|&(ts, _)| ts > t);
+                        let redos = self.st.events.stats.input_redos - redos_before;
+                        rough = rough_answers::too_rough(reactions, redos);
+                        if rough {
+                            // Back to the communication point's reconstruction, without this
+                            // step's answers: continued from them (a polynomial through
+                            // answers 1e-5 s apart, each with its own noise) the segment's
+                            // slope is the noise over that spacing (the pendulum sent 0.4 m
+                            // off in 0.3 s). The path's jets at `t` against it are the jump.
+                            let before = eliminated_jets(&mut self.st.engine, t);
+                            for inp in self.st.inputs.iter_mut() {
+                                inp.history.retain(|&(th, _)| th <= t0);
+                                inp.intermediate = false;
+                            }
+                            answered.fill(false);
+                            let signals = self.st.engine.inputs_mut();
+                            let mut kink = InputKink::NONE;
+                            for (old, new) in signals.segments.iter().zip(&start_segments) {
+                                kink = kink_between(kink, old, new, t);
+                            }
+                            signals.segments.copy_from_slice(&start_segments);
+                            base.copy_from_slice(&start_segments);
+                            let kink = InputKink {
+                                rate: 0.0,
+                                accel: 0.0,
+                                jerk: 0.0,
+                                ..kink
+                            };
+                            let r = continue_after_change(
+                                integ,
+                                &mut self.st.engine,
+                                &settings,
+                                &mut self.st.stats_base,
+                                &mut self.st.events,
+                                kink,
+                                before.as_deref(),
+                            );
+                            if let Err(e) = r {
+                                break Err(CosimError::Integrate(e));
+                            }
+                        }
+                    }
+                    if rough {
+                        // The rest of the step on the segments accepted from the last answer.
+                        intermediate = None;
                     }
                 }
                 Err(e) if e.is_recoverable() => {
@@ -1775,6 +1859,7 @@ impl<E: Engine> Simulation<E> {
                                 Ok(true) => {
                                     self.st.events.reset();
                                     stage_samples.clear();
+                                    reactions += 1;
                                     continue;
                                 }
                                 Ok(false) => {}
@@ -1801,6 +1886,36 @@ impl<E: Engine> Simulation<E> {
         // segment there (`linear`'s, one step late; `hold`'s) was a jump against the answers
         // this step integrated, which joint coordinates took as an impulse each time (a frame
         // ramping at 0.1 m/s sent the pendulum under it off at 0.9 m/s within 0.3 s).
+        if asked {
+            let redos = self.st.events.stats.input_redos - redos_before;
+            let pause = self.st.rough.finish(reactions, redos);
+            if let (Some(pause), true, 1) = (pause, rough, self.st.rough.found) {
+                // The inputs that jumped, or (steps taken again only) those answered.
+                let which = if jumped_inputs.contains(&true) {
+                    &jumped_inputs
+                } else {
+                    &answered
+                };
+                let names: Vec<String> = (self.spec.inputs.iter().zip(which))
+                    .filter(|(_, &a)| a)
+                    .map(|(u, _)| format!("`{}`", u.name))
+                    .collect();
+                self.notes.push(format!(
+                    "the importer's answers to {} inside the communication step to t = {} are \
+                     not smooth at any time scale: {reactions} of them jumped against their \
+                     own trend (by up to {}) and {redos} internal steps were taken again (a \
+                     noisy signal read at every call?). The rest of that step ran on the last \
+                     answer, and the next {pause} step(s) take the inputs as set before each \
+                     fmi3DoStep only, with their reconstruction mode; then the answers are \
+                     asked for again, after pauses that double up to {} steps while they stay \
+                     rough. Said once per instance.",
+                    names.join(", "),
+                    show_real(t_end),
+                    show_real(largest_jump),
+                    rough_answers::MAX_PAUSE
+                ));
+            }
+        }
         for (inp, &a) in self.st.inputs.iter_mut().zip(&answered) {
             inp.intermediate |= a;
         }
@@ -2150,6 +2265,7 @@ impl<E: Engine> Simulation<E> {
             st: self.st.clone(),
             early_return: self.early_return,
             cpu_budget: self.cpu_budget,
+            notes: Vec::new(),
         };
         scratch.st.inputs[j].value = u;
         scratch.st.inputs_dirty = true;

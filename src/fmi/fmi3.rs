@@ -1426,6 +1426,9 @@ pub unsafe extern "C" fn fmi3DoStep(
                 }
                 None => do_step(core, tc, h, None),
             };
+            for note in core.sim.take_notes() {
+                inst.log(Status::Warning, &format!("fmi3DoStep: {note}"));
+            }
             let adv = r?;
             *lst = core.sim.time();
             core.last_successful_time = *lst;

@@ -101,6 +101,8 @@ pub struct EventStats {
     /// Steps taken again from the backup (each one a root-finding evaluation, or a step
     /// across an input's jump taken shorter, `StepHooks::take_redo`).
     pub redo_steps: u64,
+    /// Of those, the steps taken again across an input's jump (`StepHooks::take_redo`).
+    pub input_redos: u64,
     /// Work not in the integrator's own statistics: steps thrown away (the restore rolls them
     /// back) and, for methods whose `initialize` clears their counters, the work before a
     /// restart. Add it to the integrator's statistics for the total work.
@@ -713,6 +715,7 @@ impl EventLocator {
                     self.restore(integ)?;
                     sys.rollback();
                     self.stats.redo_steps += 1;
+                    self.stats.input_redos += 1;
                     limit = t_redo;
                 }
                 _ => return Ok(t1),
