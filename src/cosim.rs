@@ -1547,6 +1547,18 @@ impl<E: Engine> Simulation<E> {
         }
         let (mut reactions, redos_before) = (0u32, self.st.events.stats.input_redos);
         let (mut rough, mut largest_jump) = (false, 0.0f64);
+        // What the step found when its answers turned rough (the copy's counters go back).
+        let mut rough_redos = 0u64;
+        let mut start_over = false;
+        // A copy to start the step over from without the answers, should they be rough.
+        let mut snapshot = (asked && self.st.rough.suspicious()).then(|| {
+            (
+                integ.clone(),
+                self.st.engine.clone(),
+                self.st.inputs.clone(),
+                self.st.events.clone(),
+            )
+        });
         // The inputs whose answers jumped (for the note).
         let mut jumped_inputs = vec![false; self.st.inputs.len()];
         // Segments at the last accepted time, and the importer's answers at stage times of
@@ -1777,8 +1789,31 @@ impl<E: Engine> Simulation<E> {
                         t_n = t;
                         stage_samples.retain(|&(ts, _)| ts > t);
                         let redos = self.st.events.stats.input_redos - redos_before;
-                        rough = rough_answers::too_rough(reactions, redos);
-                        if rough {
+                        rough = self.st.rough.too_rough(reactions, redos);
+                        rough_redos = redos;
+                        let copy = if rough { snapshot.take() } else { None };
+                        if let Some((i0, e0, u0, ev0)) = copy {
+                            // The step again from its start, on the communication point's
+                            // reconstruction: nothing of the noise reaches the state. The work
+                            // thrown away counts as the event location's does.
+                            let spent = *<AnyIntegrator as Integrator<E>>::stats(integ);
+                            let i0_stats = *<AnyIntegrator as Integrator<E>>::stats(&i0);
+                            *integ = i0;
+                            self.st.engine = e0;
+                            self.st.inputs = u0;
+                            self.st.events = ev0;
+                            crate::integrate::events::add_work(
+                                &mut self.st.events.stats.discarded,
+                                &spent,
+                                &i0_stats,
+                            );
+                            answered.fill(false);
+                            stage_samples.clear();
+                            base.copy_from_slice(&start_segments);
+                            t_n = t0;
+                            kink_restarted_at = f64::NAN;
+                            start_over = true;
+                        } else if rough {
                             // Back to the communication point's reconstruction, without this
                             // step's answers: continued from them (a polynomial through
                             // answers 1e-5 s apart, each with its own noise) the segment's
@@ -1818,8 +1853,11 @@ impl<E: Engine> Simulation<E> {
                         }
                     }
                     if rough {
-                        // The rest of the step on the segments accepted from the last answer.
+                        // The rest of the step (or the step again) without the answers.
                         intermediate = None;
+                    }
+                    if std::mem::take(&mut start_over) {
+                        continue;
                     }
                 }
                 Err(e) if e.is_recoverable() => {
@@ -1887,7 +1925,11 @@ impl<E: Engine> Simulation<E> {
         // this step integrated, which joint coordinates took as an impulse each time (a frame
         // ramping at 0.1 m/s sent the pendulum under it off at 0.9 m/s within 0.3 s).
         if asked {
-            let redos = self.st.events.stats.input_redos - redos_before;
+            let redos = if rough {
+                rough_redos
+            } else {
+                self.st.events.stats.input_redos - redos_before
+            };
             let pause = self.st.rough.finish(reactions, redos);
             if let (Some(pause), true, 1) = (pause, rough, self.st.rough.found) {
                 // The inputs that jumped, or (steps taken again only) those answered.

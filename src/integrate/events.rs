@@ -207,7 +207,7 @@ fn switched(before: f64, after: f64) -> bool {
     (before < 0.0) != (after < 0.0)
 }
 
-fn add_work(acc: &mut Stats, now: &Stats, before: &Stats) {
+pub(crate) fn add_work(acc: &mut Stats, now: &Stats, before: &Stats) {
     let d = |a: u64, b: u64| a.saturating_sub(b);
     acc.steps += d(now.steps, before.steps);
     acc.rejected_steps += d(now.rejected_steps, before.rejected_steps);
