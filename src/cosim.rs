@@ -1557,6 +1557,7 @@ impl<E: Engine> Simulation<E> {
                 self.st.engine.clone(),
                 self.st.inputs.clone(),
                 self.st.events.clone(),
+                self.st.stats_base,
             )
         });
         // The inputs whose answers jumped (for the note).
@@ -1792,20 +1793,27 @@ impl<E: Engine> Simulation<E> {
                         rough = self.st.rough.too_rough(reactions, redos);
                         rough_redos = redos;
                         let copy = if rough { snapshot.take() } else { None };
-                        if let Some((i0, e0, u0, ev0)) = copy {
+                        if let Some((i0, e0, u0, ev0, b0)) = copy {
                             // The step again from its start, on the communication point's
                             // reconstruction: nothing of the noise reaches the state. The work
-                            // thrown away counts as the event location's does.
-                            let spent = *<AnyIntegrator as Integrator<E>>::stats(integ);
-                            let i0_stats = *<AnyIntegrator as Integrator<E>>::stats(&i0);
+                            // thrown away counts as the event location's does, the restarts
+                            // as restarts (a restart in between moved the method's counters
+                            // into `stats_base`: all of it against all of it at the copy).
+                            let mut now = self.st.stats_base;
+                            add_stats(&mut now, <AnyIntegrator as Integrator<E>>::stats(integ));
+                            let mut then = b0;
+                            add_stats(&mut then, <AnyIntegrator as Integrator<E>>::stats(&i0));
                             *integ = i0;
                             self.st.engine = e0;
                             self.st.inputs = u0;
                             self.st.events = ev0;
+                            self.st.stats_base = b0;
+                            self.st.stats_base.restarts +=
+                                now.restarts.saturating_sub(then.restarts);
                             crate::integrate::events::add_work(
                                 &mut self.st.events.stats.discarded,
-                                &spent,
-                                &i0_stats,
+                                &now,
+                                &then,
                             );
                             answered.fill(false);
                             stage_samples.clear();
