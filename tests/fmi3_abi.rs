@@ -106,6 +106,9 @@ struct CbEnv {
     u_vr: u32,
     amplitude: f64,
     omega: f64,
+    /// White noise of this standard deviation on every answer (xorshift64 state in `seed`).
+    noise: Cell<f64>,
+    seed: Cell<u64>,
     calls: Cell<usize>,
     /// Calls at stage times (`intermediateStepFinished = false`) and their times.
     stage_calls: Cell<usize>,
@@ -158,7 +161,13 @@ unsafe extern "C" fn intermediate(
     if !(t > lo && t <= hi) {
         e.outside.set(e.outside.get() + 1);
     }
-    let u = e.amplitude * (e.omega * t).sin();
+    let mut x = e.seed.get();
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    e.seed.set(x);
+    let noise = (x as f64 / u64::MAX as f64 - 0.5) * 12f64.sqrt() * e.noise.get();
+    let u = e.amplitude * (e.omega * t).sin() + noise;
     let s = unsafe { f.fmi3SetFloat64(e.inst.get(), &e.u_vr, 1, &u, 1) };
     e.set_status.set(e.set_status.get().max(s));
     // Anything else on the same instance from inside the callback is refused, not deadlocked.
@@ -202,6 +211,8 @@ impl<'a> Inst<'a> {
             u_vr: vr("u"),
             amplitude: 0.1,
             omega: 5.0,
+            noise: Cell::new(0.0),
+            seed: Cell::new(0x9e37_79b9_7f4a_7c15),
             calls: Cell::new(0),
             stage_calls: Cell::new(0),
             window: Cell::new((f64::NEG_INFINITY, f64::INFINITY)),
@@ -1248,4 +1259,39 @@ fn directional_derivatives_in_initialization_mode_follow_the_initial_state() {
     assert!((adj - want).abs() <= 1e-12 * want.abs(), "{adj} vs {want}");
     unsafe { assert_eq!(f.fmi3ExitInitializationMode(inst.c), OK) };
     assert_eq!(inst.step(0.0, 1e-3).0, OK);
+}
+
+/// Answers with noise drawn afresh at every call (1 % of the sine's amplitude), through the C
+/// ABI: every step completes and the instance logs one Warning that names the input; the same
+/// answers without noise are never warned about (`src/cosim/rough_answers.rs`).
+#[test]
+fn noisy_intermediate_answers_are_warned_about_once_and_every_step_completes() {
+    let f = lib();
+    let r = Resources::oscillator("");
+    let h = 0.01;
+    for noise in [1e-3, 0.0] {
+        let inst = Inst::try_new(&f, Some(&r.path()), &r.token, true, &[vr("u")]).unwrap();
+        assert_eq!(inst.set(vr("solver.rtol"), 1e-4), OK);
+        inst.init(None);
+        inst.env.noise.set(noise);
+        for i in 0..100 {
+            let t = i as f64 * h;
+            assert_eq!(inst.set(vr("u"), 0.1 * (5.0 * t).sin()), OK);
+            assert_eq!(inst.step(t, h).0, OK, "{}", inst.env.sink.dump());
+        }
+        let warned = inst
+            .env
+            .sink
+            .count(WARNING, "are not smooth at any time scale");
+        eprintln!(
+            "noise {noise}: {} callbacks, warned {warned} time(s)",
+            inst.env.calls.get()
+        );
+        if noise > 0.0 {
+            assert_eq!(warned, 1, "{}", inst.env.sink.dump());
+            assert!(inst.env.sink.contains(WARNING, "answers to `u`"));
+        } else {
+            assert_eq!(warned, 0, "{}", inst.env.sink.dump());
+        }
+    }
 }

@@ -332,9 +332,9 @@ fn every_integrator_swings_the_pendulum_after_a_step_or_a_ramp_inside_a_step() {
 /// same answers without noise are never found rough.
 ///
 /// Until session 34 every answer was a jump at any step size: BDF Discarded in the first step
-/// (5 000 internal steps of 3e-8 s), the others took 20 000 to 90 000 internal steps with as
-/// many restarts, the CPU up to 11.6 s (absolute coordinates), and ended with the tip 0.4 to
-/// 0.9 m off.
+/// (5 000 internal steps of 3e-8 s), rosenbrock_nystrom, dopri5 and sdirk took 19 000 to
+/// 63 000 internal steps with 7 500 to 63 000 restarts, the CPU up to 4.7 s, and ended with the
+/// tip up to 0.85 m off, five of the six 0.4 m or more (docs/fmi-runtime.md, *Noisy answers*).
 #[test]
 fn noisy_answers_inside_the_step_end_in_bounded_work_with_one_note() {
     use mbsfmu::cosim::InputRequest;

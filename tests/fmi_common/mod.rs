@@ -265,6 +265,15 @@ impl LogSink {
             .iter()
             .any(|(s, _, m)| *s == status && m.contains(needle))
     }
+    /// Messages of `status` that contain `needle`.
+    pub fn count(&self, status: u32, needle: &str) -> usize {
+        self.messages
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, _, m)| *s == status && m.contains(needle))
+            .count()
+    }
     pub fn dump(&self) -> String {
         self.messages
             .lock()
