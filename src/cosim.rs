@@ -1766,12 +1766,7 @@ impl<E: Engine> Simulation<E> {
                         // Only a jump of a value re-anchors here (a held force's new sample:
                         // the accelerations jump); the kinks in `ü` between the importer's
                         // segments were never re-anchored on this path.
-                        let kink = InputKink {
-                            rate: 0.0,
-                            accel: 0.0,
-                            jerk: 0.0,
-                            ..kink
-                        };
+                        let kink = kink.value_only();
                         // The importer's samples may start a motion the state does not have
                         // yet (an input that moves from its first sample on): a jump, as at a
                         // communication point.
@@ -1840,12 +1835,7 @@ impl<E: Engine> Simulation<E> {
                             }
                             signals.segments.copy_from_slice(&start_segments);
                             base.copy_from_slice(&start_segments);
-                            let kink = InputKink {
-                                rate: 0.0,
-                                accel: 0.0,
-                                jerk: 0.0,
-                                ..kink
-                            };
+                            let kink = kink.value_only();
                             let r = continue_after_change(
                                 integ,
                                 &mut self.st.engine,

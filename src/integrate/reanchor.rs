@@ -71,6 +71,14 @@ impl InputKink {
         jerk: 0.0,
     };
 
+    /// The jump of the value alone (the others set to none).
+    pub fn value_only(self) -> InputKink {
+        InputKink {
+            value: self.value,
+            ..InputKink::NONE
+        }
+    }
+
     /// Whether anything jumped.
     pub fn any(&self) -> bool {
         self.value > 0.0 || self.rate > 0.0 || self.accel > 0.0 || self.jerk > 0.0
