@@ -126,6 +126,54 @@ fn double_pendulum_follows_the_reference_and_the_absolute_formulation() {
     }
 }
 
+/// A small planar tree's accelerations come from the one-pass kernel (`planar/small.rs`),
+/// which must give what forming `M` and `Ψ` on the shared load and solving gives, to the bit:
+/// the stiff double pendulum (two revolute joints, two spring-dampers) and a cart on a slanted
+/// rail with a double pendulum (prismatic root, three nodes), at states across several turns.
+/// (Against independent references through the integrators that use it: the double
+/// pendulum's scipy table above, BDF and SDIRK.)
+#[test]
+fn small_tree_kernel_equals_forming_m_and_psi() {
+    // The cart of `CART_PENDULUM` with a second pendulum on its arm: three nodes.
+    let cart = format!(
+        "{CART_PENDULUM}[[bodies]]\nname = \"rod2\"\nmass = 0.5\ninertia = [0.01, 0.02, 0.015]\n\
+         position = [0.5, -0.9, 0.0]\n[[joints]]\nname = \"hinge2\"\ntype = \"revolute\"\n\
+         body1 = \"arm\"\nbody2 = \"rod2\"\npoint = [0.3, -0.6, 0.0]\naxis = [0.0, 0.0, 1.0]\n"
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("cart.toml");
+    let cart = System::new(Arc::new(mbsfmu::mbs::load_model_str(&cart, &path).unwrap())).unwrap();
+    for (name, mut sys) in [
+        (
+            "double pendulum",
+            model("double_pendulum_stiff.toml", "joint", ""),
+        ),
+        ("cart", cart),
+    ] {
+        let n = sys.n_q();
+        assert_eq!(sys.n_c(), 0);
+        let x0 = sys.initial_state(0.0).unwrap();
+        for k in 0..20 {
+            let kf = k as f64;
+            let q: Vec<f64> = (0..n)
+                .map(|i| x0.q[i] + 0.9 * kf * (1.0 + i as f64) * (0.3 * kf + i as f64).sin())
+                .collect();
+            let v: Vec<f64> = (0..n).map(|i| 7.0 * (1.7 * kf - i as f64).cos()).collect();
+            let (mut a, mut lambda) = (vec![0.0; n], vec![]);
+            sys.accelerations_into(0.0, &q, &v, &mut a, &mut lambda)
+                .unwrap();
+            let (mut m, mut f) = (DMatrix::zeros(n, n), vec![0.0; n]);
+            sys.mass_matrix(0.0, &q, &mut m);
+            sys.forces(0.0, &q, &v, &mut f);
+            assert!(mbsfmu::dense::ldlt_solve(m.as_mut_slice(), &mut f));
+            assert_eq!(a, f, "{name}, state {k}: kernel against forming M and Ψ");
+        }
+        assert!(
+            sys.joint_model().unwrap().small_tree_kernel(),
+            "{name}: the kernel did not serve it"
+        );
+    }
+}
+
 // ----- paper 003's chain of revolute pendulums -----
 
 /// Paper 003's chain as rigid bodies and revolute joints (one angle per joint): bob `k` is a
@@ -2481,9 +2529,12 @@ fn planar_first_load_follows_a_mass_parameter_at_the_same_state() {
     };
     for name in ["mass matrix", "forces", "accelerations"] {
         let mut sys = with_mass_parameter(0.3);
-        // A planar-first load at this state (after one at another state).
-        accelerations_and_outputs(&mut sys, 0.0, &[0.5, -0.1], &v);
-        accelerations_and_outputs(&mut sys, 0.0, &q, &v);
+        // A planar-first load at this state (after one at another state); the accelerations
+        // themselves take the small-tree kernel, which does not load.
+        for qs in [[0.5, -0.1], q] {
+            accelerations_and_outputs(&mut sys, 0.0, &qs, &v);
+            op("forces", &mut sys);
+        }
         assert!(
             sys.joint_planar_first_poses() > 0,
             "{name}: planar-first load not taken"
@@ -2521,8 +2572,9 @@ fn planar_first_load_follows_a_mass_parameter_at_the_same_state() {
 /// coordinate) with the elbow driven: a moving frame, a prismatic joint between two
 /// revolutes about an axis across the world axes, a driven joint, inertia products. The tilted
 /// mechanism's five free coordinates (with the block's planar joint) take the articulated-body
-/// solve (`aba.rs`), the double pendulum the formed `M`: on a tree both are checked against
-/// `M⁻¹ Ψ` from the same state's `M` and `Ψ` too.
+/// solve (`aba.rs`), the double pendulum and the cart the small-tree kernel
+/// (`planar/small.rs`): on a tree both are checked against `M⁻¹ Ψ` from the same state's `M`
+/// and `Ψ` too.
 const CART_PENDULUM: &str = r#"[model]
 name = "cart"
 formulation = "joint"
@@ -2653,7 +2705,8 @@ fn planar_first_load_equals_the_spatial_recursion() {
                     .fold(0.0f64, |w, (p, q)| w.max((p - q).abs() / scale))
             };
             // Where there are no loop rows the planar-first `p̈` comes from the articulated-
-            // body solve, without `M`: against `M⁻¹ Ψ` from its own `M` and `Ψ`.
+            // body solve or the small-tree kernel, without the shared `M`: against `M⁻¹ Ψ`
+            // from its own `M` and `Ψ`.
             let by_m = if sys.n_c() == 0 {
                 let x = fm
                     .clone()

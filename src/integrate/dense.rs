@@ -204,6 +204,17 @@ impl Constrained {
         lambda: &mut [f64],
     ) -> Result<(), IntegrateError> {
         let (nq, nc) = (self.nq, self.nc);
+        // Without constraints from the system's own recursion where it has one, instead of
+        // forming and factoring `M`.
+        if nc == 0 && sys.unconstrained_accelerations(t, q, v, a) {
+            if !all_finite(a) {
+                return Err(IntegrateError::NonFinite {
+                    t,
+                    what: "accelerations".into(),
+                });
+            }
+            return Ok(());
+        }
         sys.mass_matrix(t, q, &mut self.m);
         sys.forces(t, q, v, &mut self.f);
         if nc > 0 {

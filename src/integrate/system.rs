@@ -34,7 +34,8 @@ pub trait Mechanical {
     fn forces(&mut self, t: f64, q: &[f64], v: &[f64], f: &mut [f64]);
     /// `a = M⁻¹ f(t, q, v)` for a system without constraints (`n_c = 0`), by the system's own
     /// recursion where it has one cheaper than forming and factoring `M` (the articulated-body
-    /// algorithm): `false`, nothing written, where it has none (the caller then forms `M`).
+    /// algorithm, a small tree's one-pass kernel): `false`, nothing usable written, where it
+    /// has none (the caller then forms `M`).
     fn unconstrained_accelerations(
         &mut self,
         _t: f64,

@@ -1,7 +1,7 @@
 //! `M`, `Ψ` and the accelerations: the composite-rigid-body mass matrix, the Newton–Euler
 //! forces with the force elements, the saddle-point solve `[M Gᵀ; G 0]` (a tree without rows:
-//! `L D Lᵀ` of `M`, or the articulated-body algorithm from five planar coordinates on), the
-//! GGL residual's pieces and the forces the drivers exert.
+//! the small-tree kernel below five planar coordinates, the articulated-body algorithm from
+//! five on, else `L D Lᵀ` of `M`), the GGL residual's pieces and the forces the drivers exert.
 
 use super::kinematics::{Kin, Sv};
 use super::tree::{NodeCoord, Parent};
@@ -175,15 +175,7 @@ impl JointModel {
     /// state).
     fn add_direct_terms(&self, sys: &System, t: f64, f: &mut [f64]) {
         let kin = &self.ws.kin;
-        for (k, tc) in self.ws.fast.terms.iter().enumerate() {
-            let Some(tc) = tc else { continue };
-            let x = kin.x[tc.dof];
-            // The coordinate itself, also for an angle: it is continuous (`Workspace::refs`).
-            let force = sys.term_force(k, x, kin.xd[tc.dof], t);
-            if let (Some(a), true) = (tc.state, force != 0.0) {
-                f[a] += force;
-            }
-        }
+        direct_terms(&self.ws.fast.terms, sys, t, &kin.x, &kin.xd, f);
     }
 
     /// `ρ = r − K x` of `[M Gᵀ; G 0] (p̈, λ) = (Ψ, γ)` for a given `x = (p̈, λ)`, without
@@ -327,12 +319,29 @@ impl JointModel {
             lambda.fill(0.0);
             return Ok(());
         }
+        if nc == 0 && self.unconstrained_accelerations(sys, t, q, v, acc) {
+            return Ok(());
+        }
+        self.accelerations_formed(sys, t, q, v, acc, lambda)
+    }
+
+    /// [`JointModel::accelerations_into`] where no recursion of its own serves the tree: `M`
+    /// formed and factored (not inlined: the small trees' path stays lean).
+    #[inline(never)]
+    fn accelerations_formed(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        acc: &mut [f64],
+        lambda: &mut [f64],
+    ) -> Result<(), ModelError> {
+        let (nq, nc) = (self.n_q(), self.n_c());
         if nc == 0 {
-            if self.unconstrained_accelerations(sys, t, q, v, acc) {
-                return Ok(());
-            }
-            // A small or spatial tree (the load is the one above where that ran), or a singular
-            // `M` there (this `L D Lᵀ` refuses it too).
+            // A spatial tree, a planar one below five coordinates that is not simple (a
+            // planar joint, a particle, a driven or moving-frame node), or a singular `M` in
+            // `unconstrained_accelerations` (this `L D Lᵀ` refuses it too).
             let planar_first = self.load_tree_as(sys, t, q, Rates::Full(v), true);
             let mut m = std::mem::take(&mut self.ws.m);
             if m.shape() != (nq, nq) {
@@ -378,11 +387,14 @@ impl JointModel {
         Ok(())
     }
 
-    /// `p̈ = M⁻¹ Ψ` of a tree (no loop rows) by the articulated-body algorithm, where the tree
-    /// is planar (the planar-first load serves it) with at least [`ABA_MIN_DOFS`] free
-    /// coordinates; `false`, nothing usable written, otherwise (or where `M` is singular).
-    /// What [`crate::integrate::system::Mechanical::unconstrained_accelerations`] asks of the
-    /// joint formulation (the BDF's residual without constraints).
+    /// `p̈ = M⁻¹ Ψ` of a tree (no loop rows) where the tree is planar (the planar-first load
+    /// serves it): with at least [`ABA_MIN_DOFS`] free coordinates by the articulated-body
+    /// algorithm, below that, for a simple tree (one revolute or prismatic joint per body,
+    /// `planar/small.rs`), by the small-tree kernel; `false`, nothing usable written,
+    /// otherwise (or where `M` is singular). What
+    /// [`crate::integrate::system::Mechanical::unconstrained_accelerations`] asks of the
+    /// joint formulation (the BDF's residual and the other methods' accelerations without
+    /// constraints).
     pub fn unconstrained_accelerations(
         &mut self,
         sys: &System,
@@ -391,10 +403,48 @@ impl JointModel {
         v: &[f64],
         acc: &mut [f64],
     ) -> bool {
+        if self.n_c() != 0 {
+            return false;
+        }
+        if self.n_q() < ABA_MIN_DOFS {
+            return self.small_tree_accelerations(sys, t, q, v, acc);
+        }
+        self.load_tree_as(sys, t, q, Rates::Full(v), true) && self.planar_articulated(sys, t, acc)
+    }
+
+    /// `p̈ = M⁻¹ Ψ` of a small simple planar tree by its one-pass kernel (`planar/small.rs`),
+    /// without the shared load: false, nothing usable written, where the tree is not one
+    /// (or `M` is singular there).
+    fn small_tree_accelerations(
+        &mut self,
+        sys: &System,
+        t: f64,
+        q: &[f64],
+        v: &[f64],
+        acc: &mut [f64],
+    ) -> bool {
+        if !self.planar_first_ok(sys) {
+            return false;
+        }
+        let ws = &self.ws;
+        let (Some(plane), true) = (&ws.fast.plane, ws.planar_ref.is_small()) else {
+            return false;
+        };
+        let terms = &ws.fast.terms;
+        let direct = |x: &[f64], xd: &[f64], f: &mut [f64]| direct_terms(terms, sys, t, x, xd, f);
+        ws.planar_ref
+            .small_accelerations(plane, &sys.gravity, q, v, direct, acc)
+    }
+
+    /// Whether [`JointModel::unconstrained_accelerations`] takes the small-tree kernel (known
+    /// after a first evaluation has built the planar data; for tests and diagnostics).
+    pub fn small_tree_kernel(&self) -> bool {
+        let ws = &self.ws;
         self.n_c() == 0
-            && self.n_q() >= ABA_MIN_DOFS
-            && self.load_tree_as(sys, t, q, Rates::Full(v), true)
-            && self.planar_articulated(sys, t, acc)
+            && self.n_q() < ABA_MIN_DOFS
+            && !ws.general_only
+            && ws.fast.planar_first
+            && ws.planar_ref.is_small()
     }
 
     /// `p̈ = M⁻¹ Ψ` after a planar-first load: `Ψ` from its one pass and the force elements
@@ -471,5 +521,26 @@ impl JointModel {
         }
         ws.psi = psi;
         Ok(())
+    }
+}
+
+/// The force elements on tree joint coordinates (`terms`, per force term), straight into `Ψ`
+/// (`f`, per state coordinate) from the dof values `x` and rates `xd` (a driven joint's pair
+/// of torques or forces does not act on the state).
+fn direct_terms(
+    terms: &[Option<super::TreeCoord>],
+    sys: &System,
+    t: f64,
+    x: &[f64],
+    xd: &[f64],
+    f: &mut [f64],
+) {
+    for (k, tc) in terms.iter().enumerate() {
+        let Some(tc) = tc else { continue };
+        // The coordinate itself, also for an angle: it is continuous (`Workspace::refs`).
+        let force = sys.term_force(k, x[tc.dof], xd[tc.dof], t);
+        if let (Some(a), true) = (tc.state, force != 0.0) {
+            f[a] += force;
+        }
     }
 }

@@ -54,6 +54,8 @@ use tree::{Node, NodeCoord, Parent};
 /// articulated-body algorithm (`aba.rs`, O(n)) instead of `L D Lᵀ` of the composite-rigid-body
 /// `M`; below it the formed `M` is cheaper (docs/benchmarks.md, "The articulated-body solve").
 const ABA_MIN_DOFS: usize = 5;
+// Below it a simple planar tree takes the small-tree kernel (`planar/small.rs`).
+const _: () = assert!(planar::SMALL_MAX + 1 == ABA_MIN_DOFS);
 
 /// The tree, the constraint rows and the workspace of the joint formulation. Lives inside
 /// [`System`] (field `joint`), which dispatches to it.

@@ -22,6 +22,9 @@ use super::kinematics::{ang, lin, Inertia, Sv};
 use super::tree::{Node, NodeCoord, NodeKind, Parent};
 use nalgebra::{DMatrix, Vector3};
 
+mod small;
+pub use small::SMALL_MAX;
+
 /// A planar motion or force vector `[ω; x; y]` (moment about `n` for a force). Plain
 /// fields: the recursions of a small tree are a few dozen of these operations, which
 /// nalgebra's generic loops do not always unroll.
