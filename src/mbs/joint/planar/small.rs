@@ -2,7 +2,7 @@
 //!
 //! For a tree of up to [`SMALL_MAX`] nodes, each a revolute or prismatic joint with a free
 //! coordinate ([`PlanarRef::simple`]), the evaluation is a few hundred flops, and what the
-//! general path adds around them cost more than they do: the load's bookkeeping (which pose
+//! general path adds around them costs more than they do: the load's bookkeeping (which pose
 //! and which rates are loaded, for the callers that share one load between `M`, `Ψ` and the
 //! Jacobians), the per-node workspace arrays, the mass matrix's target lists and the
 //! workspace matrix (docs/benchmarks.md, "One evaluation, session 34": 1 640 instructions per
@@ -11,7 +11,7 @@
 //! `JointModel::add_direct_terms` and the `L D Lᵀ` of `JointModel::accelerations_into`
 //! run on arrays of the tree's size (one copy per size), from `q` and `v` straight to
 //! `p̈`, so the answer is the same to the bit (test
-//! `small_tree_kernel_equals_the_general_path`). Nothing in the workspace is read or
+//! `small_tree_kernel_equals_forming_m_and_psi`). Nothing in the workspace is read or
 //! written: the loaded state the other evaluations share stays what it was.
 
 use super::{body_force, crm, rot2, PInertia, PlanarRef, Plane, Pv};
@@ -59,8 +59,11 @@ impl PlanarRef {
         direct: impl FnOnce(&[f64], &[f64], &mut [f64]),
         acc: &mut [f64],
     ) -> bool {
+        // One free coordinate per node: the state is `N` long (else not this kernel's tree).
+        if q.len() != N || v.len() != N || acc.len() != N {
+            return false;
+        }
         let (nodes, stages) = (&self.nodes[..N], &self.stages[..N]);
-        let acc = &mut acc[..N];
         let ag = Pv::new(0.0, -gravity.dot(&plane.e1), -gravity.dot(&plane.e2));
         // Per dof (a simple tree has one per node; the force elements read them by dof).
         let (mut x, mut xd) = ([0.0; N], [0.0; N]);
