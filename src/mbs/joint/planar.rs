@@ -287,6 +287,15 @@ struct PAt {
     com: [f64; 2],
 }
 
+impl PAt {
+    /// Ground's: no turn, at the origin.
+    const ROOT: PAt = PAt {
+        phi: 0.0,
+        cs: (1.0, 0.0),
+        com: [0.0; 2],
+    };
+}
+
 impl PlanarRef {
     /// From a spatial pose (`s`, `rot` of [`super::kinematics::Kin`] after `positions`, at
     /// the dof values `x`); `body(b)` gives body `b`'s mass and rotational inertia about its
@@ -428,39 +437,15 @@ impl PlanarRef {
         for (i, node) in self.nodes.iter().enumerate() {
             // One stage per node: node `i`'s is stage `i`.
             let st = &stages[i];
-            let (phi_p, cs_p, base, vp, ap) = match node.parent {
-                Parent::Node(k) => (at[k].phi, at[k].cs, at[k].com, vel[k], acc[k]),
-                _ => (0.0, (1.0, 0.0), [0.0; 2], Pv::default(), Pv::default()),
+            let parent = match node.parent {
+                Parent::Node(k) => (at[k], vel[k], acc[k]),
+                _ => (PAt::ROOT, Pv::default(), Pv::default()),
             };
-            let off = rot2(cs_p, node.pf_off);
-            let mut o = [base[0] + off[0], base[1] + off[1]];
-            let (d, ax) = (st.dof, st.axis);
-            let (phi, cs, sd) = if st.rot {
-                let phi = phi_p + ax.w * (x[d] - st.x_ref);
-                let (sn, c) = phi.sin_cos();
-                (phi, (c, sn), Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]))
-            } else {
-                let a = rot2(cs_p, [ax.x, ax.y]);
-                o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
-                (phi_p, cs_p, Pv::new(0.0, a[0], a[1]))
-            };
-            s[d] = sd;
-            let coff = rot2(cs, node.cf_off);
-            let c = [o[0] - coff[0], o[1] - coff[1]];
-            at[i] = PAt { phi, cs, com: c };
-            let m = node.mass;
-            let b = PInertia {
-                m,
-                hx: m * c[0],
-                hy: m * c[1],
-                j: node.jnn + m * (c[0] * c[0] + c[1] * c[1]),
-            };
-            (ib[i], ic[i]) = (b, b);
-            let sxd = sd * xd[d];
-            let v = vp + sxd;
-            let a = ap + crm(&v, &sxd);
-            (vel[i], acc[i]) = (v, a);
-            f[i] = body_force(&b, &v, &a, &ag);
+            let nd = simple_node(node, st, x[st.dof], xd[st.dof], parent, &ag);
+            s[st.dof] = nd.s;
+            at[i] = nd.at;
+            (ib[i], ic[i]) = (nd.ib, nd.ib);
+            (vel[i], acc[i], f[i]) = (nd.vel, nd.acc, nd.f);
         }
         for i in (0..n).rev() {
             if let Parent::Node(p) = self.nodes[i].parent {
@@ -580,6 +565,65 @@ impl PlanarRef {
             super::crba::sum_subtrees(parents(), f);
         }
     }
+}
+
+/// A node of a [`PlanarRef::simple`] tree made from its parent's pose, velocity and bias
+/// acceleration (`PAt::ROOT` and zeros under ground): the node's pose, subspace, body
+/// inertia, velocity, bias acceleration and body force `I (a + a_g) + v ×* I v`. The one
+/// place of this arithmetic for [`PlanarRef::pass_simple`] and the small-tree kernel
+/// (`small.rs`), so both give the same numbers.
+#[inline(always)]
+fn simple_node(
+    node: &PNode,
+    st: &PStage,
+    x: f64,
+    xd: f64,
+    (pat, vp, ap): (PAt, Pv, Pv),
+    ag: &Pv,
+) -> SimpleNode {
+    let off = rot2(pat.cs, node.pf_off);
+    let mut o = [pat.com[0] + off[0], pat.com[1] + off[1]];
+    let ax = st.axis;
+    let (phi, cs, sd) = if st.rot {
+        let phi = pat.phi + ax.w * (x - st.x_ref);
+        let (sn, c) = phi.sin_cos();
+        (phi, (c, sn), Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]))
+    } else {
+        let a = rot2(pat.cs, [ax.x, ax.y]);
+        o = [o[0] + x * a[0], o[1] + x * a[1]];
+        (pat.phi, pat.cs, Pv::new(0.0, a[0], a[1]))
+    };
+    let coff = rot2(cs, node.cf_off);
+    let c = [o[0] - coff[0], o[1] - coff[1]];
+    let m = node.mass;
+    let ib = PInertia {
+        m,
+        hx: m * c[0],
+        hy: m * c[1],
+        j: node.jnn + m * (c[0] * c[0] + c[1] * c[1]),
+    };
+    let sxd = sd * xd;
+    let vel = vp + sxd;
+    let acc = ap + crm(&vel, &sxd);
+    SimpleNode {
+        at: PAt { phi, cs, com: c },
+        s: sd,
+        ib,
+        vel,
+        acc,
+        f: body_force(&ib, &vel, &acc, ag),
+    }
+}
+
+/// What [`simple_node`] makes.
+#[derive(Clone, Copy)]
+struct SimpleNode {
+    at: PAt,
+    s: Pv,
+    ib: PInertia,
+    vel: Pv,
+    acc: Pv,
+    f: Pv,
 }
 
 /// What the planar-first load reads: dof values, rates, driven accelerations, the moving

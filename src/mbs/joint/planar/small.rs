@@ -9,12 +9,12 @@
 //! call on the stiff double pendulum, the sines and cosines 230 of them). Here the same
 //! operations in the same order as [`PlanarRef::pass_simple`], [`super::entries`],
 //! `JointModel::add_direct_terms` and the `L D Lᵀ` of `JointModel::accelerations_into`
-//! run on arrays of the tree's size (one copy per size), from `q` and `v` straight to
-//! `p̈`, so the answer is the same to the bit (test
+//! (each node by `simple_node`, shared with the pass) run on arrays of the tree's size (one
+//! copy per size), from `q` and `v` straight to `p̈`, so the answer is the same to the bit (test
 //! `small_tree_kernel_equals_forming_m_and_psi`). Nothing in the workspace is read or
 //! written: the loaded state the other evaluations share stays what it was.
 
-use super::{body_force, crm, rot2, PInertia, PlanarRef, Plane, Pv};
+use super::{simple_node, PAt, PInertia, PlanarRef, Plane, Pv};
 use crate::mbs::joint::tree::Parent;
 use nalgebra::Vector3;
 
@@ -67,13 +67,11 @@ impl PlanarRef {
         let ag = Pv::new(0.0, -gravity.dot(&plane.e1), -gravity.dot(&plane.e2));
         // Per dof (a simple tree has one per node; the force elements read them by dof).
         let (mut x, mut xd) = ([0.0; N], [0.0; N]);
-        // Per node: state coordinate, subspace, angle and its (cos, sin), centre, composite
-        // inertia, velocity, bias acceleration, transmitted force.
+        // Per node: state coordinate, pose, subspace, composite inertia, velocity, bias
+        // acceleration, transmitted force.
         let mut state = [0usize; N];
+        let mut at = [PAt::ROOT; N];
         let mut s = [Pv::default(); N];
-        let mut phi = [0.0; N];
-        let mut cs = [(1.0, 0.0); N];
-        let mut com = [[0.0; 2]; N];
         let mut ic = [PInertia::default(); N];
         let (mut vel, mut bias, mut f) =
             ([Pv::default(); N], [Pv::default(); N], [Pv::default(); N]);
@@ -84,39 +82,13 @@ impl PlanarRef {
             };
             let d = st.dof;
             (state[i], x[d], xd[d]) = (a, q[a], v[a]);
-            let (phi_p, cs_p, base, vp, ap) = match node.parent {
-                Parent::Node(k) => (phi[k], cs[k], com[k], vel[k], bias[k]),
-                _ => (0.0, (1.0, 0.0), [0.0; 2], Pv::default(), Pv::default()),
+            let parent = match node.parent {
+                Parent::Node(k) => (at[k], vel[k], bias[k]),
+                _ => (PAt::ROOT, Pv::default(), Pv::default()),
             };
-            let off = rot2(cs_p, node.pf_off);
-            let mut o = [base[0] + off[0], base[1] + off[1]];
-            let ax = st.axis;
-            let (ph, c, sd) = if st.rot {
-                let ph = phi_p + ax.w * (x[d] - st.x_ref);
-                let (sn, c) = ph.sin_cos();
-                (ph, (c, sn), Pv::new(ax.w, ax.w * o[1], -ax.w * o[0]))
-            } else {
-                let a = rot2(cs_p, [ax.x, ax.y]);
-                o = [o[0] + x[d] * a[0], o[1] + x[d] * a[1]];
-                (phi_p, cs_p, Pv::new(0.0, a[0], a[1]))
-            };
-            s[i] = sd;
-            let coff = rot2(c, node.cf_off);
-            let cm = [o[0] - coff[0], o[1] - coff[1]];
-            (phi[i], cs[i], com[i]) = (ph, c, cm);
-            let m = node.mass;
-            let b = PInertia {
-                m,
-                hx: m * cm[0],
-                hy: m * cm[1],
-                j: node.jnn + m * (cm[0] * cm[0] + cm[1] * cm[1]),
-            };
-            ic[i] = b;
-            let sxd = sd * xd[d];
-            let vi = vp + sxd;
-            let ai = ap + crm(&vi, &sxd);
-            (vel[i], bias[i]) = (vi, ai);
-            f[i] = body_force(&b, &vi, &ai, &ag);
+            let nd = simple_node(node, st, x[d], xd[d], parent, &ag);
+            (at[i], s[i], ic[i]) = (nd.at, nd.s, nd.ib);
+            (vel[i], bias[i], f[i]) = (nd.vel, nd.acc, nd.f);
         }
         for i in (0..N).rev() {
             if let Parent::Node(p) = nodes[i].parent {
