@@ -20,6 +20,8 @@
 //! - `J₁ = ∂ẅ/∂w`, `J₂ = ∂ẅ/∂ẇ` and `∂ẅ/∂t` are central finite differences of the
 //!   state-space ODE (each evaluation recovers `u` by Newton to round-off), not the analytic
 //!   expressions of section 3; their error (~1e-10 relative) is far below the test tolerances.
+//!   A perturbed `ẇ` moves no position, so `J₂`'s columns evaluate only the velocity-level
+//!   half on the step start's `u`, `H` and `M̂` (`eval_velocities`).
 //! - The stage right side uses `M̂ₙ f(stage)` where (45) writes `Q̂(stage)`: that equality
 //!   holds only if `M̂` is constant over the step, which it is not for Cartesian models (`H`
 //!   changes), and using `Q̂` directly costs the method its order.
@@ -394,6 +396,13 @@ impl RosenbrockNystrom {
 
     /// Factor `Φu` from `self.jac` and return its 1-norm condition number; sets `rel_last`.
     fn factor_phiu(&mut self, t: f64) -> Result<f64, IntegrateError> {
+        let norm = self.factor_phiu_lu(t)?;
+        Ok(self.invert_phiu(norm))
+    }
+
+    /// Factor `Φu` from `self.jac` (the LU only: what a Newton iteration needs); returns the
+    /// 1-norm of `Φu` for [`Self::invert_phiu`].
+    fn factor_phiu_lu(&mut self, t: f64) -> Result<f64, IntegrateError> {
         let nc = self.nc;
         for (k, &c) in self.part.dep.iter().enumerate() {
             for i in 0..nc {
@@ -407,6 +416,13 @@ impl RosenbrockNystrom {
             t,
             what: format!("dependent constraint Jacobian Φu (partition degenerate), pivot {k}"),
         })?;
+        Ok(norm)
+    }
+
+    /// `Φu⁻¹` from the factored `Φu` (`norm` its 1-norm); sets `rel_last`, returns the
+    /// condition number.
+    fn invert_phiu(&mut self, norm: f64) -> f64 {
+        let nc = self.nc;
         for j in 0..nc {
             self.colv[..nc].fill(0.0);
             self.colv[j] = 1.0;
@@ -422,7 +438,7 @@ impl RosenbrockNystrom {
             .map(|j| (0..nc).map(|i| self.jac[(i, j)].abs()).sum::<f64>())
             .fold(0.0, f64::max);
         self.rel_last = jac_norm * inv_norm;
-        Ok(norm * inv_norm)
+        norm * inv_norm
     }
 
     /// Gaussian elimination of `self.jac` with full pivoting, optionally with the columns
@@ -565,7 +581,8 @@ impl RosenbrockNystrom {
         for it in 0..NEWTON_ITERS {
             sys.constraints(t, &self.qe, &mut self.phi);
             sys.constraint_jacobian(t, &self.qe, &mut self.jac);
-            self.cond_last = self.factor_phiu(t)?;
+            // The LU only: `Φu⁻¹` (nc solves) is needed at the solution alone.
+            let norm = self.factor_phiu_lu(t)?;
             let r = dense::inf_norm(&self.phi);
             if !r.is_finite() {
                 return Err(IntegrateError::NonFinite {
@@ -575,6 +592,7 @@ impl RosenbrockNystrom {
             }
             // Stop at round-off: the residual no longer decreases, or it is already tiny.
             if r <= 1e-15 * scale || (it > 1 && r >= 0.5 * last && r <= 1e-10 * scale) {
+                self.cond_last = self.invert_phiu(norm);
                 return Ok(());
             }
             last = r;
@@ -606,12 +624,20 @@ impl RosenbrockNystrom {
         dt: f64,
         jacobian: bool,
     ) -> Result<(), IntegrateError> {
+        self.eval_positions(sys, t, dt)?;
+        self.eval_velocities(sys, t, jacobian)
+    }
+
+    /// The position-level half of [`Self::eval`] at `(t, self.ww)`: `qe`, `Φu⁻¹`, `H`, `h_t`,
+    /// `M`, `MT`, `M̂` and its LU.
+    fn eval_positions<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        dt: f64,
+    ) -> Result<(), IntegrateError> {
         let (nq, nc, nd) = (self.nq, self.nc, self.nd);
         let w = &self.ww;
-        self.stats.f_evals += 1;
-        if jacobian {
-            self.stats.f_evals_jacobian += 1;
-        }
         // Tangent predictor from the step start: u ≈ u_n + H_n (w − w_n) + h_t,n Δt.
         self.qe.copy_from_slice(&self.q0);
         for (k, &c) in self.part.ind.iter().enumerate() {
@@ -627,16 +653,20 @@ impl RosenbrockNystrom {
         if nc > 0 {
             self.recover_positions(sys, t)?;
         }
-        // H = −Φu⁻¹ Φw, h_t = −Φu⁻¹ Φt, u̇ = H ẇ + h_t.
+        // H = −Φu⁻¹ Φw, h_t = −Φu⁻¹ Φt, u̇ = H ẇ + h_t. The dense products here and below run
+        // column by column (axpy on contiguous columns, independent sums per row) and add in
+        // the same order as the plain dot products, so the numbers are those of a dot product.
         if nc > 0 {
             sys.constraint_time_derivative(t, &self.qe, &mut self.phit);
+            let inv = self.phiu_inv.as_slice();
             for (k, &c) in self.part.ind.iter().enumerate() {
-                for i in 0..nc {
-                    let mut s = 0.0;
-                    for l in 0..nc {
-                        s -= self.phiu_inv[(i, l)] * self.jac[(l, c)];
+                let hk = &mut self.hmat.as_mut_slice()[k * nc..(k + 1) * nc];
+                hk.fill(0.0);
+                for l in 0..nc {
+                    let x = self.jac[(l, c)];
+                    for (h, &a) in hk.iter_mut().zip(&inv[l * nc..(l + 1) * nc]) {
+                        *h -= a * x;
                     }
-                    self.hmat[(i, k)] = s;
                 }
             }
             for i in 0..nc {
@@ -646,6 +676,60 @@ impl RosenbrockNystrom {
                 }
                 self.ht[i] = s;
             }
+        }
+        sys.mass_matrix(t, &self.qe, &mut self.m);
+        // MT = M T (T: rows dep = H, rows ind = I), M̂ = Tᵀ MT.
+        let m = self.m.as_slice();
+        for k in 0..nd {
+            let ck = self.part.ind[k];
+            let col = &mut self.mt.as_mut_slice()[k * nq..(k + 1) * nq];
+            col.copy_from_slice(&m[ck * nq..(ck + 1) * nq]);
+            for (i, &c) in self.part.dep.iter().enumerate() {
+                let h = self.hmat[(i, k)];
+                for (x, &a) in col.iter_mut().zip(&m[c * nq..(c + 1) * nq]) {
+                    *x += a * h;
+                }
+            }
+        }
+        // H's row i, `H[(i, k)]` over k, is every nc-th entry from i (column-major).
+        let hs = self.hmat.as_slice();
+        for l in 0..nd {
+            let mt = &self.mt.as_slice()[l * nq..(l + 1) * nq];
+            let col = &mut self.mhat.as_mut_slice()[l * nd..(l + 1) * nd];
+            for (y, &r) in col.iter_mut().zip(&self.part.ind) {
+                *y = mt[r];
+            }
+            for (i, &c) in self.part.dep.iter().enumerate() {
+                let x = mt[c];
+                for (y, &h) in col.iter_mut().zip(hs.iter().skip(i).step_by(nc)) {
+                    *y += h * x;
+                }
+            }
+        }
+        self.mhat_lu.a.copy_from(&self.mhat);
+        self.mhat_lu
+            .factor()
+            .map_err(|k| IntegrateError::Singular {
+                t,
+                what: format!("reduced mass matrix M̂, pivot {k}"),
+            })?;
+        Ok(())
+    }
+
+    /// The velocity-level half of [`Self::eval`] at `(t, self.wwd)` on the positions of the
+    /// last [`Self::eval_positions`]: `ve`, `Q`, `g`, `Q̂`, and `ẅ = M̂⁻¹ Q̂` in `fout`. Alone it
+    /// is a whole evaluation at a changed `ẇ` (what the columns of `J₂` need): the positions,
+    /// `H` and `M̂` do not depend on `ẇ`.
+    fn eval_velocities<S: MultibodySystem + ?Sized>(
+        &mut self,
+        sys: &mut S,
+        t: f64,
+        jacobian: bool,
+    ) -> Result<(), IntegrateError> {
+        let (nq, nc, nd) = (self.nq, self.nc, self.nd);
+        self.stats.f_evals += 1;
+        if jacobian {
+            self.stats.f_evals_jacobian += 1;
         }
         for (k, &c) in self.part.ind.iter().enumerate() {
             self.ve[c] = self.wwd[k];
@@ -657,7 +741,6 @@ impl RosenbrockNystrom {
             }
             self.ve[c] = s;
         }
-        sys.mass_matrix(t, &self.qe, &mut self.m);
         sys.forces(t, &self.qe, &self.ve, &mut self.force);
         self.g.fill(0.0);
         if nc > 0 {
@@ -670,46 +753,25 @@ impl RosenbrockNystrom {
                 self.g[c] = s;
             }
         }
-        // MT = M T (T: rows dep = H, rows ind = I), M̂ = Tᵀ MT, Q̂ = Tᵀ (Q − M g).
-        for k in 0..nd {
-            let ck = self.part.ind[k];
-            for r in 0..nq {
-                let mut s = self.m[(r, ck)];
-                for (i, &c) in self.part.dep.iter().enumerate() {
-                    s += self.m[(r, c)] * self.hmat[(i, k)];
-                }
-                self.mt[(r, k)] = s;
+        // Q̂ = Tᵀ (Q − M g).
+        self.qdd.copy_from_slice(&self.force); // Q − M g (temporarily)
+        let m = self.m.as_slice();
+        for j in 0..nq {
+            let gj = self.g[j];
+            for (x, &a) in self.qdd.iter_mut().zip(&m[j * nq..(j + 1) * nq]) {
+                *x -= a * gj;
             }
-        }
-        for r in 0..nq {
-            let mut s = self.force[r];
-            for j in 0..nq {
-                s -= self.m[(r, j)] * self.g[j];
-            }
-            self.qdd[r] = s; // Q − M g (temporarily)
         }
         for k in 0..nd {
-            let ck = self.part.ind[k];
-            for l in 0..nd {
-                let mut s = self.mt[(ck, l)];
-                for (i, &c) in self.part.dep.iter().enumerate() {
-                    s += self.hmat[(i, k)] * self.mt[(c, l)];
-                }
-                self.mhat[(k, l)] = s;
-            }
-            let mut s = self.qdd[ck];
-            for (i, &c) in self.part.dep.iter().enumerate() {
-                s += self.hmat[(i, k)] * self.qdd[c];
-            }
-            self.fout[k] = s;
+            self.fout[k] = self.qdd[self.part.ind[k]];
         }
-        self.mhat_lu.a.copy_from(&self.mhat);
-        self.mhat_lu
-            .factor()
-            .map_err(|k| IntegrateError::Singular {
-                t,
-                what: format!("reduced mass matrix M̂, pivot {k}"),
-            })?;
+        let hs = self.hmat.as_slice();
+        for (i, &c) in self.part.dep.iter().enumerate() {
+            let x = self.qdd[c];
+            for (y, &h) in self.fout.iter_mut().zip(hs.iter().skip(i).step_by(nc)) {
+                *y += h * x;
+            }
+        }
         self.mhat_lu.solve(&mut self.fout);
         if !dense::all_finite(&self.fout) {
             return Err(IntegrateError::NonFinite {
@@ -786,7 +848,13 @@ impl RosenbrockNystrom {
         // Cube root of the machine epsilon: balances truncation and round-off.
         let eps3 = 6e-6;
         self.stats.jac_evals += 1;
-        for which in 0..2 {
+        // The step start once, in full: `J₂`'s columns (`ẇ` perturbed) change no position
+        // and reuse its `qe`, `H`, `M̂` and LU (the same numbers a full evaluation recovers);
+        // `J₁` (`w` perturbed, after them) needs the position half every time.
+        self.ww.copy_from_slice(&self.w0);
+        self.wwd.copy_from_slice(&self.wd0);
+        self.eval(sys, t, 0.0, true)?;
+        for which in [1, 0] {
             for k in 0..nd {
                 let x = if which == 0 { self.w0[k] } else { self.wd0[k] };
                 let d = eps3 * x.abs().max(1.0);
@@ -798,7 +866,11 @@ impl RosenbrockNystrom {
                     } else {
                         self.wwd[k] = x + sign * d;
                     }
-                    self.eval(sys, t, 0.0, true)?;
+                    if which == 0 {
+                        self.eval(sys, t, 0.0, true)?;
+                    } else {
+                        self.eval_velocities(sys, t, true)?;
+                    }
                     if sign > 0.0 {
                         self.fp.copy_from_slice(&self.fout);
                     } else {
@@ -1142,6 +1214,58 @@ impl<S: MultibodySystem + ?Sized> Integrator<S> for RosenbrockNystrom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `J₂`'s columns come from the velocity-level half alone, on the step start's positions,
+    /// `H` and `M̂`; they must equal central differences of full evaluations at the perturbed
+    /// `ẇ` to the bit. A position-level quantity that came to depend on `ẇ` (or a velocity
+    /// term left in the position half) fails here.
+    #[test]
+    fn velocity_columns_equal_full_evaluations() {
+        use crate::integrate::test_systems::CartesianChain;
+        let mut sys = CartesianChain::paper(3);
+        let mut x = sys.consistent_state(0.3);
+        // Rods off the vertical and velocities well away from rest, so that `J₂` (from `γ`,
+        // quadratic in `v`, through `H ≠ 0`) is not small; the recovery makes the dependent
+        // coordinates consistent.
+        let s = sys.suspension(0.3)[0];
+        let (mut px, mut py) = (s[0], s[1]);
+        for (k, angle) in [0.3f64, 0.8, -0.4].into_iter().enumerate() {
+            px += angle.sin();
+            py -= angle.cos();
+            x.q[2 * k] = px;
+            x.q[2 * k + 1] = py;
+        }
+        for (i, v) in x.v.iter_mut().enumerate() {
+            *v = 0.4 + 0.3 * i as f64;
+        }
+        for method in [Method::RosenbrockNystrom, Method::WMethod] {
+            let settings = Settings {
+                method,
+                ..Settings::default()
+            };
+            let mut rn = RosenbrockNystrom::new(settings, 6, 3);
+            rn.initialize(&mut sys, &x).unwrap();
+            rn.jacobians(&mut sys).unwrap();
+            let (nd, t) = (rn.nd, rn.state.t);
+            let j2 = rn.j2.clone();
+            assert!(j2.iter().any(|x| x.abs() > 0.1), "J₂ = {j2}");
+            for k in 0..nd {
+                let x = rn.wd0[k];
+                let d = 6e-6 * x.abs().max(1.0);
+                let mut f = [vec![0.0; nd], vec![0.0; nd]];
+                for (fs, sign) in f.iter_mut().zip([1.0, -1.0]) {
+                    rn.ww.copy_from_slice(&rn.w0);
+                    rn.wwd.copy_from_slice(&rn.wd0);
+                    rn.wwd[k] = x + sign * d;
+                    rn.eval(&mut sys, t, 0.0, false).unwrap();
+                    fs.copy_from_slice(&rn.fout);
+                }
+                for i in 0..nd {
+                    assert_eq!(j2[(i, k)], (f[0][i] - f[1][i]) / (2.0 * d), "J₂[{i}, {k}]");
+                }
+            }
+        }
+    }
 
     /// Re-derive the Nyström coefficients of the order-4 method from the base Rosenbrock
     /// method (paper 000's first table, with γ₂₁ < 0) by Theorem 2.1, check them against the
