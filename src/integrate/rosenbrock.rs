@@ -863,12 +863,9 @@ impl RosenbrockNystrom {
                     self.wwd.copy_from_slice(&self.wd0);
                     if which == 0 {
                         self.ww[k] = x + sign * d;
-                    } else {
-                        self.wwd[k] = x + sign * d;
-                    }
-                    if which == 0 {
                         self.eval(sys, t, 0.0, true)?;
                     } else {
+                        self.wwd[k] = x + sign * d;
                         self.eval_velocities(sys, t, true)?;
                     }
                     if sign > 0.0 {
