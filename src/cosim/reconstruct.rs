@@ -1429,14 +1429,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn smooth_mode_does_not_amplify_white_noise_on_a_slow_signal() {
-        // 0.1 mm noise on a 10 mm, 0.5 Hz signal sampled at 1 ms (deterministic generator).
-        let h = 1e-3;
-        let truth = |t: f64| 0.01 * (std::f64::consts::PI * t).sin();
+    /// A deterministic unit-variance, zero-mean noise source: sums of 12 xorshift uniforms.
+    fn white_noise() -> impl FnMut() -> f64 {
         let mut seed = 0x2545F4914F6CDD1Du64;
-        let mut gauss = || {
-            // Sum of 12 uniforms: unit variance, zero mean.
+        move || {
             (0..12)
                 .map(|_| {
                     seed ^= seed << 13;
@@ -1446,7 +1442,15 @@ mod tests {
                 })
                 .sum::<f64>()
                 - 6.0
-        };
+        }
+    }
+
+    #[test]
+    fn smooth_mode_does_not_amplify_white_noise_on_a_slow_signal() {
+        // 0.1 mm noise on a 10 mm, 0.5 Hz signal sampled at 1 ms (deterministic generator).
+        let h = 1e-3;
+        let truth = |t: f64| 0.01 * (std::f64::consts::PI * t).sin();
+        let mut gauss = white_noise();
         let sigma = 1e-4;
         let samples: Vec<f64> = (0..3000)
             .map(|k| truth(k as f64 * h) + sigma * gauss())
@@ -1475,18 +1479,7 @@ mod tests {
         let sigma = 1e-4;
         for amp in [0.3, 1.0] {
             let truth = |t: f64| amp * (std::f64::consts::PI * t).sin();
-            let mut seed = 0x2545F4914F6CDD1Du64;
-            let mut gauss = || {
-                (0..12)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        (seed >> 11) as f64 / (1u64 << 53) as f64
-                    })
-                    .sum::<f64>()
-                    - 6.0
-            };
+            let mut gauss = white_noise();
             let n = 2000;
             let samples: Vec<f64> = (0..n)
                 .map(|k| truth(k as f64 * h) + sigma * gauss())
