@@ -19,9 +19,6 @@
 //!     limited to the samples' range, with a Fritsch–Carlson bound on the end slope so the
 //!     segment does not overshoot;
 //!   - blended in between, so the segment depends continuously on the samples;
-//!   - on a noisy moving signal, a sample whose misfit is typical of the earlier ones is not a
-//!     step, and the trend leans towards the least-squares quadratic through the window where
-//!     the cubic's recent prediction errors are several times the quadratic's;
 //!   - with three samples, the newest judged against the line through the two before (the
 //!     start-up ends there); with fewer, the newest sample, approached flat.
 //!
@@ -55,23 +52,6 @@ const NOW_SMOOTH_4: f64 = 0.4;
 const NOW_ROUGH_4: f64 = 0.8;
 /// Cap of one sample's misfit ratio in the window's mean of ratios.
 const RATIO_CAP: f64 = 4.0;
-/// Noise on a moving signal (a measured road moves 1–3 mm per sample under 0.1 mm of noise):
-/// the running means of the squared one-step prediction errors of the cubic through four
-/// samples (which passes through every sample, and extrapolates their noise about eightfold)
-/// and of the least-squares quadratic through the samples before (about 1.5-fold, with a bias
-/// of order `u⃛ H³`). Where the cubic's exceed the quadratic's by less than `NOISE_FROM` the
-/// cubic is the trend (a smooth signal: its errors are of order `u⁗ H⁴`), by more than
-/// `NOISE_TO` the quadratic through the last [`HISTORY`] samples (white noise gives 10–100),
-/// blended in between ([`noise_weight`]).
-const NOISE_FROM: f64 = 3.0;
-const NOISE_TO: f64 = 9.0;
-/// Weight of the newest sample in those running means (about the last eight samples).
-const NOISE_MEMORY: f64 = 0.125;
-/// The newest sample's misfit against the RMS of the earlier ones (the cubic's running mean
-/// above): below `TYPICAL_SMOOTH` times it the sample is as noisy as those before, not a step;
-/// above `TYPICAL_ROUGH` times it the ratio to the increments decides alone ([`smoothness`]).
-const TYPICAL_SMOOTH: f64 = 2.0;
-const TYPICAL_ROUGH: f64 = 3.0;
 /// The gap between the carried-over start and the trend decays like `exp(−t / (GAP_TAU h))`
 /// (critically damped).
 const GAP_TAU: f64 = 0.5;
@@ -114,11 +94,6 @@ pub struct InputState {
     /// ([`InputState::gap_scale`]).
     #[serde(default)]
     pub committed_scale: Option<(f64, f64)>,
-    /// Running means of the squared one-step prediction errors of the cubic through four
-    /// samples and of the least-squares quadratic, over the samples before the newest
-    /// ([`noise_weight`]); `None` before the first.
-    #[serde(default)]
-    pub prediction_errors: Option<(f64, f64)>,
 }
 
 impl InputState {
@@ -131,15 +106,6 @@ impl InputState {
 
     /// Add `(t, u)` to the history (see [`record_sample`]).
     pub fn record(&mut self, t: f64, u: f64) {
-        // A new sample makes the newest one's prediction errors final: into the means.
-        if self.history.last().is_some_and(|&(tl, _)| t > tl) {
-            if let Some((c, q)) = prediction_errors(&self.history) {
-                self.prediction_errors = Some(match self.prediction_errors {
-                    Some((mc, mq)) => (mc + NOISE_MEMORY * (c - mc), mq + NOISE_MEMORY * (q - mq)),
-                    None => (c, q),
-                });
-            }
-        }
         record_sample(&mut self.history, t, u);
     }
 
@@ -261,8 +227,7 @@ impl InputState {
                 }
             }
             Reconstruction::Smooth => {
-                let scale = self.gap_scale(t, h);
-                smooth_segment(&self.history, start, t, u, h, scale, self.prediction_errors)
+                smooth_segment(&self.history, start, t, u, h, self.gap_scale(t, h))
             }
         }
     }
@@ -341,8 +306,7 @@ pub fn record_sample(history: &mut Vec<(f64, f64)>, t: f64, u: f64) {
 
 /// The smooth mode's segment on `[t, t + h]` (module documentation); `history` ends with
 /// `(t, u)`, `start` is the carried-over value and slope, `gap_scale` the time scale on which
-/// the gap to the trend closes ([`InputState::gap_scale`]), `errors` the running means of the
-/// trend's squared prediction errors ([`InputState::prediction_errors`]).
+/// the gap to the trend closes ([`InputState::gap_scale`]).
 fn smooth_segment(
     history: &[(f64, f64)],
     start: Option<(f64, f64)>,
@@ -350,7 +314,6 @@ fn smooth_segment(
     u: f64,
     h: f64,
     gap_scale: f64,
-    errors: Option<(f64, f64)>,
 ) -> InputSegment {
     let n = history.len();
     let (p, mut d) = start.unwrap_or((u, 0.0));
@@ -385,13 +348,7 @@ fn smooth_segment(
     // (which the carried slope and the end slope set) is accurate to O(H²).
     let nodes = trend_nodes(history, h);
     let q = if n >= 4 {
-        // On a noisy moving signal, towards the least-squares quadratic ([`NOISE_FROM`]).
-        let cubic = cubic_through(&nodes);
-        let nu = noise_weight(history, errors);
-        match ls_quadratic(history) {
-            Some(quad) if nu > 0.0 => blend(&cubic, &quad, nu),
-            _ => cubic,
-        }
+        cubic_through(&nodes)
     } else {
         through_samples(&history[n.saturating_sub(3)..], t, u)
     };
@@ -419,7 +376,7 @@ fn smooth_segment(
     };
     // Rough target: the least-squares line through the window.
     let (l_end, l_slope) = ls_line(history, t + h);
-    let (w_now, w_window) = smoothness(history, errors.map(|(c, _)| c.sqrt()));
+    let (w_now, w_window) = smoothness(history);
     // A step longer than the span of the samples the trend is fitted to: the trend of
     // samples 1 ms apart says nothing about the signal 0.5 s ahead (the cubic extrapolated
     // 500 spacings put a post 16 cm outside the samples' 0.6 mm, with forces of 1e7 N, all
@@ -522,8 +479,7 @@ fn smooth_segment(
 /// With fewer samples nothing can be judged: rough. With four, against the quadratic through
 /// the three before; from five on against the cubic through the four before (see
 /// [`NOW_SMOOTH_4`]).
-/// `typical`: the RMS of the earlier samples' misfits ([`TYPICAL_SMOOTH`]), if known.
-fn smoothness(history: &[(f64, f64)], typical: Option<f64>) -> (f64, f64) {
+fn smoothness(history: &[(f64, f64)]) -> (f64, f64) {
     let n = history.len();
     let weight = |num: f64, den: f64, smooth: f64, rough: f64| {
         if num == 0.0 {
@@ -569,15 +525,6 @@ fn smoothness(history: &[(f64, f64)], typical: Option<f64>) -> (f64, f64) {
         (NOW_SMOOTH, NOW_ROUGH)
     };
     let now = weight(misfit(n - 1), local(n - 1), smooth, rough);
-    // A sample whose misfit is no larger than those of the samples before it is not a step:
-    // on a noisy moving signal each sample's misfit (its noise times about 8.4) is a good part
-    // of the increments, and judged against those alone every other sample read as a step
-    // (approached flat: an S-curve per step, `ü` of thousands of m/s² at 0.1 mm of noise).
-    // The level is the RMS of the earlier samples' misfits (a running mean over about eight).
-    let now = match typical {
-        Some(level) => now.max(weight(misfit(n - 1), level, TYPICAL_SMOOTH, TYPICAL_ROUGH)),
-        None => now,
-    };
     // The window: the mean misfit against the mean increment, or the mean of the samples'
     // own ratios (capped), whichever is smaller. Noise gives both large; a start from rest
     // has one or two samples with ratios up to 1 among samples at rest (0/0, counted 0),
@@ -617,78 +564,6 @@ fn ls_line(history: &[(f64, f64)], t_eval: f64) -> (f64, f64) {
     let sxy: f64 = history.iter().map(|s| (s.0 - tm) * (s.1 - um)).sum();
     let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
     (um + slope * (t_eval - tm), slope)
-}
-
-/// The squared one-step prediction errors of the newest sample: by the cubic through the four
-/// samples before it, and by the least-squares quadratic through all the samples before it
-/// (at least four). `None` with fewer than five samples.
-fn prediction_errors(history: &[(f64, f64)]) -> Option<(f64, f64)> {
-    let n = history.len();
-    if n < 5 {
-        return None;
-    }
-    let (t, u) = history[n - 1];
-    let cubic = cubic_through(&trend_nodes(&history[..n - 1], t - history[n - 2].0));
-    let quad = ls_quadratic(&history[..n - 1])?;
-    let (c, q) = (
-        (u - cubic.eval(t)[0]).powi(2),
-        (u - quad.eval(t)[0]).powi(2),
-    );
-    (c.is_finite() && q.is_finite()).then_some((c, q))
-}
-
-/// How much of the smooth target is the least-squares quadratic rather than the cubic through
-/// the last four samples (0: the cubic), from the running means of their squared prediction
-/// errors `means` and the newest sample's ([`NOISE_FROM`]).
-fn noise_weight(history: &[(f64, f64)], means: Option<(f64, f64)>) -> f64 {
-    let (Some((mc, mq)), Some((c, q))) = (means, prediction_errors(history)) else {
-        return 0.0;
-    };
-    let (c, q) = (mc + NOISE_MEMORY * (c - mc), mq + NOISE_MEMORY * (q - mq));
-    if !(c > 0.0 && q > 0.0) {
-        return 0.0;
-    }
-    ((c / q - NOISE_FROM) / (NOISE_TO - NOISE_FROM)).clamp(0.0, 1.0)
-}
-
-/// The least-squares quadratic through the samples (at least four, distinct times), expanded
-/// at the last one; `None` where the normal equations are singular.
-fn ls_quadratic(history: &[(f64, f64)]) -> Option<InputSegment> {
-    let n = history.len();
-    if n < 4 {
-        return None;
-    }
-    let t_ref = history[n - 1].0;
-    let span = t_ref - history[0].0;
-    if span.is_nan() || span <= 0.0 {
-        return None;
-    }
-    // Normal equations in s = (t − t_ref) / span (well scaled).
-    let mut a = nalgebra::Matrix3::<f64>::zeros();
-    let mut b = nalgebra::Vector3::<f64>::zeros();
-    for &(t, u) in history {
-        let s = (t - t_ref) / span;
-        let p = nalgebra::Vector3::new(1.0, s, s * s);
-        a += p * p.transpose();
-        b += p * u;
-    }
-    let x = a.lu().solve(&b)?;
-    let coeffs = [x[0], x[1] / span, x[2] / (span * span), 0.0];
-    coeffs
-        .iter()
-        .all(|c| c.is_finite())
-        .then_some(InputSegment { t0: t_ref, coeffs })
-}
-
-/// `(1 − nu) a + nu b`, expanded at `a.t0`.
-fn blend(a: &InputSegment, b: &InputSegment, nu: f64) -> InputSegment {
-    let [v, d, acc] = b.eval(a.t0);
-    let at_a = [v, d, 0.5 * acc, b.coeffs[3]];
-    let mut coeffs = a.coeffs;
-    for (c, x) in coeffs.iter_mut().zip(at_a) {
-        *c = (1.0 - nu) * *c + nu * x;
-    }
-    InputSegment { t0: a.t0, coeffs }
 }
 
 /// How far the segment `q` leaves `[lo, hi]` on `[t, t + h]`.
@@ -1429,10 +1304,14 @@ mod tests {
         }
     }
 
-    /// A deterministic unit-variance, zero-mean noise source: sums of 12 xorshift uniforms.
-    fn white_noise() -> impl FnMut() -> f64 {
+    #[test]
+    fn smooth_mode_does_not_amplify_white_noise_on_a_slow_signal() {
+        // 0.1 mm noise on a 10 mm, 0.5 Hz signal sampled at 1 ms (deterministic generator).
+        let h = 1e-3;
+        let truth = |t: f64| 0.01 * (std::f64::consts::PI * t).sin();
         let mut seed = 0x2545F4914F6CDD1Du64;
-        move || {
+        let mut gauss = || {
+            // Sum of 12 uniforms: unit variance, zero mean.
             (0..12)
                 .map(|_| {
                     seed ^= seed << 13;
@@ -1442,15 +1321,7 @@ mod tests {
                 })
                 .sum::<f64>()
                 - 6.0
-        }
-    }
-
-    #[test]
-    fn smooth_mode_does_not_amplify_white_noise_on_a_slow_signal() {
-        // 0.1 mm noise on a 10 mm, 0.5 Hz signal sampled at 1 ms (deterministic generator).
-        let h = 1e-3;
-        let truth = |t: f64| 0.01 * (std::f64::consts::PI * t).sin();
-        let mut gauss = white_noise();
+        };
         let sigma = 1e-4;
         let samples: Vec<f64> = (0..3000)
             .map(|k| truth(k as f64 * h) + sigma * gauss())
@@ -1463,59 +1334,6 @@ mod tests {
             .collect();
         let rms = (tail.iter().map(|e| e * e).sum::<f64>() / tail.len() as f64).sqrt();
         assert!(rms <= sigma, "rms {rms:e} against noise {sigma:e}");
-    }
-
-    /// 0.1 mm of white noise on signals that move 1–3 mm per sample (a measured road, a
-    /// sine of 0.3 m and 1 m at 0.5 Hz, sampled at 1 ms): the noise is a good part of each
-    /// increment, so the sample-by-sample step test alone read every other sample as a step
-    /// (approached flat), and the cubic through the last four samples extrapolated their noise
-    /// eightfold. Before the noise level and the least-squares quadratic entered the trend:
-    /// value errors of 4.9 σ and 5.6 σ, `ü` of 2200 and 4000 m/s² RMS, the slope cut at 198
-    /// and 83 of the 2000 communication points; since, 2.05 σ and 1.77 σ, 670 and 580 m/s²,
-    /// 10 and 4.
-    #[test]
-    fn smooth_mode_follows_a_noisy_moving_signal() {
-        let h = 1e-3;
-        let sigma = 1e-4;
-        for amp in [0.3, 1.0] {
-            let truth = |t: f64| amp * (std::f64::consts::PI * t).sin();
-            let mut gauss = white_noise();
-            let n = 2000;
-            let samples: Vec<f64> = (0..n)
-                .map(|k| truth(k as f64 * h) + sigma * gauss())
-                .collect();
-            let mut inp = InputState::new(samples[0]);
-            let (mut e2, mut a2, mut count, mut kinks) = (0.0, 0.0, 0usize, 0usize);
-            let mut end_slope: Option<f64> = None;
-            for (k, &u) in samples.iter().enumerate() {
-                let t = k as f64 * h;
-                inp.value = u;
-                inp.record(t, u);
-                let seg = inp.segment(Reconstruction::Smooth, t, h);
-                if end_slope.is_some_and(|d| (d - seg.eval(t)[1]).abs() > 1e-9) {
-                    kinks += 1;
-                }
-                end_slope = Some(seg.eval(t + h)[1]);
-                for j in 0..10 {
-                    let tj = t + h * j as f64 / 10.0;
-                    let [v, _, a] = seg.eval(tj);
-                    if t > 0.1 {
-                        e2 += (v - truth(tj)).powi(2);
-                        a2 += a * a;
-                        count += 1;
-                    }
-                }
-                inp.commit(seg, h);
-            }
-            let rms = (e2 / count as f64).sqrt();
-            let acc = (a2 / count as f64).sqrt();
-            assert!(
-                rms <= 2.5 * sigma,
-                "amp {amp}: value error {rms:e} against noise {sigma:e}"
-            );
-            assert!(acc <= 10.0 * sigma / (h * h), "amp {amp}: ü RMS {acc:e}");
-            assert!(kinks <= n / 100, "amp {amp}: slope cut at {kinks} points");
-        }
     }
 
     #[test]
